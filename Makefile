@@ -1,0 +1,38 @@
+# holdcommit: PGXS build, plus the two commands of the README (make run, make test)
+
+EXTENSION = holdcommit
+MODULE_big = holdcommit
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+DATA = $(wildcard sql/holdcommit--*.sql)
+PGFILEDESC = "holdcommit - hold-and-commit inside PostgreSQL"
+
+# Regression inputs are sql/<name>.sql (the install script is sql/holdcommit--*.sql).
+REGRESS = $(sort $(filter-out holdcommit--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --load-extension=holdcommit
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=holdcommit
+
+PG_CONFIG ?= pg_config
+PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
+EXTRA_CLEAN = results output_iso regression.diffs regression.out test/tmp
+
+# No JIT bitcode: it needs clang, and the functions are not JIT candidates.
+override with_llvm = no
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+RUN_PORT = 54320
+
+.PHONY: run stop test deps
+deps:
+	@test/deps.sh
+
+run:
+	@test/run-demo.sh
+
+stop:
+	@test/server.sh stop $(RUN_PORT)
+
+test:
+	@test/run-tests.sh

@@ -1,0 +1,187 @@
+/*
+ * call.c
+ *		The life of one SQL call: one clock reading, the extension owner's
+ *		rights with a pinned search_path, SPI, and prepared statements.
+ *
+ * The functions are not SECURITY DEFINER so that the caller's role can be
+ * recorded in the ledger; instead the call switches to the owner of the
+ * function (the extension's owner) for its SPI work, exactly as fmgr does
+ * for SECURITY DEFINER functions.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_proc.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "holdcommit.h"
+
+/* The schema of the extension, from the function being called. */
+static Oid	hc_schema = InvalidOid;
+
+/*
+ * Start a call: read the clock, remember the caller, become the owner of
+ * the called function with search_path = pg_catalog, pg_temp, connect SPI.
+ */
+void
+hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+{
+	HeapTuple	proctup;
+	Form_pg_proc proc;
+	Oid			owner;
+
+	call->function = function;
+	call->now = GetCurrentTimestamp();
+	call->outer = CurrentMemoryContext;
+
+	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	if (!HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	proc = (Form_pg_proc) GETSTRUCT(proctup);
+	owner = proc->proowner;
+	hc_schema = proc->pronamespace;
+	ReleaseSysCache(proctup);
+
+	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
+	call->actor = GetUserNameFromId(call->save_userid, false);
+	SetUserIdAndSecContext(owner, call->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+
+	call->guc_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+/*
+ * End a call normally.  On error, transaction abort undoes all of this.
+ */
+void
+hc_call_end(HcCall *call)
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	AtEOXact_GUC(true, call->guc_level);
+	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
+}
+
+/*
+ * Prepare the statement for the current schema if not done yet, keep it.
+ */
+static SPIPlanPtr
+hc_prepare(HcStatement *stmt)
+{
+	StringInfoData sql;
+	const char *schema;
+	const char *p;
+	const char *mark;
+	SPIPlanPtr	plan;
+
+	if (stmt->plan != NULL && stmt->schema == hc_schema)
+		return stmt->plan;
+	if (stmt->plan != NULL)
+		SPI_freeplan(stmt->plan);
+	stmt->plan = NULL;
+
+	schema = quote_identifier(get_namespace_name(hc_schema));
+	initStringInfo(&sql);
+	for (p = stmt->sql; (mark = strstr(p, "@extschema@")) != NULL; p = mark + strlen("@extschema@"))
+	{
+		appendBinaryStringInfo(&sql, p, mark - p);
+		appendStringInfoString(&sql, schema);
+	}
+	appendStringInfoString(&sql, p);
+
+	plan = SPI_prepare(sql.data, stmt->nargs, stmt->argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql.data,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	pfree(sql.data);
+	stmt->plan = plan;
+	stmt->schema = hc_schema;
+	return plan;
+}
+
+/*
+ * Run a prepared statement with a fresh snapshot (read_only = false), check
+ * that SPI answered as expected, return the number of rows.
+ */
+uint64
+hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected)
+{
+	int			rc;
+
+	rc = SPI_execute_plan(hc_prepare(stmt), values, nulls, false, 0);
+	if (rc != expected)
+		elog(ERROR, "unexpected SPI result %s for \"%s\"",
+			 SPI_result_code_string(rc), stmt->sql);
+	return SPI_processed;
+}
+
+Datum
+hc_datum(int row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+bool
+hc_isnull(int row, int col)
+{
+	bool		isnull;
+
+	(void) hc_datum(row, col, &isnull);
+	return isnull;
+}
+
+/* A text column as a C string in the caller's memory context, or NULL. */
+char *
+hc_text(HcCall *call, int row, int col)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, col, &isnull);
+	MemoryContext old;
+	char	   *s;
+
+	if (isnull)
+		return NULL;
+	old = MemoryContextSwitchTo(call->outer);
+	s = TextDatumGetCString(d);
+	MemoryContextSwitchTo(old);
+	return s;
+}
+
+TimestampTz
+hc_timestamptz(int row, int col)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, col, &isnull);
+
+	return isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
+}
+
+int32
+hc_int32(int row, int col)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+int64
+hc_int64(int row, int col)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}

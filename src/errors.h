@@ -1,0 +1,21 @@
+/*
+ * errors.h
+ *		The SQLSTATEs holdcommit raises for machine-readable outcomes.
+ *
+ * Class RS lies in the range the SQL standard leaves to implementations.
+ * Applications map these to HTTP statuses (see README.md).
+ */
+#ifndef HOLDCOMMIT_ERRORS_H
+#define HOLDCOMMIT_ERRORS_H
+
+#include "utils/elog.h"
+
+#define ERRCODE_HC_ASSET_UNAVAILABLE		MAKE_SQLSTATE('R','S','0','0','1')	/* 409 */
+#define ERRCODE_HC_INSUFFICIENT_STOCK		MAKE_SQLSTATE('R','S','0','0','2')	/* 409 */
+#define ERRCODE_HC_RESERVATION_EXPIRED		MAKE_SQLSTATE('R','S','0','0','3')	/* 410 */
+#define ERRCODE_HC_RESERVATION_NOT_ACTIVE	MAKE_SQLSTATE('R','S','0','0','4')	/* 409 */
+#define ERRCODE_HC_IDEMPOTENCY_KEY_REUSED	MAKE_SQLSTATE('R','S','0','0','5')	/* 422 */
+#define ERRCODE_HC_NOT_FOUND				MAKE_SQLSTATE('R','S','0','0','6')	/* 404 */
+#define ERRCODE_HC_LOCK_NOT_HELD			MAKE_SQLSTATE('R','S','0','0','7')	/* 409 */
+
+#endif							/* HOLDCOMMIT_ERRORS_H */

@@ -1,0 +1,109 @@
+/*
+ * validate.c
+ *		Argument checks, run before anything else so that bad input never
+ *		changes state.  Each error names the argument (SPEC section 7).
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+#include "datatype/timestamp.h"
+
+#include "holdcommit.h"
+
+#define HC_MAX_ID_BYTES		64
+#define HC_MAX_KEY_BYTES	255
+
+static void
+hc_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
+
+/* A text of 1 to max_bytes bytes. */
+static char *
+hc_arg_bounded_text(FunctionCallInfo fcinfo, int argno, const char *name, int max_bytes)
+{
+	text	   *t;
+	int			len;
+
+	hc_arg_not_null(fcinfo, argno, name);
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", name)));
+	if (len > max_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", name),
+				 errdetail("It is %d bytes long; the limit is %d bytes.", len, max_bytes)));
+	return text_to_cstring(t);
+}
+
+/* An asset, product, buyer, reservation, resource or owner id. */
+char *
+hc_arg_id(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return hc_arg_bounded_text(fcinfo, argno, name, HC_MAX_ID_BYTES);
+}
+
+/* An idempotency key. */
+char *
+hc_arg_key(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return hc_arg_bounded_text(fcinfo, argno, name, HC_MAX_KEY_BYTES);
+}
+
+/* Free text (a reason, a note): any length, but not null. */
+char *
+hc_arg_text(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	hc_arg_not_null(fcinfo, argno, name);
+	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+/*
+ * A ttl: > 0 and <= holdcommit.max_ttl, as microseconds.  A month counts as
+ * 30 days, as interval comparison does.
+ */
+int64
+hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	Interval   *ttl;
+	int128		usecs;
+
+	hc_arg_not_null(fcinfo, argno, name);
+	ttl = PG_GETARG_INTERVAL_P(argno);
+	usecs = (int128) ttl->time
+		+ (int128) ttl->day * USECS_PER_DAY
+		+ (int128) ttl->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", name)));
+	if (usecs > (int128) hc_max_ttl * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not exceed holdcommit.max_ttl", name),
+				 errdetail("holdcommit.max_ttl is %d seconds.", hc_max_ttl),
+				 errhint("Ask for a shorter %s, or extend the hold later.", name)));
+	return (int64) usecs;
+}
+
+bool
+hc_arg_bool(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	hc_arg_not_null(fcinfo, argno, name);
+	return PG_GETARG_BOOL(argno);
+}
+
+int32
+hc_arg_int(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	hc_arg_not_null(fcinfo, argno, name);
+	return PG_GETARG_INT32(argno);
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install the Debian packages holdcommit needs to build and test, if missing.
+# As root it installs them; otherwise it prints the apt-get line and fails.
+set -euo pipefail
+
+packages=(build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
+          postgresql-15-cron libtap-parser-sourcehandler-pgtap-perl)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "holdcommit needs: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+echo "installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}" >/dev/null

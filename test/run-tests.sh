@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# make test: build, install, start a throwaway server, run every suite
+# (regression, isolation, pgTAP, load), remove the server, and end with
+# "N passed, N failed".  Exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+port=${HC_TEST_PORT:-54330}
+export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
+out=test/tmp
+passed=0
+failed=0
+
+fail_setup() { echo "$1" >&2; echo "0 passed, 1 failed"; exit 1; }
+
+test/deps.sh || fail_setup "missing packages"
+make -s >/dev/null || fail_setup "build failed"
+if [ "$(id -u)" -eq 0 ]; then make -s install >/dev/null || fail_setup "install failed"; fi
+rm -rf "$out" results output_iso && mkdir -p "$out"
+test/server.sh start "$port" || fail_setup "server did not start"
+trap 'test/server.sh stop "$port"' EXIT
+
+# Count "... ok" / "... FAILED" lines of pg_regress and pg_isolation_regress.
+count_regress() {
+    local log=$1 ok bad
+    ok=$(grep -cE '\.\.\. ok' "$log")
+    bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$log")
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+}
+
+echo "== regression and isolation"
+make -s installcheck 2>&1 | tee "$out/installcheck.log"
+count_regress "$out/installcheck.log"
+for d in regression.diffs output_iso/regression.diffs; do
+    [ -s "$d" ] && { echo "-- $d"; head -200 "$d"; }
+done
+
+echo "== pgTAP"
+psql -qX -d postgres -c "CREATE DATABASE hc_tap" >/dev/null
+psql -qX -d hc_tap -c "CREATE EXTENSION pgtap; CREATE EXTENSION holdcommit;" >/dev/null
+pg_prove -v -d hc_tap test/pgtap/*.sql >"$out/pgtap.log" 2>&1
+prove_rc=$?
+cat "$out/pgtap.log"
+ok=$(grep -cE '^\s*ok [0-9]+' "$out/pgtap.log")
+bad=$(grep -cE '^\s*not ok [0-9]+' "$out/pgtap.log")
+passed=$((passed + ok))
+failed=$((failed + bad))
+[ $prove_rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+
+echo "== load"
+for t in test/load/*.sh; do
+    bash "$t" >"$out/$(basename "$t").log" 2>&1
+    rc=$?
+    cat "$out/$(basename "$t").log"
+    ok=$(grep -cE '^ok ' "$out/$(basename "$t").log")
+    bad=$(grep -cE '^not ok ' "$out/$(basename "$t").log")
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+done
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 server with holdcommit preloaded.
+#   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
+#   test/server.sh stop PORT    stop it and remove its data
+# Its socket and data live where the postgres user can write; as root the
+# server runs as postgres.  Clients connect as postgres over the socket (trust).
+set -euo pipefail
+
+cmd=${1:?usage: server.sh start|stop PORT}
+port=${2:?usage: server.sh start|stop PORT}
+bin=/usr/lib/postgresql/15/bin
+base=${TMPDIR:-/tmp}/holdcommit-$port
+data=$base/data
+
+as_server() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+case $cmd in
+start)
+    if [ -f "$data/postmaster.pid" ] && as_server "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        as_server "$bin/pg_ctl" -D "$data" -m immediate stop >/dev/null
+    fi
+    rm -rf "$base"
+    mkdir -p "$base"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$base"
+    as_server "$bin/initdb" -D "$data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
+    as_server tee -a "$data/postgresql.conf" >/dev/null <<CONF
+port = $port
+listen_addresses = ''
+unix_socket_directories = '$base'
+shared_preload_libraries = 'holdcommit'
+max_connections = 250
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+log_min_messages = warning
+log_line_prefix = '%m [%p] %q%a '
+CONF
+    as_server "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 start >/dev/null
+    ;;
+stop)
+    if [ -d "$data" ]; then
+        as_server "$bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
+        rm -rf "$base"
+    fi
+    ;;
+*)
+    echo "usage: server.sh start|stop PORT" >&2
+    exit 2
+    ;;
+esac
