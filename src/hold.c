@@ -318,7 +318,7 @@ hc_hold(PG_FUNCTION_ARGS)
 			if (hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE_RETURNING) != 1)
 				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"", asset_id, old.id);
 			old.buyer_id = hc_text(&call, 0, 1);
-			hold_ledger(&call, &old, "expire", "reclaim", -1, 0);
+			hold_ledger(&call, &old, "reclaim", "reclaim", -1, 0);
 		}
 
 		values[0] = HC_TEXT(r.id);
