@@ -150,12 +150,112 @@ COMMENT ON FUNCTION @extschema@.hc_extend(text, interval) IS
     'Keep a live hold until now + ttl, at most created_at + holdcommit.max_hold.';
 
 ------------------------------------------------------------------------------
+-- Counted stock: reserve, finalize, unreserve
+------------------------------------------------------------------------------
+
+CREATE TABLE @extschema@.hc_inventory (
+    product_id  text PRIMARY KEY CHECK (octet_length(product_id) BETWEEN 1 AND 64),
+    stock       integer NOT NULL,
+    reserved    integer NOT NULL DEFAULT 0,
+    available   integer GENERATED ALWAYS AS (stock - reserved) STORED,
+    version     integer NOT NULL DEFAULT 1,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    -- Never oversold, never negative.
+    CONSTRAINT hc_inventory_reserved_within_stock CHECK (stock >= reserved AND reserved >= 0)
+);
+COMMENT ON TABLE @extschema@.hc_inventory IS
+    'Stock per product; reserved is the sum of the qty of RESERVED lines.';
+
+CREATE TABLE @extschema@.hc_stock_reservations (
+    id               text PRIMARY KEY,
+    buyer_id         text NOT NULL CHECK (octet_length(buyer_id) BETWEEN 1 AND 64),
+    idempotency_key  text NOT NULL,
+    status           text NOT NULL
+                     CHECK (status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')),
+    expires_at       timestamptz NOT NULL,
+    created_at       timestamptz NOT NULL,
+    ended_at         timestamptz,
+    CHECK ((status = 'RESERVED') = (ended_at IS NULL))
+);
+COMMENT ON TABLE @extschema@.hc_stock_reservations IS
+    'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED.';
+CREATE INDEX hc_stock_reservations_expiry ON @extschema@.hc_stock_reservations (expires_at)
+    WHERE status = 'RESERVED';
+
+CREATE TABLE @extschema@.hc_stock_reservation_lines (
+    product_id      text NOT NULL REFERENCES @extschema@.hc_inventory (product_id),
+    reservation_id  text NOT NULL REFERENCES @extschema@.hc_stock_reservations (id),
+    qty             integer NOT NULL CHECK (qty > 0),
+    -- A line counts in its product's reserved exactly while it is RESERVED.
+    status          text NOT NULL
+                    CHECK (status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')),
+    expires_at      timestamptz NOT NULL,
+    PRIMARY KEY (product_id, reservation_id)
+);
+COMMENT ON TABLE @extschema@.hc_stock_reservation_lines IS
+    'One line per product of a stock reservation.';
+CREATE INDEX hc_stock_reservation_lines_reservation
+    ON @extschema@.hc_stock_reservation_lines (reservation_id);
+CREATE INDEX hc_stock_reservation_lines_expiry
+    ON @extschema@.hc_stock_reservation_lines (product_id, expires_at) WHERE status = 'RESERVED';
+
+CREATE TYPE @extschema@.hc_stock_reservation AS (
+    reservation_id  text,
+    buyer_id        text,
+    status          text,
+    items           jsonb,
+    expires_at      timestamptz,
+    created_at      timestamptz,
+    replayed        boolean
+);
+
+CREATE FUNCTION @extschema@.hc_stock_set(product_id text, stock integer)
+RETURNS @extschema@.hc_inventory
+AS 'MODULE_PATHNAME', 'hc_stock_set' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_stock_set(text, integer) IS
+    'Create a product or set its stock, never below what is reserved (operator).';
+
+CREATE FUNCTION @extschema@.hc_stock_adjust(product_id text, delta integer, reason text)
+RETURNS @extschema@.hc_inventory
+AS 'MODULE_PATHNAME', 'hc_stock_adjust' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_stock_adjust(text, integer, text) IS
+    'Restock (delta > 0) or shrink (delta < 0) a product, with the reason in the ledger (operator).';
+
+CREATE FUNCTION @extschema@.hc_reserve(product_id text, qty integer, buyer_id text,
+                                       idempotency_key text, ttl interval DEFAULT '10 minutes')
+RETURNS @extschema@.hc_stock_reservation
+AS 'MODULE_PATHNAME', 'hc_reserve' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_reserve(text, integer, text, text, interval) IS
+    'Reserve qty of a product for ttl if that much is available; RS002 otherwise.';
+
+CREATE FUNCTION @extschema@.hc_reserve_items(items jsonb, buyer_id text, idempotency_key text,
+                                             ttl interval DEFAULT '10 minutes')
+RETURNS @extschema@.hc_stock_reservation
+AS 'MODULE_PATHNAME', 'hc_reserve_items' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_reserve_items(jsonb, text, text, interval) IS
+    'Reserve every line of a multi-item order, or none (RS002).';
+
+CREATE FUNCTION @extschema@.hc_finalize(reservation_id text, late_ok boolean DEFAULT false)
+RETURNS @extschema@.hc_stock_reservation
+AS 'MODULE_PATHNAME', 'hc_finalize' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_finalize(text, boolean) IS
+    'Take the reserved stock for a paid order, once; a repeat replays, an expired one is RS003.';
+
+CREATE FUNCTION @extschema@.hc_unreserve(reservation_id text)
+RETURNS @extschema@.hc_stock_reservation
+AS 'MODULE_PATHNAME', 'hc_unreserve' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_unreserve(text) IS
+    'Cancel a stock reservation; its quantities are available again at once.';
+
+------------------------------------------------------------------------------
 -- Invariants
 ------------------------------------------------------------------------------
 
 CREATE FUNCTION @extschema@.hc_check()
 RETURNS TABLE (invariant text, subject text, detail text)
 LANGUAGE sql STABLE
+SECURITY DEFINER    -- reads the ledger, which applications cannot
 SET search_path = pg_catalog, pg_temp
 AS $$
     -- A HELD asset is held by exactly its one HELD reservation.
@@ -191,6 +291,39 @@ AS $$
                 OR a.hold_expires_at IS DISTINCT FROM r.expires_at))
         OR (r.status = 'COMMITTED' AND (a.status <> 'SOLD'
                 OR a.current_reservation_id IS DISTINCT FROM r.id))
+    UNION ALL
+    -- reserved is the sum of the RESERVED lines of the product.
+    SELECT 'reserved is the sum of reserved lines', i.product_id,
+           pg_catalog.format('reserved %s, reserved lines %s', i.reserved,
+                             COALESCE(l.total, 0))
+      FROM @extschema@.hc_inventory i
+      LEFT JOIN (SELECT product_id, pg_catalog.sum(qty) AS total
+                   FROM @extschema@.hc_stock_reservation_lines
+                  WHERE status = 'RESERVED' GROUP BY product_id) l
+             ON l.product_id = i.product_id
+     WHERE i.reserved <> COALESCE(l.total, 0)
+    UNION ALL
+    -- Each change was counted once: the ledger adds up to stock and reserved.
+    SELECT 'ledger adds up to the inventory', i.product_id,
+           pg_catalog.format('stock %s, reserved %s; ledger says %s, %s', i.stock, i.reserved,
+                             COALESCE(g.stock, 0), COALESCE(g.reserved, 0))
+      FROM @extschema@.hc_inventory i
+      LEFT JOIN (SELECT entity_id, pg_catalog.sum(stock_delta) AS stock,
+                        pg_catalog.sum(reserved_delta) AS reserved
+                   FROM @extschema@.hc_ledger WHERE kind = 'product' GROUP BY entity_id) g
+             ON g.entity_id = i.product_id
+     WHERE i.stock <> COALESCE(g.stock, 0)
+        OR i.reserved <> COALESCE(g.reserved, 0)
+    UNION ALL
+    -- A reservation's lines agree with it: an ended one has no counted line.
+    SELECT 'reservation lines match their reservation', r.id,
+           pg_catalog.format('reservation %s, line of %s is %s', r.status, l.product_id, l.status)
+      FROM @extschema@.hc_stock_reservations r
+      JOIN @extschema@.hc_stock_reservation_lines l ON l.reservation_id = r.id
+     WHERE (r.status IN ('FINALIZED', 'RELEASED') AND l.status <> r.status)
+        OR (r.status = 'EXPIRED' AND l.status NOT IN ('EXPIRED', 'RESERVED'))
+        OR (r.status = 'RESERVED' AND l.status <> 'RESERVED' AND r.expires_at > pg_catalog.clock_timestamp())
+        OR l.expires_at <> r.expires_at
 $$;
 COMMENT ON FUNCTION @extschema@.hc_check() IS
     'One row per violated invariant; empty when all hold.';
@@ -277,5 +410,8 @@ $$;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_assets', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_reservations', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_idempotency_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_inventory', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_reservations', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_reservation_lines', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_ledger', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_ledger_seq', '');

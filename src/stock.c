@@ -1,0 +1,846 @@
+/*
+ * stock.c
+ *		Counted stock: hc_stock_set, hc_stock_adjust, hc_reserve,
+ *		hc_reserve_items, hc_finalize, hc_unreserve.
+ *
+ * hc_inventory keeps stock and reserved per product (CHECK stock >= reserved
+ * >= 0); each reservation has one line per product, and a line is counted in
+ * reserved exactly while its status is RESERVED.  Locks are always taken in
+ * the same order, so orders never deadlock: product rows in product_id order
+ * (bytewise, COLLATE "C"), then their lines, then the reservation row.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+
+#include "errors.h"
+#include "holdcommit.h"
+
+PG_FUNCTION_INFO_V1(hc_stock_set);
+PG_FUNCTION_INFO_V1(hc_stock_adjust);
+PG_FUNCTION_INFO_V1(hc_reserve);
+PG_FUNCTION_INFO_V1(hc_reserve_items);
+PG_FUNCTION_INFO_V1(hc_finalize);
+PG_FUNCTION_INFO_V1(hc_unreserve);
+
+typedef struct StockLine
+{
+	char	   *product_id;
+	int32		qty;
+	char	   *status;			/* of a stored line */
+} StockLine;
+
+/* A stock reservation, as the functions return it (hc_stock_reservation). */
+typedef struct StockReservation
+{
+	char	   *id;
+	char	   *buyer_id;
+	char	   *status;
+	TimestampTz expires_at;
+	TimestampTz created_at;
+	bool		replayed;
+	StockLine  *lines;
+	int			nlines;
+} StockReservation;
+
+/* The atomic conditional step: reserved += qty where that much is available. */
+static HcStatement reserve_stock = {
+	"UPDATE @extschema@.hc_inventory"
+	"   SET reserved = reserved OPERATOR(pg_catalog.+) $2,"
+	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
+	" WHERE product_id OPERATOR(pg_catalog.=) $1"
+	"   AND stock OPERATOR(pg_catalog.-) reserved OPERATOR(pg_catalog.>=) $2",
+	3, {TEXTOID, INT4OID, TIMESTAMPTZOID}
+};
+
+static HcStatement lock_product = {
+	"SELECT stock, reserved FROM @extschema@.hc_inventory"
+	" WHERE product_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
+	1, {TEXTOID}
+};
+
+static HcStatement lock_products = {
+	"SELECT product_id, stock, reserved FROM @extschema@.hc_inventory"
+	" WHERE product_id OPERATOR(pg_catalog.=) ANY ($1)"
+	" ORDER BY product_id COLLATE \"C\" FOR NO KEY UPDATE",
+	1, {TEXTARRAYOID}
+};
+
+/* Expired lines of one product, or of one reservation, stop counting. */
+static HcStatement expire_product_lines = {
+	"UPDATE @extschema@.hc_stock_reservation_lines l SET status = 'EXPIRED'"
+	"  FROM @extschema@.hc_stock_reservations r"
+	" WHERE l.product_id OPERATOR(pg_catalog.=) $1 AND l.status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"   AND l.expires_at OPERATOR(pg_catalog.<=) $2 AND r.id OPERATOR(pg_catalog.=) l.reservation_id"
+	" RETURNING l.reservation_id, l.qty, r.buyer_id",
+	2, {TEXTOID, TIMESTAMPTZOID}
+};
+
+/* Mark reservations EXPIRED; one that another reclaim has locked is its job. */
+static HcStatement expire_reservations = {
+	"UPDATE @extschema@.hc_stock_reservations SET status = 'EXPIRED', ended_at = $2"
+	" WHERE id IN (SELECT id FROM @extschema@.hc_stock_reservations"
+	"               WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+	"                 AND status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"                 FOR NO KEY UPDATE SKIP LOCKED)",
+	2, {TEXTARRAYOID, TIMESTAMPTZOID}
+};
+
+/* Change a product's stock and reserved by the given amounts. */
+static HcStatement move_stock = {
+	"UPDATE @extschema@.hc_inventory"
+	"   SET stock = stock OPERATOR(pg_catalog.+) $2, reserved = reserved OPERATOR(pg_catalog.+) $3,"
+	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
+	" WHERE product_id OPERATOR(pg_catalog.=) $1"
+	" RETURNING *",
+	4, {TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID}
+};
+
+static HcStatement insert_reservation = {
+	"INSERT INTO @extschema@.hc_stock_reservations"
+	" (id, buyer_id, idempotency_key, status, expires_at, created_at)"
+	" VALUES ($1, $2, $3, 'RESERVED', $4, $5)",
+	5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static HcStatement insert_lines = {
+	"INSERT INTO @extschema@.hc_stock_reservation_lines"
+	" (product_id, reservation_id, qty, status, expires_at)"
+	" SELECT p, $2, q, 'RESERVED', $4 FROM pg_catalog.unnest($1, $3) AS u(p, q)",
+	4, {TEXTARRAYOID, TEXTOID, INT4ARRAYOID, TIMESTAMPTZOID}
+};
+
+static HcStatement reservation_lines = {
+	"SELECT product_id, qty, status FROM @extschema@.hc_stock_reservation_lines"
+	" WHERE reservation_id OPERATOR(pg_catalog.=) $1"
+	" ORDER BY product_id COLLATE \"C\"",
+	1, {TEXTOID}
+};
+
+static HcStatement lock_reservation = {
+	"SELECT buyer_id, status, expires_at, created_at FROM @extschema@.hc_stock_reservations"
+	" WHERE id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
+	1, {TEXTOID}
+};
+
+static HcStatement set_line_status = {
+	"UPDATE @extschema@.hc_stock_reservation_lines SET status = $3"
+	" WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2",
+	3, {TEXTOID, TEXTOID, TEXTOID}
+};
+
+static HcStatement end_reservation = {
+	"UPDATE @extschema@.hc_stock_reservations SET status = $2, ended_at = $3"
+	" WHERE id OPERATOR(pg_catalog.=) $1",
+	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+static HcStatement create_product = {
+	"INSERT INTO @extschema@.hc_inventory (product_id, stock, reserved, created_at, updated_at)"
+	" VALUES ($1, 0, 0, $2, $2) ON CONFLICT (product_id) DO NOTHING",
+	2, {TEXTOID, TIMESTAMPTZOID}
+};
+
+static void
+stock_ledger(HcCall *call, const char *product_id, const char *event, const char *source,
+			 const char *reservation_id, const char *buyer_id,
+			 int32 reserved_delta, int32 stock_delta, const char *detail)
+{
+	HcLedgerEntry e = {0};
+
+	e.kind = "product";
+	e.entity_id = product_id;
+	e.event = event;
+	e.source = source;
+	e.reservation_id = reservation_id;
+	e.buyer_id = buyer_id;
+	e.reserved_delta = reserved_delta;
+	e.stock_delta = stock_delta;
+	e.detail = detail;
+	hc_ledger_append(call, &e);
+}
+
+static void
+stock_move(HcCall *call, const char *product_id, int32 stock_delta, int32 reserved_delta)
+{
+	Datum		values[4];
+
+	values[0] = HC_TEXT(product_id);
+	values[1] = Int32GetDatum(stock_delta);
+	values[2] = Int32GetDatum(reserved_delta);
+	values[3] = TimestampTzGetDatum(call->now);
+	if (hc_run(&move_stock, values, NULL, SPI_OK_UPDATE_RETURNING) != 1)
+		elog(ERROR, "product \"%s\" vanished", product_id);
+}
+
+static void
+product_not_found(const char *product_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_HC_NOT_FOUND),
+			 errmsg("product \"%s\" does not exist", product_id),
+			 errhint("Create it with hc_stock_set() first.")));
+}
+
+/*
+ * Reclaim the expired lines of a product whose row we have locked: they stop
+ * counting in reserved, once.  Returns the quantity given back.
+ */
+static int64
+stock_reclaim(HcCall *call, const char *product_id, const char *source)
+{
+	Datum		values[2];
+	int			n;
+	int			i;
+	int64		total = 0;
+	Datum	   *ids;
+	struct
+	{
+		char	   *reservation_id;
+		char	   *buyer_id;
+		int32		qty;
+	}		   *expired;
+
+	values[0] = HC_TEXT(product_id);
+	values[1] = TimestampTzGetDatum(call->now);
+	n = (int) hc_run(&expire_product_lines, values, NULL, SPI_OK_UPDATE_RETURNING);
+	if (n == 0)
+		return 0;
+
+	ids = palloc(sizeof(Datum) * n);
+	expired = palloc(sizeof(*expired) * n);
+	for (i = 0; i < n; i++)
+	{
+		expired[i].reservation_id = hc_text(call, i, 1);
+		expired[i].qty = hc_int32(i, 2);
+		expired[i].buyer_id = hc_text(call, i, 3);
+		ids[i] = HC_TEXT(expired[i].reservation_id);
+		total += expired[i].qty;
+	}
+	for (i = 0; i < n; i++)
+		stock_ledger(call, product_id, "reclaim", source, expired[i].reservation_id,
+					 expired[i].buyer_id, -expired[i].qty, 0, NULL);
+	stock_move(call, product_id, 0, (int32) -total);
+
+	values[0] = PointerGetDatum(construct_array(ids, n, TEXTOID, -1, false, TYPALIGN_INT));
+	hc_run(&expire_reservations, values, NULL, SPI_OK_UPDATE);
+	return total;
+}
+
+/*
+ * Reserve qty of one product: the conditional update, and if it finds too
+ * little, reclaim the product's expired lines and try once more.
+ */
+static void
+stock_take(HcCall *call, const char *product_id, int32 qty)
+{
+	Datum		values[3];
+	int32		stock;
+	int32		reserved;
+
+	values[0] = HC_TEXT(product_id);
+	values[1] = Int32GetDatum(qty);
+	values[2] = TimestampTzGetDatum(call->now);
+	if (hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1)
+		return;
+
+	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
+		product_not_found(product_id);
+	stock = hc_int32(0, 1);
+	reserved = hc_int32(0, 2);
+	if (stock_reclaim(call, product_id, "reclaim") > 0 &&
+		hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1)
+		return;
+	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 1)
+	{
+		stock = hc_int32(0, 1);
+		reserved = hc_int32(0, 2);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_HC_INSUFFICIENT_STOCK),
+			 errmsg("insufficient stock for product \"%s\"", product_id),
+			 errdetail("%d requested, %d available (stock %d, reserved %d).",
+					   qty, stock - reserved, stock, reserved),
+			 errhint("Offer a smaller quantity, or try again when reservations end.")));
+}
+
+/* The items as jsonb: [{"product_id": "...", "qty": n}, ...]. */
+static Datum
+stock_items_jsonb(const StockLine *lines, int n)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoString(&buf, "{\"product_id\": ");
+		escape_json(&buf, lines[i].product_id);
+		appendStringInfo(&buf, ", \"qty\": %d}", lines[i].qty);
+	}
+	appendStringInfoChar(&buf, ']');
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+}
+
+static Datum
+stock_result(FunctionCallInfo fcinfo, const StockReservation *r)
+{
+	TupleDesc	tupdesc;
+	Datum		values[7];
+	bool		nulls[7] = {false};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	values[0] = CStringGetTextDatum(r->id);
+	values[1] = CStringGetTextDatum(r->buyer_id);
+	values[2] = CStringGetTextDatum(r->status);
+	values[3] = stock_items_jsonb(r->lines, r->nlines);
+	values[4] = TimestampTzGetDatum(r->expires_at);
+	values[5] = TimestampTzGetDatum(r->created_at);
+	values[6] = BoolGetDatum(r->replayed);
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+static int
+stock_line_cmp(const void *a, const void *b)
+{
+	return strcmp(((const StockLine *) a)->product_id, ((const StockLine *) b)->product_id);
+}
+
+static void
+bad_items(const char *message, int index)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid items: %s", message),
+			 index >= 0 ? errdetail("The problem is in items[%d].", index) : 0,
+			 errhint("Pass a JSON array of objects like {\"product_id\": \"SKU-1\", \"qty\": 2}.")));
+}
+
+/*
+ * Validate items and return its lines sorted by product_id, with the lines
+ * of the same product summed.
+ */
+static StockLine *
+stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines)
+{
+	Jsonb	   *items;
+	int			n;
+	int			i;
+	int			out;
+	StockLine  *lines;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("items must not be null")));
+	items = PG_GETARG_JSONB_P(argno);
+	if (!JsonContainerIsArray(&items->root) || JB_ROOT_IS_SCALAR(items))
+		bad_items("not a JSON array", -1);
+	n = JsonContainerSize(&items->root);
+	if (n == 0)
+		bad_items("the array is empty", -1);
+	if (n > hc_max_items)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid items: more than holdcommit.max_items lines"),
+				 errdetail("%d lines were given; holdcommit.max_items is %d.", n, hc_max_items)));
+
+	lines = palloc(sizeof(StockLine) * n);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue *item = getIthJsonbValueFromContainer(&items->root, i);
+		JsonbValue	product;
+		JsonbValue	qty;
+		Numeric		num;
+		bool		overflow = false;
+
+		if (item->type != jbvBinary || !JsonContainerIsObject(item->val.binary.data))
+			bad_items("an item is not an object", i);
+		if (getKeyJsonValueFromContainer(item->val.binary.data, "product_id", 10, &product) == NULL ||
+			product.type != jbvString)
+			bad_items("product_id must be a string", i);
+		if (product.val.string.len == 0)
+			bad_items("product_id must not be empty", i);
+		if (product.val.string.len > 64)
+			ereport(ERROR,
+					(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+					 errmsg("items[%d].product_id is too long", i),
+					 errdetail("It is %d bytes long; the limit is 64 bytes.", product.val.string.len)));
+		if (getKeyJsonValueFromContainer(item->val.binary.data, "qty", 3, &qty) == NULL ||
+			qty.type != jbvNumeric)
+			bad_items("qty must be a number", i);
+		num = qty.val.numeric;
+		if (numeric_is_nan(num) || numeric_is_inf(num) ||
+			!DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(num),
+											  DirectFunctionCall2(numeric_trunc, NumericGetDatum(num),
+																  Int32GetDatum(0)))))
+			bad_items("qty must be an integer", i);
+		lines[i].qty = numeric_int4_opt_error(num, &overflow);
+		if (overflow || lines[i].qty <= 0)
+			bad_items("qty must be a positive integer", i);
+		lines[i].product_id = pnstrdup(product.val.string.val, product.val.string.len);
+		lines[i].status = NULL;
+	}
+
+	qsort(lines, n, sizeof(StockLine), stock_line_cmp);
+	for (i = 1, out = 0; i < n; i++)
+	{
+		if (strcmp(lines[i].product_id, lines[out].product_id) == 0)
+		{
+			if ((int64) lines[out].qty + lines[i].qty > PG_INT32_MAX)
+				bad_items("the quantities of one product add up to more than an integer holds", i);
+			lines[out].qty += lines[i].qty;
+		}
+		else
+			lines[++out] = lines[i];
+	}
+	*nlines = out + 1;
+	return lines;
+}
+
+/*
+ * The body of hc_reserve and hc_reserve_items: all lines or nothing.
+ */
+static Datum
+stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, int n,
+			  char *buyer_id, char *key, int64 ttl)
+{
+	HcCall		call;
+	HcFingerprint fp;
+	HcStoredResponse fresh;
+	HcStoredResponse stored;
+	StockReservation r = {0};
+	int			i;
+
+	hc_call_begin(&call, fcinfo, function);
+	fresh.reservation_id = hc_new_reservation_id(call.now);
+	fresh.status = "RESERVED";
+	fresh.created_at = call.now;
+	fresh.expires_at = call.now + ttl;
+
+	hc_fingerprint_init(&fp, function);
+	hc_fingerprint_add(&fp, buyer_id);
+	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
+	for (i = 0; i < n; i++)
+	{
+		hc_fingerprint_add(&fp, lines[i].product_id);
+		hc_fingerprint_add(&fp, psprintf("%d", lines[i].qty));
+	}
+
+	r.buyer_id = buyer_id;
+	r.lines = lines;
+	r.nlines = n;
+	if (!hc_idempotency_claim(&call, key, lines[0].product_id, &fp, &fresh, &stored))
+	{
+		r.id = stored.reservation_id;
+		r.status = stored.status;
+		r.expires_at = stored.expires_at;
+		r.created_at = stored.created_at;
+		r.replayed = true;
+	}
+	else
+	{
+		Datum		values[5];
+		Datum	   *products = palloc(sizeof(Datum) * n);
+		Datum	   *qtys = palloc(sizeof(Datum) * n);
+
+		r.id = fresh.reservation_id;
+		r.status = fresh.status;
+		r.expires_at = fresh.expires_at;
+		r.created_at = fresh.created_at;
+
+		for (i = 0; i < n; i++)
+			stock_take(&call, lines[i].product_id, lines[i].qty);
+
+		values[0] = HC_TEXT(r.id);
+		values[1] = HC_TEXT(buyer_id);
+		values[2] = HC_TEXT(key);
+		values[3] = TimestampTzGetDatum(r.expires_at);
+		values[4] = TimestampTzGetDatum(r.created_at);
+		hc_run(&insert_reservation, values, NULL, SPI_OK_INSERT);
+
+		for (i = 0; i < n; i++)
+		{
+			products[i] = HC_TEXT(lines[i].product_id);
+			qtys[i] = Int32GetDatum(lines[i].qty);
+		}
+		values[0] = PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT));
+		values[1] = HC_TEXT(r.id);
+		values[2] = PointerGetDatum(construct_array(qtys, n, INT4OID, 4, true, TYPALIGN_INT));
+		values[3] = TimestampTzGetDatum(r.expires_at);
+		if (hc_run(&insert_lines, values, NULL, SPI_OK_INSERT) != (uint64) n)
+			elog(ERROR, "could not insert the lines of reservation \"%s\"", r.id);
+
+		for (i = 0; i < n; i++)
+			stock_ledger(&call, lines[i].product_id, "reserve", "call", r.id, buyer_id,
+						 lines[i].qty, 0, NULL);
+	}
+	hc_call_end(&call);
+	return stock_result(fcinfo, &r);
+}
+
+/*
+ * hc_reserve(product_id, qty, buyer_id, idempotency_key, ttl)
+ */
+Datum
+hc_reserve(PG_FUNCTION_ARGS)
+{
+	StockLine  *line = palloc0(sizeof(StockLine));
+	char	   *buyer_id;
+	char	   *key;
+	int64		ttl;
+
+	line->product_id = hc_arg_id(fcinfo, 0, "product_id");
+	line->qty = hc_arg_int(fcinfo, 1, "qty");
+	if (line->qty <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("qty must be positive")));
+	buyer_id = hc_arg_id(fcinfo, 2, "buyer_id");
+	key = hc_arg_key(fcinfo, 3, "idempotency_key");
+	ttl = hc_arg_ttl(fcinfo, 4, "ttl");
+	PG_RETURN_DATUM(stock_reserve(fcinfo, "hc_reserve", line, 1, buyer_id, key, ttl));
+}
+
+/*
+ * hc_reserve_items(items, buyer_id, idempotency_key, ttl)
+ */
+Datum
+hc_reserve_items(PG_FUNCTION_ARGS)
+{
+	int			n;
+	StockLine  *lines = stock_parse_items(fcinfo, 0, &n);
+	char	   *buyer_id = hc_arg_id(fcinfo, 1, "buyer_id");
+	char	   *key = hc_arg_key(fcinfo, 2, "idempotency_key");
+	int64		ttl = hc_arg_ttl(fcinfo, 3, "ttl");
+
+	PG_RETURN_DATUM(stock_reserve(fcinfo, "hc_reserve_items", lines, n, buyer_id, key, ttl));
+}
+
+/*
+ * Lock a reservation for finalize or unreserve: its products in order, then
+ * the reservation row, and read its lines under those locks.
+ */
+static void
+stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
+{
+	Datum		values[1];
+	Datum	   *products;
+	uint64		n;
+	uint64		i;
+
+	values[0] = HC_TEXT(reservation_id);
+	n = hc_run(&reservation_lines, values, NULL, SPI_OK_SELECT);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_HC_NOT_FOUND),
+				 errmsg("reservation \"%s\" does not exist", reservation_id)));
+	products = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+		products[i] = HC_TEXT(hc_text(call, i, 1));
+
+	values[0] = PointerGetDatum(construct_array(products, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
+	if (hc_run(&lock_products, values, NULL, SPI_OK_SELECT) != n)
+		elog(ERROR, "products of reservation \"%s\" vanished", reservation_id);
+
+	values[0] = HC_TEXT(reservation_id);
+	if (hc_run(&lock_reservation, values, NULL, SPI_OK_SELECT) != 1)
+		elog(ERROR, "reservation \"%s\" has lines but no row", reservation_id);
+	r->id = pstrdup(reservation_id);
+	r->buyer_id = hc_text(call, 0, 1);
+	r->status = hc_text(call, 0, 2);
+	r->expires_at = hc_timestamptz(0, 3);
+	r->created_at = hc_timestamptz(0, 4);
+	r->replayed = false;
+
+	/* The lines again, now that nobody else can change them. */
+	n = hc_run(&reservation_lines, values, NULL, SPI_OK_SELECT);
+	r->nlines = (int) n;
+	r->lines = palloc(sizeof(StockLine) * n);
+	for (i = 0; i < n; i++)
+	{
+		r->lines[i].product_id = hc_text(call, i, 1);
+		r->lines[i].qty = hc_int32(i, 2);
+		r->lines[i].status = hc_text(call, i, 3);
+	}
+}
+
+static void
+stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *status)
+{
+	Datum		values[3];
+
+	values[0] = HC_TEXT(line->product_id);
+	values[1] = HC_TEXT(r->id);
+	values[2] = HC_TEXT(status);
+	hc_run(&set_line_status, values, NULL, SPI_OK_UPDATE);
+	line->status = pstrdup(status);
+}
+
+static void
+stock_end(HcCall *call, StockReservation *r, const char *status)
+{
+	Datum		values[3];
+
+	values[0] = HC_TEXT(r->id);
+	values[1] = HC_TEXT(status);
+	values[2] = TimestampTzGetDatum(call->now);
+	hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE);
+	r->status = pstrdup(status);
+}
+
+/* An expired reservation: its lines that still count stop counting. */
+static void
+stock_expire(HcCall *call, StockReservation *r)
+{
+	int			i;
+
+	for (i = 0; i < r->nlines; i++)
+	{
+		StockLine  *line = &r->lines[i];
+
+		if (strcmp(line->status, "RESERVED") != 0)
+			continue;
+		stock_move(call, line->product_id, 0, -line->qty);
+		stock_set_line(call, r, line, "EXPIRED");
+		stock_ledger(call, line->product_id, "expire", "reclaim", r->id, r->buyer_id,
+					 -line->qty, 0, NULL);
+	}
+	if (strcmp(r->status, "RESERVED") == 0)
+		stock_end(call, r, "EXPIRED");
+}
+
+static void
+stock_not_active(const StockReservation *r, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_HC_RESERVATION_NOT_ACTIVE),
+			 errmsg("reservation \"%s\" is not active", r->id),
+			 errdetail("Reservation \"%s\" is %s.", r->id, r->status),
+			 errhint("%s", hint)));
+}
+
+static void
+stock_expired(const StockReservation *r, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_HC_RESERVATION_EXPIRED),
+			 errmsg("reservation \"%s\" has expired", r->id),
+			 errdetail("Reservation \"%s\" expired at %s.", r->id, timestamptz_to_str(r->expires_at)),
+			 errhint("%s", hint)));
+}
+
+/*
+ * hc_finalize(reservation_id, late_ok): the order is paid; stock and
+ * reserved go down by each line's qty, once.  After expiry RS003, unless
+ * late_ok and every line's stock is still there.
+ */
+Datum
+hc_finalize(PG_FUNCTION_ARGS)
+{
+	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
+	bool		late_ok = hc_arg_bool(fcinfo, 1, "late_ok");
+	HcCall		call;
+	StockReservation r;
+	int			i;
+
+	hc_call_begin(&call, fcinfo, "hc_finalize");
+	stock_lock(&call, reservation_id, &r);
+
+	if (strcmp(r.status, "FINALIZED") == 0)
+		r.replayed = true;
+	else if (strcmp(r.status, "RELEASED") == 0)
+		stock_not_active(&r, "The buyer cancelled this order: refund the payment.");
+	else
+	{
+		bool		expired = strcmp(r.status, "EXPIRED") == 0 || r.expires_at <= call.now;
+
+		if (expired && !late_ok)
+			stock_expired(&r, "Refund the payment, or finalize with late_ok => true if the stock may still be there.");
+
+		/* A line that no longer counts must find its stock again. */
+		for (i = 0; i < r.nlines; i++)
+		{
+			StockLine  *line = &r.lines[i];
+			Datum		values[3];
+
+			if (strcmp(line->status, "RESERVED") == 0)
+				continue;
+			values[0] = HC_TEXT(line->product_id);
+			values[1] = Int32GetDatum(line->qty);
+			values[2] = TimestampTzGetDatum(call.now);
+			if (hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) != 1)
+				stock_expired(&r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
+										   line->product_id));
+		}
+		for (i = 0; i < r.nlines; i++)
+		{
+			StockLine  *line = &r.lines[i];
+			bool		counted = strcmp(line->status, "RESERVED") == 0;
+
+			stock_move(&call, line->product_id, -line->qty, -line->qty);
+			stock_set_line(&call, &r, line, "FINALIZED");
+			stock_ledger(&call, line->product_id, "finalize", "call", r.id, r.buyer_id,
+						 counted ? -line->qty : 0, -line->qty, NULL);
+		}
+		stock_end(&call, &r, "FINALIZED");
+	}
+	hc_call_end(&call);
+	PG_RETURN_DATUM(stock_result(fcinfo, &r));
+}
+
+/*
+ * hc_unreserve(reservation_id): the buyer cancels; reserved goes down once.
+ * A repeat, or an expired reservation, is returned unchanged as a replay.
+ */
+Datum
+hc_unreserve(PG_FUNCTION_ARGS)
+{
+	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
+	HcCall		call;
+	StockReservation r;
+	int			i;
+
+	hc_call_begin(&call, fcinfo, "hc_unreserve");
+	stock_lock(&call, reservation_id, &r);
+
+	if (strcmp(r.status, "FINALIZED") == 0)
+		stock_not_active(&r, "A finalized order cannot be cancelled; refund through your payment flow.");
+	else if (strcmp(r.status, "RELEASED") == 0)
+		r.replayed = true;
+	else if (strcmp(r.status, "EXPIRED") == 0 || r.expires_at <= call.now)
+	{
+		stock_expire(&call, &r);
+		r.replayed = true;
+	}
+	else
+	{
+		for (i = 0; i < r.nlines; i++)
+		{
+			StockLine  *line = &r.lines[i];
+
+			stock_move(&call, line->product_id, 0, -line->qty);
+			stock_set_line(&call, &r, line, "RELEASED");
+			stock_ledger(&call, line->product_id, "release", "call", r.id, r.buyer_id,
+						 -line->qty, 0, NULL);
+		}
+		stock_end(&call, &r, "RELEASED");
+	}
+	hc_call_end(&call);
+	PG_RETURN_DATUM(stock_result(fcinfo, &r));
+}
+
+/*
+ * Lock a product for a stock change, creating it with stock 0 if asked.
+ * Returns false if it does not exist (and was not to be created).
+ */
+static bool
+stock_lock_product(HcCall *call, const char *product_id, bool create, int32 *stock, int32 *reserved)
+{
+	Datum		values[2];
+
+	values[0] = HC_TEXT(product_id);
+	values[1] = TimestampTzGetDatum(call->now);
+	if (create)
+		hc_run(&create_product, values, NULL, SPI_OK_INSERT);
+	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
+		return false;
+	*stock = hc_int32(0, 1);
+	*reserved = hc_int32(0, 2);
+	return true;
+}
+
+/* Set stock to new_stock, refusing to go below reserved; return the row. */
+static Datum
+stock_change(HcCall *call, const char *product_id, int64 new_stock, int32 stock, int32 reserved,
+			 const char *event, const char *detail)
+{
+	Datum		row;
+
+	if (new_stock < reserved)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stock of product \"%s\" cannot go below what is reserved", product_id),
+				 errdetail("Stock would be " INT64_FORMAT "; %d units are reserved.", new_stock, reserved),
+				 errhint("Wait for reservations to end, or unreserve them first.")));
+	if (new_stock > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("stock of product \"%s\" would be out of range", product_id)));
+
+	stock_move(call, product_id, (int32) (new_stock - stock), 0);
+	row = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+	if (new_stock != stock)
+		stock_ledger(call, product_id, event, "adjustment", NULL, NULL, 0,
+					 (int32) (new_stock - stock), detail);
+	return row;
+}
+
+/*
+ * hc_stock_set(product_id, stock): create a product or set its stock.
+ */
+Datum
+hc_stock_set(PG_FUNCTION_ARGS)
+{
+	char	   *product_id = hc_arg_id(fcinfo, 0, "product_id");
+	int32		new_stock = hc_arg_int(fcinfo, 1, "stock");
+	HcCall		call;
+	int32		stock;
+	int32		reserved;
+	Datum		row;
+
+	if (new_stock < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stock must not be negative")));
+	hc_call_begin(&call, fcinfo, "hc_stock_set");
+	if (!stock_lock_product(&call, product_id, true, &stock, &reserved))
+		elog(ERROR, "product \"%s\" vanished", product_id);
+	row = stock_change(&call, product_id, new_stock, stock, reserved, "stock_set", NULL);
+	hc_call_end(&call);
+	PG_RETURN_DATUM(row);
+}
+
+/*
+ * hc_stock_adjust(product_id, delta, reason): restock or shrink, with the
+ * reason in the ledger.
+ */
+Datum
+hc_stock_adjust(PG_FUNCTION_ARGS)
+{
+	char	   *product_id = hc_arg_id(fcinfo, 0, "product_id");
+	int32		delta = hc_arg_int(fcinfo, 1, "delta");
+	char	   *reason = hc_arg_text(fcinfo, 2, "reason");
+	HcCall		call;
+	int32		stock;
+	int32		reserved;
+	Datum		row;
+
+	if (delta == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("delta must not be zero")));
+	if (reason[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reason must not be empty")));
+	hc_call_begin(&call, fcinfo, "hc_stock_adjust");
+	if (!stock_lock_product(&call, product_id, false, &stock, &reserved))
+		product_not_found(product_id);
+	row = stock_change(&call, product_id, (int64) stock + delta, stock, reserved,
+					   "stock_adjust", reason);
+	hc_call_end(&call);
+	PG_RETURN_DATUM(row);
+}
