@@ -113,7 +113,7 @@ static HcStatement insert_reservation = {
 static HcStatement insert_lines = {
 	"INSERT INTO @extschema@.hc_stock_reservation_lines"
 	" (product_id, reservation_id, qty, status, expires_at)"
-	" SELECT p, $2, q, 'RESERVED', $4 FROM pg_catalog.unnest($1, $3) AS u(p, q)",
+	" SELECT p, $2, q, 'RESERVED', $4 FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($3)) AS u(p, q)",
 	4, {TEXTARRAYOID, TEXTOID, INT4ARRAYOID, TIMESTAMPTZOID}
 };
 

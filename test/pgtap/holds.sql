@@ -396,11 +396,12 @@ SELECT results_eq(
            :'ext_reservation_id'),
     'ledger: A-ext has hold, extend, extend');
 SELECT results_eq(
-    $$SELECT event, reservation_id, buyer_id FROM hc_ledger
+    $$SELECT event, source, reservation_id, buyer_id, reserved_delta FROM hc_ledger
        WHERE entity_id = 'A-recl' AND event <> 'add' ORDER BY seq$$,
-    format($$VALUES ('hold', %1$L, 'buyer-recl-1'), ('expire', %1$L, 'buyer-recl-1'), ('hold', %2$L, 'buyer-recl-2')$$,
+    format($$VALUES ('hold', 'call', %1$L, 'buyer-recl-1', 1), ('reclaim', 'reclaim', %1$L, 'buyer-recl-1', -1),
+                    ('hold', 'call', %2$L, 'buyer-recl-2', 1)$$,
            :'recl1_reservation_id', :'recl2_reservation_id'),
-    'ledger: A-recl has hold, expire (of the old hold), hold');
+    'ledger: A-recl has hold, reclaim (ends the old hold), hold');
 SELECT results_eq(
     $$SELECT event, function FROM hc_ledger
        WHERE entity_id = 'A-late' AND event <> 'add' ORDER BY seq$$,

@@ -1,0 +1,180 @@
+-- Counted stock: reserve, reserve_items, finalize, unreserve (SPEC section 3).
+
+CREATE OR REPLACE FUNCTION outcome(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'res_[0-9A-Z]{26}', 'res_*', 'g');
+END $$;
+
+CREATE FUNCTION stock_state() RETURNS text LANGUAGE sql AS $$
+    SELECT md5(concat_ws('|',
+        (SELECT string_agg(concat_ws(',', product_id, stock, reserved, version), ';' ORDER BY product_id) FROM hc_inventory),
+        (SELECT string_agg(concat_ws(',', id, status), ';' ORDER BY id) FROM hc_stock_reservations),
+        (SELECT string_agg(concat_ws(',', product_id, reservation_id, status), ';' ORDER BY 1) FROM hc_stock_reservation_lines),
+        (SELECT count(*) FROM hc_idempotency_keys),
+        (SELECT count(*) FROM hc_ledger)))
+$$;
+
+CREATE FUNCTION inv(p text) RETURNS text LANGUAGE sql AS $$
+    SELECT format('stock %s, reserved %s, available %s', stock, reserved, available)
+      FROM hc_inventory WHERE product_id = p
+$$;
+
+-- Stock: create, set, adjust.
+SELECT product_id, stock, reserved, available FROM hc_stock_set('SKU-A', 10);
+SELECT product_id, stock, reserved, available FROM hc_stock_set('SKU-B', 3);
+SELECT product_id, stock FROM hc_stock_set('SKU-A', 5);
+SELECT product_id, stock FROM hc_stock_adjust('SKU-A', 2, 'restock from supplier');
+SELECT product_id, stock FROM hc_stock_adjust('SKU-A', -1, 'damaged in store');
+
+-- Reserve: available goes down at once; a replay returns the stored row.
+SELECT reservation_id AS r1, expires_at - created_at AS ttl
+  FROM hc_reserve('SKU-A', 4, 'alice', 'skey-1', '10 minutes') \gset
+SELECT :'r1' ~ '^res_[0-9A-HJKMNP-TV-Z]{26}$' AS ulid, :'ttl' AS ttl, inv('SKU-A');
+SELECT reservation_id = :'r1' AS same, buyer_id, status, items, replayed
+  FROM hc_reserve('SKU-A', 4, 'alice', 'skey-1', '10 minutes');
+SELECT stock_state() AS before \gset
+SELECT outcome($$SELECT hc_reserve('SKU-A', 3, 'alice', 'skey-1')$$);
+SELECT outcome($$SELECT hc_hold('LOT-1', 'alice', 'skey-1')$$);
+-- Not enough left: RS002, nothing changes; unknown product: RS006.
+SELECT outcome($$SELECT hc_reserve('SKU-A', 3, 'bob', 'skey-2')$$);
+SELECT outcome($$SELECT hc_reserve('SKU-Z', 1, 'bob', 'skey-2')$$);
+SELECT stock_state() = :'before' AS unchanged;
+\set VERBOSITY default
+SELECT hc_reserve('SKU-A', 3, 'bob', 'skey-2');
+\set VERBOSITY terse
+SELECT status, items, replayed FROM hc_reserve('SKU-A', 2, 'bob', 'skey-2');
+SELECT inv('SKU-A');
+
+-- Finalize: stock and reserved go down once; a repeat replays.
+SELECT status, replayed FROM hc_finalize(:'r1');
+SELECT inv('SKU-A');
+SELECT status, replayed FROM hc_finalize(:'r1');
+SELECT inv('SKU-A');
+SELECT outcome(format('SELECT hc_unreserve(%L)', :'r1'));
+SELECT outcome($$SELECT hc_finalize('res_unknown')$$);
+
+-- Unreserve: reserved goes down once; a repeat replays; finalize after: RS004.
+SELECT reservation_id AS r2 FROM hc_reserve('SKU-B', 2, 'carol', 'skey-3') \gset
+SELECT inv('SKU-B');
+SELECT status, items, replayed FROM hc_unreserve(:'r2');
+SELECT status, replayed FROM hc_unreserve(:'r2');
+SELECT inv('SKU-B');
+SELECT outcome(format('SELECT hc_finalize(%L)', :'r2'));
+SELECT outcome(format('SELECT hc_finalize(%L, true)', :'r2'));
+
+-- Multi-item orders: lines of one product are summed, sorted, all or nothing.
+SELECT hc_stock_set('SKU-C', 1) IS NOT NULL AS created;
+SELECT stock FROM hc_stock_adjust('SKU-A', 3, 'restock');
+SELECT reservation_id AS r3, items
+  FROM hc_reserve_items('[{"product_id": "SKU-B", "qty": 1}, {"product_id": "SKU-A", "qty": 1},
+                          {"product_id": "SKU-B", "qty": 1}]', 'dave', 'skey-4') \gset
+SELECT :'items' AS items, inv('SKU-A') AS a, inv('SKU-B') AS b;
+SELECT stock_state() AS before \gset
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-C", "qty": 1}, {"product_id": "SKU-B", "qty": 5}]', 'erin', 'skey-5')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-C", "qty": 1}, {"product_id": "SKU-Q", "qty": 1}]', 'erin', 'skey-5')$$);
+SELECT stock_state() = :'before' AS unchanged, inv('SKU-C');
+-- The same order with its lines in another order is the same request.
+SELECT reservation_id = :'r3' AS same, replayed
+  FROM hc_reserve_items('[{"product_id": "SKU-A", "qty": 1}, {"product_id": "SKU-B", "qty": 2}]', 'dave', 'skey-4');
+SELECT status, items FROM hc_finalize(:'r3');
+SELECT inv('SKU-A') AS a, inv('SKU-B') AS b;
+
+-- Expiry: an expired reservation is reclaimed inline by the next reserve.
+SELECT product_id, stock FROM hc_stock_set('SKU-D', 2);
+SELECT reservation_id AS r4 FROM hc_reserve('SKU-D', 2, 'frank', 'skey-6', '50 milliseconds') \gset
+SELECT outcome($$SELECT hc_reserve('SKU-D', 1, 'gina', 'skey-7')$$);
+SELECT pg_sleep(0.1);
+SELECT outcome(format('SELECT hc_finalize(%L)', :'r4'));
+SELECT buyer_id, status, replayed FROM hc_reserve('SKU-D', 1, 'gina', 'skey-7');
+SELECT status FROM hc_stock_reservations WHERE id = :'r4';
+SELECT inv('SKU-D');
+-- late_ok: one unit is still there, two are not.
+SELECT outcome(format('SELECT hc_finalize(%L, true)', :'r4'));
+SELECT status, replayed FROM hc_unreserve(:'r4');
+SELECT inv('SKU-D');
+-- late_ok finalizes when the stock is still there.
+SELECT reservation_id AS r5 FROM hc_reserve('SKU-D', 1, 'hugo', 'skey-8', '50 milliseconds') \gset
+SELECT pg_sleep(0.1);
+SELECT status, replayed FROM hc_finalize(:'r5', late_ok => true);
+SELECT inv('SKU-D');
+-- An expired reservation nobody reclaimed: unreserve ends it as EXPIRED.
+SELECT product_id FROM hc_stock_set('SKU-E', 5);
+SELECT reservation_id AS r6 FROM hc_reserve_items('[{"product_id": "SKU-E", "qty": 2}, {"product_id": "SKU-C", "qty": 1}]', 'ivan', 'skey-9', '50 milliseconds') \gset
+SELECT pg_sleep(0.1);
+SELECT status, replayed FROM hc_unreserve(:'r6');
+SELECT inv('SKU-E') AS e, inv('SKU-C') AS c;
+SELECT outcome(format('SELECT hc_finalize(%L)', :'r6'));
+
+-- Stock never goes below reserved (22023, nothing changed).
+SELECT reservation_id AS r7 FROM hc_reserve('SKU-E', 4, 'judy', 'skey-10') \gset
+SELECT stock_state() AS before \gset
+SELECT outcome($$SELECT hc_stock_set('SKU-E', 3)$$);
+SELECT outcome($$SELECT hc_stock_adjust('SKU-E', -2, 'shrink')$$);
+SELECT outcome($$SELECT hc_stock_adjust('SKU-E', 2147483647, 'overflow')$$);
+SELECT outcome($$SELECT hc_stock_adjust('SKU-Z', 1, 'unknown')$$);
+SELECT stock_state() = :'before' AS unchanged;
+SELECT product_id, stock, reserved FROM hc_stock_set('SKU-E', 4);
+
+-- Bad input: standard SQLSTATEs, nothing changed.
+SELECT outcome($$SELECT hc_stock_set(NULL, 1)$$);
+SELECT outcome($$SELECT hc_stock_set('SKU-E', NULL)$$);
+SELECT outcome($$SELECT hc_stock_set('SKU-E', -1)$$);
+SELECT outcome($$SELECT hc_stock_set('', 1)$$);
+SELECT outcome($$SELECT hc_stock_set(repeat('p', 65), 1)$$);
+SELECT outcome($$SELECT hc_stock_adjust('SKU-E', 0, 'nothing')$$);
+SELECT outcome($$SELECT hc_stock_adjust('SKU-E', 1, NULL)$$);
+SELECT outcome($$SELECT hc_stock_adjust('SKU-E', 1, '')$$);
+SELECT outcome($$SELECT hc_reserve('SKU-E', 0, 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve('SKU-E', -1, 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve('SKU-E', NULL, 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve(NULL, 1, 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve('SKU-E', 1, '', 'k')$$);
+SELECT outcome($$SELECT hc_reserve('SKU-E', 1, 'x', repeat('k', 256))$$);
+SELECT outcome($$SELECT hc_reserve('SKU-E', 1, 'x', 'k', '0 seconds')$$);
+SELECT outcome($$SELECT hc_reserve('SKU-E', 1, 'x', 'k', '2 days')$$);
+SELECT outcome($$SELECT hc_reserve_items(NULL, 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('{"product_id": "SKU-E", "qty": 1}', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('"SKU-E"', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[1]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"qty": 1}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": 7, "qty": 1}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "", "qty": 1}]', 'x', 'k')$$);
+SELECT outcome(format('SELECT hc_reserve_items(%L, %L, %L)', json_build_array(json_build_object('product_id', repeat('p', 65), 'qty', 1)), 'x', 'k'));
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E"}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": "1"}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 1.5}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 0}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": -2}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 1e10}]', 'x', 'k')$$);
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 2147483647}, {"product_id": "SKU-E", "qty": 1}]', 'x', 'k')$$);
+SELECT outcome(format('SELECT hc_reserve_items(%L, %L, %L)', (SELECT jsonb_agg(jsonb_build_object('product_id', 'SKU-E', 'qty', 1)) FROM generate_series(1, 101)), 'x', 'k'));
+SELECT outcome($$SELECT hc_finalize(NULL)$$);
+SELECT outcome($$SELECT hc_finalize('')$$);
+SELECT outcome(format('SELECT hc_finalize(%L, NULL)', :'r7'));
+SELECT outcome($$SELECT hc_unreserve(NULL)$$);
+SELECT outcome($$SELECT hc_unreserve('res_unknown')$$);
+-- 2.0 is an integer; holdcommit.max_items bounds the lines.
+SELECT items FROM hc_reserve_items('[{"product_id": "SKU-C", "qty": 1.0}]', 'kim', 'skey-11');
+SET holdcommit.max_items = 1;
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-C", "qty": 1}, {"product_id": "SKU-E", "qty": 1}]', 'x', 'k')$$);
+RESET holdcommit.max_items;
+
+-- The ledger: every stock change with its reservation, delta and source.
+SELECT event, source, function, buyer_id, reserved_delta, stock_delta, detail
+  FROM hc_ledger WHERE kind = 'product' AND entity_id = 'SKU-D' ORDER BY seq;
+SELECT event, stock_delta, detail FROM hc_ledger
+ WHERE kind = 'product' AND entity_id = 'SKU-A' AND source = 'adjustment' ORDER BY seq;
+
+-- Invariants hold; broken ones are reported.
+SELECT * FROM hc_check();
+UPDATE hc_inventory SET reserved = reserved + 1 WHERE product_id = 'SKU-B';
+SELECT invariant, subject, detail FROM hc_check() ORDER BY 1;
+UPDATE hc_inventory SET reserved = reserved - 1 WHERE product_id = 'SKU-B';
+-- The database itself refuses an oversold or negative row.
+UPDATE hc_inventory SET reserved = stock + 1 WHERE product_id = 'SKU-B';
+UPDATE hc_inventory SET reserved = -1 WHERE product_id = 'SKU-B';
+SELECT * FROM hc_check();
