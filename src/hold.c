@@ -107,6 +107,14 @@ static HcStatement read_reservation = {
 	2, {TEXTOID, TEXTOID}
 };
 
+/* Has another buyer held the asset since this reservation was made? */
+static HcStatement taken_since = {
+	"SELECT 1 FROM @extschema@.hc_reservations"
+	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.<>) $2"
+	"   AND created_at OPERATOR(pg_catalog.>=) $3 LIMIT 1",
+	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+};
+
 static HcStatement sell_asset = {
 	"UPDATE @extschema@.hc_assets"
 	"   SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = $2,"
@@ -466,11 +474,14 @@ hc_commit(PG_FUNCTION_ARGS)
 					 errhint("Run hc_check() to list the broken invariants.")));
 		if (expired && !late_ok)
 			hold_expired(&r, "Refund the payment, or commit with late_ok => true if the asset may still be free.");
-		if (expired && !hold_is_current(&r) && strcmp(r.asset_status, "AVAILABLE") != 0)
-			hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
-
 		values[0] = HC_TEXT(r.asset_id);
 		values[1] = HC_TEXT(r.id);
+		values[2] = TimestampTzGetDatum(r.created_at);
+		if (expired && !hold_is_current(&r) &&
+			(strcmp(r.asset_status, "AVAILABLE") != 0 ||
+			 hc_run(&taken_since, values, NULL, SPI_OK_SELECT) > 0))
+			hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
+
 		values[2] = TimestampTzGetDatum(call.now);
 		hc_run(&sell_asset, values, NULL, SPI_OK_UPDATE);
 		hold_ledger(&call, &r, "commit", "call",
