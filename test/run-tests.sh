@@ -37,6 +37,20 @@ for d in regression.diffs output_iso/regression.diffs; do
     [ -s "$d" ] && { echo "-- $d"; head -200 "$d"; }
 done
 
+echo "== README examples"
+# Each SQL block of README.md must stand verbatim in sql/readme.sql, whose
+# output the regression suite checks.
+python3 - <<'PY' >"$out/readme.log"
+import re
+readme = open("README.md").read()
+tested = open("sql/readme.sql").read()
+for i, block in enumerate(re.findall(r"```sql\n(.*?)```", readme, re.S), 1):
+    print(("ok" if block in tested else "not ok") + f" - README sql block {i} is tested in sql/readme.sql")
+PY
+cat "$out/readme.log"
+passed=$((passed + $(grep -c '^ok ' "$out/readme.log")))
+failed=$((failed + $(grep -c '^not ok ' "$out/readme.log")))
+
 echo "== pgTAP"
 psql -qX -d postgres -c "CREATE DATABASE hc_tap" >/dev/null
 psql -qX -d hc_tap -c "CREATE EXTENSION pgtap; CREATE EXTENSION holdcommit;" >/dev/null

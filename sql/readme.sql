@@ -1,0 +1,35 @@
+-- The README's SQL examples, verbatim: test/run-tests.sh checks that each
+-- SQL block of README.md stands here unchanged.
+\set VERBOSITY terse
+CREATE EXTENSION pgtap;
+SELECT no_plan();
+
+SELECT id, status FROM hc_asset_add('LOCO-0042', 'Diesel locomotive BR 218');
+SELECT asset_id, buyer_id, status, replayed
+  FROM hc_hold('LOCO-0042', 'alice', 'order-1001', '10 minutes');
+-- the client retries with the same Idempotency-Key: same row, replayed = true
+SELECT status, replayed FROM hc_hold('LOCO-0042', 'alice', 'order-1001', '10 minutes');
+-- another buyer: ERROR RS001, at once, without waiting
+SELECT * FROM hc_hold('LOCO-0042', 'bob', 'order-2001');
+
+SELECT product_id, stock, available FROM hc_stock_set('SNEAKER-42', 100);
+SELECT product_id, stock, available FROM hc_stock_set('SOCKS-1', 50);
+-- the buyer clicks "buy": reserve for 10 minutes (RS002 = sold out, HTTP 409)
+SELECT buyer_id, status, items
+  FROM hc_reserve_items('[{"product_id": "SNEAKER-42", "qty": 2}, {"product_id": "SOCKS-1", "qty": 1}]',
+                        'frank', 'cart-77');
+-- payment succeeds: hc_finalize(reservation_id)      -- webhook twice? the second replays
+-- the buyer cancels:  hc_unreserve(reservation_id)   -- reserved goes down once
+-- the buyer walks away: after ttl the next hc_reserve of that product reclaims the units
+
+CREATE ROLE shop_app LOGIN;
+SELECT hc_grant_app('shop_app');        -- the hc_* calls, hc_check(), SELECT on the state tables
+CREATE ROLE shop_ops LOGIN;
+SELECT hc_grant_operator('shop_ops');   -- plus hc_asset_add, hc_stock_set, hc_stock_adjust, the ledger
+
+SELECT is_empty('SELECT * FROM hc_check()', 'holdcommit invariants hold');
+
+-- Clean up the roles the privileges example created.
+DROP OWNED BY shop_app, shop_ops;
+DROP ROLE shop_app, shop_ops;
+DROP EXTENSION pgtap;

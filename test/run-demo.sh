@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make run: install what is missing, build, start a throwaway server with
+# holdcommit preloaded, load a small catalogue and play the story of a sale.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+port=${HC_RUN_PORT:-54320}
+export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
+
+test/deps.sh
+make -s
+if [ "$(id -u)" -eq 0 ]; then
+    make -s install
+elif [ ! -w "$(pg_config --pkglibdir)" ]; then
+    echo "run 'sudo make install' first, then make run again" >&2
+    exit 1
+else
+    make -s install
+fi
+test/server.sh start "$port"
+psql -qX -d postgres -c "CREATE DATABASE holdcommit_demo"
+psql -qX -d holdcommit_demo -c "CREATE EXTENSION holdcommit"
+psql -X -d holdcommit_demo <test/demo.sql 2>&1
+
+cat <<MSG
+
+holdcommit is running on a throwaway server (port $port). Connect with:
+
+    psql -h $PGHOST -p $port -U postgres holdcommit_demo
+
+Stop it and remove its data with: make stop
+MSG
