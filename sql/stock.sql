@@ -100,6 +100,12 @@ SELECT reservation_id AS r5 FROM hc_reserve('SKU-D', 1, 'hugo', 'skey-8', '50 mi
 SELECT pg_sleep(0.1);
 SELECT status, replayed FROM hc_finalize(:'r5', late_ok => true);
 SELECT inv('SKU-D');
+-- Expired reservations are reclaimed before the check, even when the stock would do.
+SELECT product_id FROM hc_stock_set('SKU-F', 5);
+SELECT reservation_id AS r8 FROM hc_reserve('SKU-F', 2, 'lena', 'skey-12', '50 milliseconds') \gset
+SELECT pg_sleep(0.1);
+SELECT status FROM hc_reserve('SKU-F', 1, 'mona', 'skey-13');
+SELECT inv('SKU-F'), (SELECT status FROM hc_stock_reservations WHERE id = :'r8') AS lena;
 -- An expired reservation nobody reclaimed: unreserve ends it as EXPIRED.
 SELECT product_id FROM hc_stock_set('SKU-E', 5);
 SELECT reservation_id AS r6 FROM hc_reserve_items('[{"product_id": "SKU-E", "qty": 2}, {"product_id": "SKU-C", "qty": 1}]', 'ivan', 'skey-9', '50 milliseconds') \gset

@@ -235,8 +235,10 @@ stock_reclaim(HcCall *call, const char *product_id, const char *source)
 }
 
 /*
- * Reserve qty of one product: the conditional update, and if it finds too
- * little, reclaim the product's expired lines and try once more.
+ * Reserve qty of one product and reclaim its expired lines, with the effect
+ * of reclaiming first: the conditional update runs first because, when it
+ * succeeds, it also takes the product's row lock that reclaiming needs.  If it
+ * finds too little, lock the row, reclaim, and try once more.
  */
 static void
 stock_take(HcCall *call, const char *product_id, int32 qty)
@@ -249,7 +251,10 @@ stock_take(HcCall *call, const char *product_id, int32 qty)
 	values[1] = Int32GetDatum(qty);
 	values[2] = TimestampTzGetDatum(call->now);
 	if (hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1)
+	{
+		stock_reclaim(call, product_id, "reclaim");
 		return;
+	}
 
 	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
 		product_not_found(product_id);
