@@ -24,7 +24,7 @@ include $(PGXS)
 
 RUN_PORT = 54320
 
-.PHONY: run stop test deps
+.PHONY: run stop test bench deps
 deps:
 	@test/deps.sh
 
@@ -36,3 +36,7 @@ stop:
 
 test:
 	@test/run-tests.sh
+
+# Against the server of make run: hc_hold vs a plain-SQL hold, and the ratio.
+bench:
+	@PGHOST=$${TMPDIR:-/tmp}/holdcommit-$(RUN_PORT) PGPORT=$(RUN_PORT) PGUSER=postgres test/bench/holds.sh
