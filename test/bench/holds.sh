@@ -61,7 +61,7 @@ for clients in 1 20; do
     hc=$(run /tmp/hc_bench_hc.sql $clients)
     plain=$(run /tmp/hc_bench_plain.sql $clients)
     printf '# holds, %2d clients: hc_hold %8.0f calls/s, plain SQL %8.0f calls/s, ratio %.2f\n' \
-        "$clients" "$hc" "$plain" "$(echo "$hc / $plain" | bc -l)"
+        "$clients" "$hc" "$plain" "$(awk -v a="$hc" -v b="$plain" 'BEGIN { print a / b }')"
     # reset for the next round
     psql -qX -d $db -c "TRUNCATE hc_ledger, hc_idempotency_keys; DELETE FROM hc_reservations;
         UPDATE hc_assets SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL;
