@@ -58,6 +58,12 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+
+	/*
+	 * Work in the caller's context, not SPI's: the ids, statuses and lines we
+	 * collect make up the result, which is built after SPI_finish.
+	 */
+	MemoryContextSwitchTo(call->outer);
 }
 
 /*
@@ -113,14 +119,18 @@ hc_prepare(HcStatement *stmt)
 
 /*
  * Run a prepared statement with a fresh snapshot (read_only = false), check
- * that SPI answered as expected, return the number of rows.
+ * that SPI answered as expected, return the number of rows.  The rows stay in
+ * SPI_tuptable until the next statement; copy what must outlive it.
  */
 uint64
 hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected)
 {
+	MemoryContext mine = CurrentMemoryContext;
 	int			rc;
 
 	rc = SPI_execute_plan(hc_prepare(stmt), values, nulls, false, 0);
+	/* SPI leaves us in its procedure context; stay where the caller was. */
+	MemoryContextSwitchTo(mine);
 	if (rc != expected)
 		elog(ERROR, "unexpected SPI result %s for \"%s\"",
 			 SPI_result_code_string(rc), stmt->sql);
@@ -142,7 +152,7 @@ hc_isnull(int row, int col)
 	return isnull;
 }
 
-/* A text column as a C string in the caller's memory context, or NULL. */
+/* A text column as a C string that outlives SPI_finish, or NULL. */
 char *
 hc_text(HcCall *call, int row, int col)
 {
