@@ -106,6 +106,21 @@ SELECT pg_sleep(0.1);
 SELECT status, replayed FROM hc_release(:'r6');
 SELECT status FROM hc_assets WHERE id = 'LOT-5';
 
+-- The ledger keeps both ends of an extension.
+SELECT reservation_id AS r8 FROM hc_hold('LOT-5', 'kate', 'key-14', '1 minute') \gset
+SELECT expires_at - created_at > '5 minutes' AS extended FROM hc_extend(:'r8', '5 minutes');
+SELECT split_part(detail, ' -> ', 1) <> split_part(detail, ' -> ', 2) AS both_ends
+  FROM hc_ledger WHERE event = 'extend' AND reservation_id = :'r8';
+SELECT status FROM hc_release(:'r8');
+
+-- Only READ COMMITTED sees the latest state: other isolation levels are refused.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT outcome($$SELECT hc_hold('LOT-5', 'x', 'key-15')$$);
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT outcome($$SELECT hc_hold('LOT-5', 'x', 'key-15')$$);
+ROLLBACK;
+
 -- Bad input: the standard SQLSTATEs, naming the argument, nothing changed.
 SELECT state() AS before \gset
 SELECT outcome($$SELECT hc_hold(NULL, 'x', 'k')$$);

@@ -168,7 +168,8 @@ COMMENT ON TABLE @extschema@.hc_inventory IS
     'Stock per product; reserved is the sum of the qty of RESERVED lines.';
 
 CREATE TABLE @extschema@.hc_stock_reservations (
-    id               text PRIMARY KEY,
+    scope_id         text NOT NULL,     -- the order's first product_id: its distribution id
+    id               text NOT NULL,
     buyer_id         text NOT NULL CHECK (octet_length(buyer_id) BETWEEN 1 AND 64),
     idempotency_key  text NOT NULL,
     status           text NOT NULL
@@ -176,10 +177,13 @@ CREATE TABLE @extschema@.hc_stock_reservations (
     expires_at       timestamptz NOT NULL,
     created_at       timestamptz NOT NULL,
     ended_at         timestamptz,
+    PRIMARY KEY (scope_id, id),
     CHECK ((status = 'RESERVED') = (ended_at IS NULL))
 );
 COMMENT ON TABLE @extschema@.hc_stock_reservations IS
     'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED.';
+-- Lookup by reservation id alone: single-node only, a distributed setup may drop it.
+CREATE UNIQUE INDEX hc_stock_reservations_id ON @extschema@.hc_stock_reservations (id);
 CREATE INDEX hc_stock_reservations_expiry ON @extschema@.hc_stock_reservations (expires_at)
     WHERE status = 'RESERVED';
 
@@ -254,8 +258,8 @@ COMMENT ON FUNCTION @extschema@.hc_unreserve(text) IS
 
 CREATE FUNCTION @extschema@.hc_check()
 RETURNS TABLE (invariant text, subject text, detail text)
-LANGUAGE sql STABLE
-SECURITY DEFINER    -- reads the ledger, which applications cannot
+LANGUAGE sql VOLATILE    -- reads clock_timestamp()
+SECURITY DEFINER         -- reads the ledger, which applications cannot
 SET search_path = pg_catalog, pg_temp
 AS $$
     -- A HELD asset is held by exactly its one HELD reservation.
@@ -332,30 +336,44 @@ COMMENT ON FUNCTION @extschema@.hc_check() IS
 -- Privileges: nothing for PUBLIC; roles get exactly what they need
 ------------------------------------------------------------------------------
 
--- Grant EXECUTE on the named hc_* functions that exist, SELECT on the named tables.
+-- Grant EXECUTE on the named functions and SELECT on the named tables of
+-- this extension: only its own members, never a look-alike someone else put
+-- into the schema.
 CREATE FUNCTION @extschema@.hc_grant(role regrole, functions text[], tables text[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    f regprocedure;
-    t regclass;
+    ext oid;
+    schema regnamespace;
+    member text;
 BEGIN
-    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', '@extschema@', role);
-    FOR f IN
-        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+    SELECT e.oid, e.extnamespace INTO ext, schema
+      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit';
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', schema, role);
+    FOR member IN
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::regprocedure)
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_depend d
+            ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
+           AND d.objid OPERATOR(pg_catalog.=) p.oid
+         WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
            AND p.proname OPERATOR(pg_catalog.=) ANY (functions)
-    LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f, role);
-    END LOOP;
-    FOR t IN
-        SELECT c.oid::regclass FROM pg_catalog.pg_class c
-         WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+        UNION ALL
+        SELECT pg_catalog.format('TABLE %s', c.oid::regclass)
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_depend d
+            ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
+           AND d.objid OPERATOR(pg_catalog.=) c.oid
+         WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
            AND c.relname OPERATOR(pg_catalog.=) ANY (tables)
     LOOP
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE %s TO %s', t, role);
+        EXECUTE pg_catalog.format('GRANT %s ON %s TO %s',
+            CASE WHEN member OPERATOR(pg_catalog.~~) 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
+            member, role);
     END LOOP;
 END
 $$;
@@ -392,14 +410,18 @@ $$;
 COMMENT ON FUNCTION @extschema@.hc_grant_operator(regrole) IS
     'Grant a role what a DBA''s tooling needs on top of hc_grant_app: stock, assets, resets, sweeps, the ledger.';
 
--- Nothing for PUBLIC: every function is granted explicitly.
+-- Nothing for PUBLIC: every function of the extension is granted explicitly.
 DO $$
 DECLARE
     f regprocedure;
 BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-              WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
-                AND p.proname OPERATOR(pg_catalog.~~) 'hc\_%'
+    FOR f IN SELECT d.objid::regprocedure
+               FROM pg_catalog.pg_depend d
+               JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+              WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit'
+                AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::regclass
+                AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
+                AND d.deptype OPERATOR(pg_catalog.=) 'e'
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
     END LOOP;

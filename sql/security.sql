@@ -13,11 +13,18 @@ SELECT c.relname AS public_can_read
 -- pg_dump keeps the data of the extension's tables.
 SELECT unnest(extconfig)::regclass AS dumped FROM pg_extension WHERE extname = 'holdcommit' ORDER BY 1::text;
 
+-- hc_grant_app grants only the extension's own functions, not a look-alike
+-- that someone with CREATE on the schema put there under a future name.
+CREATE FUNCTION public.hc_lock_acquire(text) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
+REVOKE ALL ON FUNCTION public.hc_lock_acquire(text) FROM PUBLIC;
 -- An application role gets the calls and read access, nothing that bypasses them.
 CREATE ROLE regress_hc_app;
 CREATE ROLE regress_hc_nobody;
 SELECT hc_grant_app('regress_hc_app');
 INSERT INTO hc_assets (id) VALUES ('SEC-1'), ('SEC-2');
+SELECT has_function_privilege('regress_hc_app', 'public.hc_lock_acquire(text)', 'EXECUTE') AS lookalike_granted,
+       has_function_privilege('regress_hc_app', 'hc_hold(text, text, text, interval)', 'EXECUTE') AS hold_granted;
+DROP FUNCTION public.hc_lock_acquire(text);
 
 SET ROLE regress_hc_app;
 SELECT buyer_id, status FROM hc_hold('SEC-1', 'app-buyer', 'sec-key-1');

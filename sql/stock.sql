@@ -114,6 +114,22 @@ SELECT status, replayed FROM hc_unreserve(:'r6');
 SELECT inv('SKU-E') AS e, inv('SKU-C') AS c;
 SELECT outcome(format('SELECT hc_finalize(%L)', :'r6'));
 
+-- Existence is checked before stock: a missing product wins over a short one.
+SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-B", "qty": 99}, {"product_id": "SKU-ZZ", "qty": 1}]', 'nina', 'skey-14')$$);
+-- A late finalize reclaims the product's expired reservations before giving up.
+SELECT product_id FROM hc_stock_set('SKU-G', 1);
+SELECT reservation_id AS g1 FROM hc_reserve('SKU-G', 1, 'olga', 'skey-15', '50 milliseconds') \gset
+SELECT pg_sleep(0.1);
+SELECT reservation_id AS g2 FROM hc_reserve('SKU-G', 1, 'paul', 'skey-16', '50 milliseconds') \gset
+SELECT pg_sleep(0.1);
+SELECT status, replayed FROM hc_finalize(:'g1', late_ok => true);
+SELECT inv('SKU-G'), (SELECT status FROM hc_stock_reservations WHERE id = :'g2') AS paul;
+-- Stock changes reclaim expired reservations too, so they are not blocked by them.
+SELECT product_id FROM hc_stock_set('SKU-H', 3);
+SELECT reservation_id AS h1 FROM hc_reserve('SKU-H', 3, 'quin', 'skey-17', '50 milliseconds') \gset
+SELECT pg_sleep(0.1);
+SELECT product_id, stock, reserved FROM hc_stock_set('SKU-H', 0);
+SELECT status FROM hc_stock_reservations WHERE id = :'h1';
 -- Stock never goes below reserved (22023, nothing changed).
 SELECT reservation_id AS r7 FROM hc_reserve('SKU-E', 4, 'judy', 'skey-10') \gset
 SELECT stock_state() AS before \gset

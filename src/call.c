@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_proc.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -34,6 +35,19 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 	HeapTuple	proctup;
 	Form_pg_proc proc;
 	Oid			owner;
+
+	/*
+	 * Every check must see the latest committed state, as each statement of
+	 * a READ COMMITTED transaction does; a transaction snapshot would see an
+	 * asset as held after its hold was released.
+	 */
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("%s cannot run in a %s transaction", function,
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errdetail("holdcommit decides on the latest committed state, which only READ COMMITTED shows."),
+				 errhint("Call it in autocommit mode or in a READ COMMITTED transaction.")));
 
 	call->function = function;
 	call->now = GetCurrentTimestamp();
@@ -143,13 +157,16 @@ hc_datum(int row, int col, bool *isnull)
 	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
 }
 
-bool
-hc_isnull(int row, int col)
+/* A column that must not be null: the schema says NOT NULL. */
+static Datum
+hc_required(int row, int col)
 {
 	bool		isnull;
+	Datum		d = hc_datum(row, col, &isnull);
 
-	(void) hc_datum(row, col, &isnull);
-	return isnull;
+	if (isnull)
+		elog(ERROR, "column %d of a holdcommit row is unexpectedly null", col);
+	return d;
 }
 
 /* A text column as a C string that outlives SPI_finish, or NULL. */
@@ -172,26 +189,11 @@ hc_text(HcCall *call, int row, int col)
 TimestampTz
 hc_timestamptz(int row, int col)
 {
-	bool		isnull;
-	Datum		d = hc_datum(row, col, &isnull);
-
-	return isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
+	return DatumGetTimestampTz(hc_required(row, col));
 }
 
 int32
 hc_int32(int row, int col)
 {
-	bool		isnull;
-	Datum		d = hc_datum(row, col, &isnull);
-
-	return isnull ? 0 : DatumGetInt32(d);
-}
-
-int64
-hc_int64(int row, int col)
-{
-	bool		isnull;
-	Datum		d = hc_datum(row, col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
+	return DatumGetInt32(hc_required(row, col));
 }

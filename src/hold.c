@@ -139,7 +139,8 @@ static HcStatement extend_hold = {
 	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2)"
 	" UPDATE @extschema@.hc_assets"
 	"    SET hold_expires_at = $3, version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
-	"  WHERE id OPERATOR(pg_catalog.=) $1",
+	"  WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
+	"    AND current_reservation_id OPERATOR(pg_catalog.=) $2",
 	4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
 
@@ -236,16 +237,16 @@ hold_refused(HcCall *call, const char *asset_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
 				 errmsg("asset \"%s\" does not exist", asset_id),
+				 errdetail("There is no row for asset \"%s\" in hc_assets.", asset_id),
 				 errhint("Add the asset with hc_asset_add() first.")));
 	status = hc_text(call, 0, 1);
-	until = hc_timestamptz(0, 2);
 	if (strcmp(status, "SOLD") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
 				 errmsg("asset \"%s\" is not available", asset_id),
 				 errdetail("Asset \"%s\" is sold.", asset_id),
 				 errhint("Offer the buyer another asset.")));
-	if (strcmp(status, "HELD") == 0 && until > call->now)
+	if (strcmp(status, "HELD") == 0 && (until = hc_timestamptz(0, 2)) > call->now)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
 				 errmsg("asset \"%s\" is not available", asset_id),
@@ -355,7 +356,9 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r)
 	if (hc_run(&find_reservation, values, NULL, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
-				 errmsg("reservation \"%s\" does not exist", reservation_id)));
+				 errmsg("reservation \"%s\" does not exist", reservation_id),
+				 errdetail("No hold has the id \"%s\".", reservation_id),
+				 errhint("Use the reservation_id that hc_hold() returned.")));
 	r->id = pstrdup(reservation_id);
 	r->asset_id = hc_text(call, 0, 1);
 
@@ -483,7 +486,8 @@ hc_commit(PG_FUNCTION_ARGS)
 			hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
 
 		values[2] = TimestampTzGetDatum(call.now);
-		hc_run(&sell_asset, values, NULL, SPI_OK_UPDATE);
+		if (hc_run(&sell_asset, values, NULL, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "asset \"%s\" vanished", r.asset_id);
 		hold_ledger(&call, &r, "commit", "call",
 					strcmp(r.status, "HELD") == 0 ? -1 : 0, -1);
 		hold_set_status(&call, &r, "COMMITTED");
@@ -558,7 +562,8 @@ hc_extend(PG_FUNCTION_ARGS)
 		values[1] = HC_TEXT(r.id);
 		values[2] = TimestampTzGetDatum(until);
 		values[3] = TimestampTzGetDatum(call.now);
-		hc_run(&extend_hold, values, NULL, SPI_OK_UPDATE);
+		if (hc_run(&extend_hold, values, NULL, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
 
 		e.kind = "asset";
 		e.entity_id = r.asset_id;
@@ -566,7 +571,8 @@ hc_extend(PG_FUNCTION_ARGS)
 		e.source = "call";
 		e.reservation_id = r.id;
 		e.buyer_id = r.buyer_id;
-		e.detail = psprintf("expires_at %s -> %s", timestamptz_to_str(r.expires_at),
+		/* timestamptz_to_str() returns a static buffer: copy the first. */
+		e.detail = psprintf("expires_at %s -> %s", pstrdup(timestamptz_to_str(r.expires_at)),
 							timestamptz_to_str(until));
 		hc_ledger_append(&call, &e);
 		r.expires_at = until;

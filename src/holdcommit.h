@@ -53,8 +53,6 @@ extern uint64 hc_run(HcStatement *stmt, Datum *values, const char *nulls, int ex
 extern char *hc_text(HcCall *call, int row, int col);
 extern TimestampTz hc_timestamptz(int row, int col);
 extern int32 hc_int32(int row, int col);
-extern int64 hc_int64(int row, int col);
-extern bool hc_isnull(int row, int col);
 extern Datum hc_datum(int row, int col, bool *isnull);
 
 #define HC_TEXT(s)	((s) ? PointerGetDatum(cstring_to_text(s)) : (Datum) 0)

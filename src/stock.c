@@ -5,9 +5,11 @@
  *
  * hc_inventory keeps stock and reserved per product (CHECK stock >= reserved
  * >= 0); each reservation has one line per product, and a line is counted in
- * reserved exactly while its status is RESERVED.  Locks are always taken in
- * the same order, so orders never deadlock: product rows in product_id order
- * (bytewise, COLLATE "C"), then their lines, then the reservation row.
+ * reserved exactly while its status is RESERVED.  Product rows are locked in
+ * product_id order (bytewise, COLLATE "C"), and a product's lines change only
+ * under its row lock, so two orders never deadlock.  The one lock taken
+ * between product rows (marking a reclaimed reservation EXPIRED) skips a
+ * reservation row that is locked, rather than waiting for it.
  */
 #include "postgres.h"
 
@@ -105,9 +107,9 @@ static HcStatement move_stock = {
 
 static HcStatement insert_reservation = {
 	"INSERT INTO @extschema@.hc_stock_reservations"
-	" (id, buyer_id, idempotency_key, status, expires_at, created_at)"
-	" VALUES ($1, $2, $3, 'RESERVED', $4, $5)",
-	5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	" (scope_id, id, buyer_id, idempotency_key, status, expires_at, created_at)"
+	" VALUES ($6, $1, $2, $3, 'RESERVED', $4, $5)",
+	6, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
 };
 
 static HcStatement insert_lines = {
@@ -144,8 +146,8 @@ static HcStatement end_reservation = {
 
 static HcStatement create_product = {
 	"INSERT INTO @extschema@.hc_inventory (product_id, stock, reserved, created_at, updated_at)"
-	" VALUES ($1, 0, 0, $2, $2) ON CONFLICT (product_id) DO NOTHING",
-	2, {TEXTOID, TIMESTAMPTZOID}
+	" VALUES ($1, $3, 0, $2, $2) ON CONFLICT (product_id) DO NOTHING RETURNING *",
+	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
 static void
@@ -186,6 +188,7 @@ product_not_found(const char *product_id)
 	ereport(ERROR,
 			(errcode(ERRCODE_HC_NOT_FOUND),
 			 errmsg("product \"%s\" does not exist", product_id),
+			 errdetail("There is no row for product \"%s\" in hc_inventory.", product_id),
 			 errhint("Create it with hc_stock_set() first.")));
 }
 
@@ -238,14 +241,13 @@ stock_reclaim(HcCall *call, const char *product_id, const char *source)
  * Reserve qty of one product and reclaim its expired lines, with the effect
  * of reclaiming first: the conditional update runs first because, when it
  * succeeds, it also takes the product's row lock that reclaiming needs.  If it
- * finds too little, lock the row, reclaim, and try once more.
+ * finds too little, lock the row, reclaim, and try once more.  Returns false
+ * if there is still too little; RS006 if the product does not exist.
  */
-static void
+static bool
 stock_take(HcCall *call, const char *product_id, int32 qty)
 {
 	Datum		values[3];
-	int32		stock;
-	int32		reserved;
 
 	values[0] = HC_TEXT(product_id);
 	values[1] = Int32GetDatum(qty);
@@ -253,27 +255,56 @@ stock_take(HcCall *call, const char *product_id, int32 qty)
 	if (hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1)
 	{
 		stock_reclaim(call, product_id, "reclaim");
-		return;
+		return true;
 	}
-
 	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
 		product_not_found(product_id);
+	return stock_reclaim(call, product_id, "reclaim") > 0 &&
+		hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1;
+}
+
+/* RS002, with the numbers of the product's locked row. */
+static void
+stock_insufficient(const char *product_id, int32 qty)
+{
+	Datum		values[1];
+	int32		stock;
+	int32		reserved;
+
+	values[0] = HC_TEXT(product_id);
+	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) != 1)
+		elog(ERROR, "product \"%s\" vanished", product_id);
 	stock = hc_int32(0, 1);
 	reserved = hc_int32(0, 2);
-	if (stock_reclaim(call, product_id, "reclaim") > 0 &&
-		hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1)
-		return;
-	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 1)
-	{
-		stock = hc_int32(0, 1);
-		reserved = hc_int32(0, 2);
-	}
 	ereport(ERROR,
 			(errcode(ERRCODE_HC_INSUFFICIENT_STOCK),
 			 errmsg("insufficient stock for product \"%s\"", product_id),
 			 errdetail("%d requested, %d available (stock %d, reserved %d).",
 					   qty, stock - reserved, stock, reserved),
 			 errhint("Offer a smaller quantity, or try again when reservations end.")));
+}
+
+/*
+ * Lock the products of an order in product_id order and raise RS006 for the
+ * first that does not exist, before any of them is checked for stock.
+ */
+static void
+stock_lock_all(HcCall *call, const StockLine *lines, int n)
+{
+	Datum	   *products = palloc(sizeof(Datum) * n);
+	Datum		values[1];
+	uint64		found;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		products[i] = HC_TEXT(lines[i].product_id);
+	values[0] = PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT));
+	found = hc_run(&lock_products, values, NULL, SPI_OK_SELECT);
+	for (i = 0; i < n && (uint64) i < found; i++)
+		if (strcmp(hc_text(call, i, 1), lines[i].product_id) != 0)
+			break;
+	if (i < n)
+		product_not_found(lines[i].product_id);
 }
 
 /* The items as jsonb: [{"product_id": "...", "qty": n}, ...]. */
@@ -457,7 +488,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	}
 	else
 	{
-		Datum		values[5];
+		Datum		values[6];
 		Datum	   *products = palloc(sizeof(Datum) * n);
 		Datum	   *qtys = palloc(sizeof(Datum) * n);
 
@@ -466,14 +497,18 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		r.expires_at = fresh.expires_at;
 		r.created_at = fresh.created_at;
 
+		if (n > 1)
+			stock_lock_all(&call, lines, n);
 		for (i = 0; i < n; i++)
-			stock_take(&call, lines[i].product_id, lines[i].qty);
+			if (!stock_take(&call, lines[i].product_id, lines[i].qty))
+				stock_insufficient(lines[i].product_id, lines[i].qty);
 
 		values[0] = HC_TEXT(r.id);
 		values[1] = HC_TEXT(buyer_id);
 		values[2] = HC_TEXT(key);
 		values[3] = TimestampTzGetDatum(r.expires_at);
 		values[4] = TimestampTzGetDatum(r.created_at);
+		values[5] = HC_TEXT(lines[0].product_id);
 		hc_run(&insert_reservation, values, NULL, SPI_OK_INSERT);
 
 		for (i = 0; i < n; i++)
@@ -512,7 +547,8 @@ hc_reserve(PG_FUNCTION_ARGS)
 	if (line->qty <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("qty must be positive")));
+				 errmsg("qty must be positive"),
+				 errdetail("qty is %d.", line->qty)));
 	buyer_id = hc_arg_id(fcinfo, 2, "buyer_id");
 	key = hc_arg_key(fcinfo, 3, "idempotency_key");
 	ttl = hc_arg_ttl(fcinfo, 4, "ttl");
@@ -551,7 +587,9 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 	if (n == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
-				 errmsg("reservation \"%s\" does not exist", reservation_id)));
+				 errmsg("reservation \"%s\" does not exist", reservation_id),
+				 errdetail("No stock reservation has the id \"%s\".", reservation_id),
+				 errhint("Use the reservation_id that hc_reserve() or hc_reserve_items() returned.")));
 	products = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
 		products[i] = HC_TEXT(hc_text(call, i, 1));
@@ -590,7 +628,8 @@ stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *s
 	values[0] = HC_TEXT(line->product_id);
 	values[1] = HC_TEXT(r->id);
 	values[2] = HC_TEXT(status);
-	hc_run(&set_line_status, values, NULL, SPI_OK_UPDATE);
+	if (hc_run(&set_line_status, values, NULL, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", line->product_id, r->id);
 	line->status = pstrdup(status);
 }
 
@@ -602,7 +641,8 @@ stock_end(HcCall *call, StockReservation *r, const char *status)
 	values[0] = HC_TEXT(r->id);
 	values[1] = HC_TEXT(status);
 	values[2] = TimestampTzGetDatum(call->now);
-	hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE);
+	if (hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "reservation \"%s\" vanished", r->id);
 	r->status = pstrdup(status);
 }
 
@@ -679,14 +719,9 @@ hc_finalize(PG_FUNCTION_ARGS)
 		for (i = 0; i < r.nlines; i++)
 		{
 			StockLine  *line = &r.lines[i];
-			Datum		values[3];
 
-			if (strcmp(line->status, "RESERVED") == 0)
-				continue;
-			values[0] = HC_TEXT(line->product_id);
-			values[1] = Int32GetDatum(line->qty);
-			values[2] = TimestampTzGetDatum(call.now);
-			if (hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) != 1)
+			if (strcmp(line->status, "RESERVED") != 0 &&
+				!stock_take(&call, line->product_id, line->qty))
 				stock_expired(&r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
 										   line->product_id));
 		}
@@ -748,23 +783,20 @@ hc_unreserve(PG_FUNCTION_ARGS)
 }
 
 /*
- * Lock a product for a stock change, creating it with stock 0 if asked.
- * Returns false if it does not exist (and was not to be created).
+ * Lock a product for a stock change and reclaim its expired lines, so that
+ * a lagging sweeper does not block the change.  RS006 if it does not exist.
  */
-static bool
-stock_lock_product(HcCall *call, const char *product_id, bool create, int32 *stock, int32 *reserved)
+static void
+stock_lock_product(HcCall *call, const char *product_id, int32 *stock, int32 *reserved)
 {
-	Datum		values[2];
+	Datum		values[1];
 
 	values[0] = HC_TEXT(product_id);
-	values[1] = TimestampTzGetDatum(call->now);
-	if (create)
-		hc_run(&create_product, values, NULL, SPI_OK_INSERT);
 	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
-		return false;
+		product_not_found(product_id);
 	*stock = hc_int32(0, 1);
 	*reserved = hc_int32(0, 2);
-	return true;
+	*reserved -= (int32) stock_reclaim(call, product_id, "reclaim");
 }
 
 /* Set stock to new_stock, refusing to go below reserved; return the row. */
@@ -804,6 +836,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	HcCall		call;
 	int32		stock;
 	int32		reserved;
+	Datum		values[3];
 	Datum		row;
 
 	if (new_stock < 0)
@@ -811,9 +844,20 @@ hc_stock_set(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("stock must not be negative")));
 	hc_call_begin(&call, fcinfo, "hc_stock_set");
-	if (!stock_lock_product(&call, product_id, true, &stock, &reserved))
-		elog(ERROR, "product \"%s\" vanished", product_id);
-	row = stock_change(&call, product_id, new_stock, stock, reserved, "stock_set", NULL);
+	values[0] = HC_TEXT(product_id);
+	values[1] = TimestampTzGetDatum(call.now);
+	values[2] = Int32GetDatum(new_stock);
+	if (hc_run(&create_product, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
+	{
+		row = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+		stock_ledger(&call, product_id, "stock_set", "adjustment", NULL, NULL, 0, new_stock,
+					 "created");
+	}
+	else
+	{
+		stock_lock_product(&call, product_id, &stock, &reserved);
+		row = stock_change(&call, product_id, new_stock, stock, reserved, "stock_set", NULL);
+	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);
 }
@@ -842,8 +886,7 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("reason must not be empty")));
 	hc_call_begin(&call, fcinfo, "hc_stock_adjust");
-	if (!stock_lock_product(&call, product_id, false, &stock, &reserved))
-		product_not_found(product_id);
+	stock_lock_product(&call, product_id, &stock, &reserved);
 	row = stock_change(&call, product_id, (int64) stock + delta, stock, reserved,
 					   "stock_adjust", reason);
 	hc_call_end(&call);

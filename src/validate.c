@@ -5,8 +5,9 @@
  */
 #include "postgres.h"
 
-#include "utils/builtins.h"
+#include "common/int.h"
 #include "datatype/timestamp.h"
+#include "utils/builtins.h"
 
 #include "holdcommit.h"
 
@@ -68,30 +69,33 @@ hc_arg_text(FunctionCallInfo fcinfo, int argno, const char *name)
 
 /*
  * A ttl: > 0 and <= holdcommit.max_ttl, as microseconds.  A month counts as
- * 30 days, as interval comparison does.
+ * 30 days, as interval comparison does; a ttl too large for that is simply
+ * over the limit.
  */
 int64
 hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	Interval   *ttl;
-	int128		usecs;
+	int64		days;
+	int64		usecs;
+	bool		overflow;
 
 	hc_arg_not_null(fcinfo, argno, name);
 	ttl = PG_GETARG_INTERVAL_P(argno);
-	usecs = (int128) ttl->time
-		+ (int128) ttl->day * USECS_PER_DAY
-		+ (int128) ttl->month * DAYS_PER_MONTH * USECS_PER_DAY;
-	if (usecs <= 0)
+	days = (int64) ttl->month * DAYS_PER_MONTH + ttl->day;
+	overflow = pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, ttl->time, &usecs);
+	if (!overflow && usecs <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive", name)));
-	if (usecs > (int128) hc_max_ttl * USECS_PER_SEC)
+	if (overflow || usecs > (int64) hc_max_ttl * USECS_PER_SEC)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not exceed holdcommit.max_ttl", name),
 				 errdetail("holdcommit.max_ttl is %d seconds.", hc_max_ttl),
 				 errhint("Ask for a shorter %s, or extend the hold later.", name)));
-	return (int64) usecs;
+	return usecs;
 }
 
 bool
