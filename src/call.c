@@ -20,7 +20,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "holdcommit.h"
+#include "call.h"
 
 /* The schema of the extension, from the function being called. */
 static Oid	hc_schema = InvalidOid;

@@ -14,8 +14,13 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 
+#include "call.h"
 #include "errors.h"
 #include "holdcommit.h"
+#include "idempotency.h"
+#include "ids.h"
+#include "ledger.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
 PG_FUNCTION_INFO_V1(hc_hold);

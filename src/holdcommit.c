@@ -5,6 +5,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "utils/guc.h"
 

@@ -18,6 +18,7 @@
 
 #include "errors.h"
 #include "holdcommit.h"
+#include "idempotency.h"
 
 static HcStatement claim_key = {
 	"INSERT INTO @extschema@.hc_idempotency_keys"

@@ -8,7 +8,7 @@
 #include "datatype/timestamp.h"
 #include "utils/timestamp.h"
 
-#include "holdcommit.h"
+#include "ids.h"
 
 static const char crockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 

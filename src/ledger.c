@@ -9,7 +9,7 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-#include "holdcommit.h"
+#include "ledger.h"
 
 static HcStatement append_entry = {
 	"INSERT INTO @extschema@.hc_ledger"

@@ -22,8 +22,13 @@
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
 
+#include "call.h"
 #include "errors.h"
 #include "holdcommit.h"
+#include "idempotency.h"
+#include "ids.h"
+#include "ledger.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);
 PG_FUNCTION_INFO_V1(hc_stock_adjust);

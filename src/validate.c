@@ -8,8 +8,10 @@
 #include "common/int.h"
 #include "datatype/timestamp.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "holdcommit.h"
+#include "validate.h"
 
 #define HC_MAX_ID_BYTES		64
 #define HC_MAX_KEY_BYTES	255

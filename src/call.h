@@ -1,0 +1,53 @@
+/*
+ * call.h
+ *		The life of one SQL call and its prepared statements (call.c).
+ */
+#ifndef HOLDCOMMIT_CALL_H
+#define HOLDCOMMIT_CALL_H
+
+#include "fmgr.h"
+#include "executor/spi.h"
+#include "utils/timestamp.h"
+
+/*
+ * One SQL call of an hc_* function (call.c).  It reads the clock once, runs
+ * SPI as the extension's owner with a pinned search_path, and remembers who
+ * called for the ledger.
+ */
+typedef struct HcCall
+{
+	const char *function;		/* SQL name, for the ledger */
+	TimestampTz now;			/* the one clock reading of this call */
+	const char *actor;			/* the caller's current_user */
+	MemoryContext outer;		/* where results outlive SPI_finish */
+	Oid			save_userid;
+	int			save_sec_context;
+	int			guc_level;
+} HcCall;
+
+extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);
+extern void hc_call_end(HcCall *call);
+
+/*
+ * A statement prepared once per backend and kept.  "@extschema@" in the text
+ * is replaced by the extension's schema before preparing.
+ */
+#define HC_MAX_ARGS 12
+typedef struct HcStatement
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[HC_MAX_ARGS];
+	SPIPlanPtr	plan;
+	Oid			schema;			/* the schema the plan was made for */
+} HcStatement;
+
+extern uint64 hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected);
+extern char *hc_text(HcCall *call, int row, int col);
+extern TimestampTz hc_timestamptz(int row, int col);
+extern int32 hc_int32(int row, int col);
+extern Datum hc_datum(int row, int col, bool *isnull);
+
+#define HC_TEXT(s)	((s) ? PointerGetDatum(cstring_to_text(s)) : (Datum) 0)
+
+#endif							/* HOLDCOMMIT_CALL_H */
