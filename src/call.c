@@ -151,6 +151,7 @@ hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected)
 	return SPI_processed;
 }
 
+/* Column col (1-based) of row row of the last statement's result. */
 Datum
 hc_datum(int row, int col, bool *isnull)
 {
@@ -186,6 +187,7 @@ hc_text(HcCall *call, int row, int col)
 	return s;
 }
 
+/* NOT NULL columns of the last statement's result. */
 TimestampTz
 hc_timestamptz(int row, int col)
 {

@@ -170,6 +170,7 @@ hold_result(FunctionCallInfo fcinfo, const HoldReservation *r)
 	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }
 
+/* A text[] of one or two statuses, for "status = ANY ($n)". */
 static Datum
 status_array(const char *a, const char *b)
 {
@@ -180,6 +181,7 @@ status_array(const char *a, const char *b)
 	return PointerGetDatum(construct_array(elems, 2, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+/* A ledger entry for an asset and one of its reservations. */
 static void
 hold_ledger(HcCall *call, const HoldReservation *r, const char *event,
 			const char *source, int reserved_delta, int stock_delta)
@@ -429,6 +431,7 @@ hold_expire(HcCall *call, HoldReservation *r)
 	hold_ledger(call, r, "expire", "reclaim", -1, 0);
 }
 
+/* RS004 and RS003 for a hold. */
 static void
 hold_not_active(const HoldReservation *r, const char *hint)
 {

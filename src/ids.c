@@ -12,6 +12,7 @@
 
 static const char crockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
+/* A new reservation id for a call made at now. */
 char *
 hc_new_reservation_id(TimestampTz now)
 {

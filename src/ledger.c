@@ -20,6 +20,7 @@ static HcStatement append_entry = {
 	TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID}
 };
 
+/* Append one entry, stamped with the call's clock reading, function and actor. */
 void
 hc_ledger_append(HcCall *call, const HcLedgerEntry *entry)
 {

@@ -155,6 +155,7 @@ static HcStatement create_product = {
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
+/* A ledger entry for a product. */
 static void
 stock_ledger(HcCall *call, const char *product_id, const char *event, const char *source,
 			 const char *reservation_id, const char *buyer_id,
@@ -174,6 +175,7 @@ stock_ledger(HcCall *call, const char *product_id, const char *event, const char
 	hc_ledger_append(call, &e);
 }
 
+/* Add the deltas to a product's stock and reserved; the row is in SPI_tuptable. */
 static void
 stock_move(HcCall *call, const char *product_id, int32 stock_delta, int32 reserved_delta)
 {
@@ -187,6 +189,7 @@ stock_move(HcCall *call, const char *product_id, int32 stock_delta, int32 reserv
 		elog(ERROR, "product \"%s\" vanished", product_id);
 }
 
+/* RS006 for a product. */
 static void
 product_not_found(const char *product_id)
 {
@@ -333,6 +336,7 @@ stock_items_jsonb(const StockLine *lines, int n)
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
 }
 
+/* Build the hc_stock_reservation row a function returns. */
 static Datum
 stock_result(FunctionCallInfo fcinfo, const StockReservation *r)
 {
@@ -353,12 +357,14 @@ stock_result(FunctionCallInfo fcinfo, const StockReservation *r)
 	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }
 
+/* Lines sort by product_id bytewise, the order rows are locked in. */
 static int
 stock_line_cmp(const void *a, const void *b)
 {
 	return strcmp(((const StockLine *) a)->product_id, ((const StockLine *) b)->product_id);
 }
 
+/* 22023 for malformed items, pointing at the line (index < 0: the whole). */
 static void
 bad_items(const char *message, int index)
 {
@@ -625,6 +631,7 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 	}
 }
 
+/* Give one line of the reservation its new status. */
 static void
 stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *status)
 {
@@ -638,6 +645,7 @@ stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *s
 	line->status = pstrdup(status);
 }
 
+/* End the reservation with its final status. */
 static void
 stock_end(HcCall *call, StockReservation *r, const char *status)
 {
@@ -672,6 +680,7 @@ stock_expire(HcCall *call, StockReservation *r)
 		stock_end(call, r, "EXPIRED");
 }
 
+/* RS004 and RS003 for a stock reservation. */
 static void
 stock_not_active(const StockReservation *r, const char *hint)
 {

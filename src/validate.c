@@ -100,6 +100,7 @@ hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
 	return usecs;
 }
 
+/* A boolean or an integer, not null. */
 bool
 hc_arg_bool(FunctionCallInfo fcinfo, int argno, const char *name)
 {
