@@ -10,46 +10,8 @@
 # Prints "ok - ..." / "not ok - ..." per assertion and "# ..." figures; exits 0.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
 # drops its own database.
-set -uo pipefail
-
-bin=/usr/lib/postgresql/15/bin
-pgbench=$bin/pgbench
-[ -x "$pgbench" ] || pgbench=$(command -v pgbench)
-db=hc_load_stock
-work=$(mktemp -d)
-cleanup() {
-    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
-
-# check DESCRIPTION ACTUAL EXPECTED
-check() {
-    if [ "$2" == "$3" ]; then
-        echo "ok - $1"
-    else
-        echo "not ok - $1"
-        echo "#   got: $2"
-        echo "#   expected: $3"
-    fi
-}
-
-# The connections this needs (50 clients at most, plus psql) must fit.
-max_conn=$(psql -X -qAt -d postgres -c "SHOW max_connections") || {
-    echo "not ok - server reachable"; exit 0; }
-echo "# max_connections $max_conn"
-if [ "$max_conn" -lt 60 ]; then
-    echo "not ok - max_connections ($max_conn) leaves room for 50 clients"
-    exit 0
-fi
-
-psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
-if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $db" >/dev/null; then
-    echo "not ok - create database $db"
-    exit 0
-fi
+. "$(dirname "$0")/lib.bash"
+load_setup hc_load_stock 50
 
 # Test helpers, not part of the extension: make a call, record the outcome
 # (SQLSTATE 00000 on success) instead of aborting the pgbench client.

@@ -1,0 +1,48 @@
+# Shared by the load checks in test/load/*.sh (sourced, not run by itself).
+# Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
+#   load_setup DB CLIENTS  check that CLIENTS connections fit, (re)create DB,
+#                          drop it again on exit; exits 0 after "not ok" if not
+#   q SQL                  run SQL in DB, print rows unaligned
+#   check WHAT GOT WANT    print "ok - WHAT" or "not ok - WHAT" with both values
+set -uo pipefail
+
+bin=/usr/lib/postgresql/15/bin
+pgbench=$bin/pgbench
+[ -x "$pgbench" ] || pgbench=$(command -v pgbench)
+work=$(mktemp -d)
+
+load_cleanup() {
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    rm -rf "$work"
+}
+
+load_setup() {
+    local max_conn reserved
+    db=$1
+    trap load_cleanup EXIT
+    max_conn=$(psql -X -qAt -d postgres -c "SHOW max_connections") || {
+        echo "not ok - server reachable"; exit 0; }
+    reserved=$(psql -X -qAt -d postgres -c "SHOW superuser_reserved_connections")
+    echo "# max_connections $max_conn (superuser_reserved_connections $reserved)"
+    if [ "$max_conn" -lt $(($2 + 10)) ]; then
+        echo "not ok - max_connections ($max_conn) leaves room for $2 clients"
+        exit 0
+    fi
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $db" >/dev/null; then
+        echo "not ok - create database $db"
+        exit 0
+    fi
+}
+
+q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
+
+check() {
+    if [ "$2" == "$3" ]; then
+        echo "ok - $1"
+    else
+        echo "not ok - $1"
+        echo "#   got: $2"
+        echo "#   expected: $3"
+    fi
+}
