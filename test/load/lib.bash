@@ -46,3 +46,16 @@ check() {
         echo "#   expected: $3"
     fi
 }
+
+# pgbench_phase NAME WHAT PGBENCH-ARGS...: run $work/NAME.sql with pgbench in
+# DB (log in $work/NAME.log) and check that no client aborted.
+pgbench_phase() {
+    local name=$1 what=$2 rc
+    shift 2
+    "$pgbench" -n -f "$work/$name.sql" "$@" "$db" >"$work/$name.log" 2>&1
+    rc=$?
+    check "$what without aborts" "$rc" "0"
+    [ $rc -ne 0 ] && { grep -E 'error|ERROR' "$work/$name.log" | sort | uniq -c | head -5
+                       tail -3 "$work/$name.log"; } | sed 's/^/#   /'
+    return 0
+}

@@ -168,10 +168,7 @@ cat >"$work/flash.sql" <<'SQL'
 \set i :i + 1
 SELECT load_try_reserve('flash', :client_id, 'flash-1', 1, 'buyer-' || :client_id, 'key-flash-' || :client_id || '-' || :i);
 SQL
-"$pgbench" -n -f "$work/flash.sql" -c 50 -j 4 -t 40 -D i=0 "$db" >"$work/flash.log" 2>&1
-rc=$?
-check "flash sale: pgbench ran 50 x 40 reserves without aborts" "$rc" "0"
-[ $rc -ne 0 ] && sed 's/^/#   /' "$work/flash.log" | tail -5
+pgbench_phase flash "flash sale: pgbench ran 50 x 40 reserves" -c 50 -j 4 -t 40 -D i=0
 check "flash sale: 2000 outcomes recorded" \
     "$(q "SELECT count(*) FROM load_results WHERE phase = 'flash'")" "2000"
 check "flash sale: exactly 100 reserves succeeded" \
@@ -223,10 +220,7 @@ cat >"$work/finalize.sql" <<'SQL'
 SELECT load_try_finalize('finalize', :client_id, :n, :start);
 SQL
 start=$(now_plus 3)
-"$pgbench" -n -f "$work/finalize.sql" -c 50 -j 4 -t 4 -D i=0 -D start="$start" "$db" >"$work/finalize.log" 2>&1
-rc=$?
-check "finalize: pgbench ran 50 x 4 finalizes without aborts" "$rc" "0"
-[ $rc -ne 0 ] && sed 's/^/#   /' "$work/finalize.log" | tail -5
+pgbench_phase finalize "finalize: pgbench ran 50 x 4 finalizes" -c 50 -j 4 -t 4 -D i=0 -D start="$start"
 check "finalize: all 200 calls succeeded" \
     "$(q "SELECT count(*) FILTER (WHERE sqlstate = '00000') || '/' || count(*)
             FROM load_results WHERE phase = 'finalize'")" "200/200"
@@ -263,10 +257,7 @@ SELECT load_try_items('items', :client_id,
             ELSE '[{"product_id": "item-B", "qty": 1}, {"product_id": "item-A", "qty": 1}]' END::jsonb,
        'buyer-items-' || :n, 'key-items-' || :n);
 SQL
-"$pgbench" -n -f "$work/items.sql" -c 40 -j 4 -t 10 -D i=0 "$db" >"$work/items.log" 2>&1
-rc=$?
-check "opposite order: pgbench ran 40 x 10 orders without aborts" "$rc" "0"
-[ $rc -ne 0 ] && sed 's/^/#   /' "$work/items.log" | tail -5
+pgbench_phase items "opposite order: pgbench ran 40 x 10 orders" -c 40 -j 4 -t 10 -D i=0
 check "opposite order: 400 outcomes recorded" \
     "$(q "SELECT count(*) FROM load_results WHERE phase = 'items'")" "400"
 check "opposite order: zero deadlocks (40P01)" \
@@ -300,10 +291,7 @@ cat >"$work/baseline.sql" <<'SQL'
 \set i :i + 1
 SELECT load_try_baseline('baseline', :client_id, 'flash-base', 'buyer-' || :client_id, 'key-base-' || :client_id || '-' || :i);
 SQL
-"$pgbench" -n -f "$work/baseline.sql" -c 50 -j 4 -t 40 -D i=0 "$db" >"$work/baseline.log" 2>&1
-rc=$?
-check "baseline: pgbench ran 50 x 40 reserves without aborts" "$rc" "0"
-[ $rc -ne 0 ] && sed 's/^/#   /' "$work/baseline.log" | tail -5
+pgbench_phase baseline "baseline: pgbench ran 50 x 40 reserves" -c 50 -j 4 -t 40 -D i=0
 check "baseline: exactly 100 succeeded, 1900 refused" \
     "$(q "SELECT count(*) FILTER (WHERE sqlstate = '00000') || '/' || count(*) FILTER (WHERE sqlstate = 'RS002')
                || '/' || count(*)
