@@ -15,7 +15,11 @@ fail_setup() { echo "$1" >&2; echo "0 passed, 1 failed"; exit 1; }
 
 test/deps.sh || fail_setup "missing packages"
 make -s WERROR=-Werror >/dev/null || fail_setup "build failed"
-if [ "$(id -u)" -eq 0 ]; then make -s install >/dev/null || fail_setup "install failed"; fi
+if [ -n "${HC_PGROOT:-}" ]; then
+    make -s install DESTDIR="$HC_PGROOT" >/dev/null || fail_setup "install failed"
+elif [ "$(id -u)" -eq 0 ]; then
+    make -s install >/dev/null || fail_setup "install failed"
+fi
 rm -rf "$out" results output_iso && mkdir -p "$out"
 test/server.sh start "$port" || fail_setup "server did not start"
 trap 'test/server.sh stop "$port"' EXIT

@@ -8,7 +8,8 @@ set -euo pipefail
 
 cmd=${1:?usage: server.sh start|stop PORT}
 port=${2:?usage: server.sh start|stop PORT}
-bin=/usr/lib/postgresql/15/bin
+# HC_PGROOT: a private copy of the PostgreSQL tree (a developer's sandbox); default the system's.
+bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
 base=${TMPDIR:-/tmp}/holdcommit-$port
 data=$base/data
 

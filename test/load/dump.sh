@@ -4,7 +4,7 @@
 # state, invariants, idempotency replays and the ledger sequence carry over.
 set -uo pipefail
 
-bin=/usr/lib/postgresql/15/bin
+bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
 src=hc_dump_src
 dst=hc_dump_dst
 q() { psql -qXAt -v ON_ERROR_STOP=1 -d "$@"; }
