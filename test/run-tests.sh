@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test: build, install, start a throwaway server, run every suite
-# (regression, isolation, pgTAP, load), remove the server, and end with
+# (regression, isolation, README, docs, upgrade, pgTAP, load), remove the
+# server, and end with
 # "N passed, N failed".  Exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,31 @@ perl -0777 -e '
 cat "$out/readme.log"
 passed=$((passed + $(grep -c '^ok ' "$out/readme.log")))
 failed=$((failed + $(grep -c '^not ok ' "$out/readme.log")))
+
+# Run a script that prints "ok - ..." / "not ok - ..." lines, and count them;
+# a script that fails without a "not ok" line counts as one failure.
+run_checks() {
+    local script=$1 log=$out/$(basename "$1").log rc ok bad
+    bash "$script" >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    ok=$(grep -cE '^ok ' "$log")
+    bad=$(grep -cE '^not ok ' "$log")
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+    [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+    return 0
+}
+
+echo "== reference documentation"
+# Every function, setting, table and type of the extension has its heading in
+# doc/*.md, and every heading there names something that exists.
+run_checks test/docs.sh
+
+echo "== upgrade"
+# 0.1.0 then ALTER EXTENSION UPDATE equals 0.2.0 installed, and keeps its data.
+run_checks test/upgrade.sh
 
 echo "== pgTAP"
 psql -qX -d postgres -c "CREATE DATABASE hc_tap" >/dev/null
