@@ -4,6 +4,15 @@
 CREATE EXTENSION pgtap;
 SELECT no_plan();
 
+-- pg_regress installed holdcommit into public; the README installs it into
+-- a schema of its own (put back at the end for the suites that follow).
+DROP EXTENSION holdcommit;
+CREATE SCHEMA holdcommit AUTHORIZATION CURRENT_USER;  -- run as the superuser who owns the extension
+CREATE EXTENSION holdcommit SCHEMA holdcommit;
+-- call holdcommit.hc_hold(...), or put the schema first on the search_path:
+SET search_path = holdcommit, public;
+SELECT extnamespace::regnamespace AS installed_in FROM pg_extension WHERE extname = 'holdcommit';
+
 SELECT id, status FROM hc_asset_add('LOCO-0042', 'Diesel locomotive BR 218');
 SELECT asset_id, buyer_id, status, replayed
   FROM hc_hold('LOCO-0042', 'alice', 'order-1001', '10 minutes');
@@ -27,9 +36,17 @@ SELECT hc_grant_app('shop_app');        -- the hc_* calls, hc_check(), SELECT on
 CREATE ROLE shop_ops LOGIN;
 SELECT hc_grant_operator('shop_ops');   -- plus hc_asset_add, hc_stock_set, hc_stock_adjust, the ledger
 
+SET ROLE shop_app;
+SELECT asset_id, buyer_id, status FROM hc_reservations WHERE asset_id = 'LOCO-0042';
+RESET ROLE;
+
 SELECT is_empty('SELECT * FROM hc_check()', 'holdcommit invariants hold');
 
 -- Clean up the roles the privileges example created.
 DROP OWNED BY shop_app, shop_ops;
 DROP ROLE shop_app, shop_ops;
 DROP EXTENSION pgtap;
+RESET search_path;
+DROP EXTENSION holdcommit;
+DROP SCHEMA holdcommit;
+CREATE EXTENSION holdcommit;

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # make test: build, install, start a throwaway server, run every suite
 # (regression, isolation, README, docs, upgrade, pgTAP, load), remove the
-# server, and end with
-# "N passed, N failed".  Exits non-zero on any failure.
+# server, and end with "N passed, N failed".  Exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
