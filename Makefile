@@ -6,8 +6,9 @@ OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
 DATA = $(wildcard sql/holdcommit--*.sql)
 PGFILEDESC = "holdcommit - hold-and-commit inside PostgreSQL"
 
-# Regression inputs are sql/<name>.sql (the install script is sql/holdcommit--*.sql).
-REGRESS = $(sort $(filter-out holdcommit--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+# Regression inputs are sql/<name>.sql (the install scripts are sql/holdcommit--*.sql);
+# setup, with the helpers the others share, runs first.
+REGRESS = setup $(sort $(filter-out holdcommit--% setup,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --load-extension=holdcommit
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=holdcommit

@@ -2,16 +2,6 @@
 -- Reservation ids and times are random or moving, so the output shows
 -- statuses, buyers, flags and durations; ids are kept in psql variables.
 
--- Run a statement, show its SQLSTATE and message instead of failing
--- (with reservation ids masked).
-CREATE FUNCTION outcome(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'res_[0-9A-Z]{26}', 'res_*', 'g');
-END $$;
-
 -- A digest of all holdcommit state, to prove that a failed call changed nothing.
 CREATE FUNCTION state() RETURNS text LANGUAGE sql AS $$
     SELECT md5(concat_ws('|',
@@ -87,9 +77,9 @@ SELECT status, replayed FROM hc_commit(:'r4', late_ok => true);
 -- Passive reclamation: the next buyer takes an expired hold.
 SELECT id AS rb FROM hc_reservations WHERE asset_id = 'LOT-2' AND status = 'HELD' \gset
 SELECT status FROM hc_release(:'rb');
-SELECT reservation_id AS r5 FROM hc_hold('LOT-2', 'gina', 'key-10', '50 milliseconds') \gset
+SELECT reservation_id AS r5 FROM hc_hold('LOT-2', 'gina', 'key-10', '1 minute') \gset
 SELECT outcome($$SELECT hc_hold('LOT-2', 'hugo', 'key-9')$$);
-SELECT pg_sleep(0.1);
+SELECT age_hold(:'r5', '2 minutes');
 SELECT buyer_id, status, replayed FROM hc_hold('LOT-2', 'hugo', 'key-11');
 SELECT status FROM hc_reservations WHERE id = :'r5';
 -- The reclaimed buyer's late commit fails: someone else has the asset.
@@ -97,7 +87,7 @@ SELECT outcome(format('SELECT hc_commit(%L, true)', :'r5'));
 -- Releasing an expired hold changes nothing and returns it.
 SELECT status, replayed FROM hc_release(:'r5');
 -- A replay returns the stored row, whatever happened since.
-SELECT status, replayed FROM hc_hold('LOT-2', 'gina', 'key-10', '50 milliseconds');
+SELECT status, replayed FROM hc_hold('LOT-2', 'gina', 'key-10', '1 minute');
 
 -- An expired hold that nobody reclaimed: release ends it as EXPIRED.
 INSERT INTO hc_assets (id) VALUES ('LOT-5');
@@ -175,3 +165,19 @@ UPDATE hc_assets SET status = 'AVAILABLE', current_reservation_id = NULL WHERE i
 SELECT invariant, subject = :'r1' AS r1 FROM hc_check();
 UPDATE hc_assets SET status = 'SOLD', current_reservation_id = :'r1' WHERE id = 'LOT-1';
 SELECT * FROM hc_check();
+
+-- Results carry the declared row type (hc_assets), so a stored result is
+-- readable in any session, also after the table dropped a column.
+CREATE TABLE stored_assets AS SELECT hc_asset_add('LOT-T', 'stored') AS a;
+\c
+SELECT (a).id, (a).status, pg_typeof(a) FROM stored_assets;
+ALTER TABLE hc_assets ADD COLUMN scratch integer;
+ALTER TABLE hc_assets DROP COLUMN scratch;
+\c
+SELECT id, name, status FROM hc_asset_add('LOT-U', 'after a dropped column');
+DROP TABLE stored_assets;
+
+-- A ttl so negative that it overflows is still "not positive", not "too long".
+SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-neg', '-178000000 years')$$);
+SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-neg', '-178000000 years 1 hour')$$);
+SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-big', '178000000 years')$$);

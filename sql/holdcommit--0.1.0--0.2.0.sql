@@ -3,3 +3,67 @@
 -- compares the two and checks that data made under 0.1.0 survives.
 
 \echo Use "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" to load this file. \quit
+
+------------------------------------------------------------------------------
+-- Hardening: no function body names a schema that its owner could rename
+------------------------------------------------------------------------------
+
+-- hc_check() becomes C on the same protected path as every other call; it is
+-- no longer SECURITY DEFINER.  CREATE OR REPLACE keeps its grants.
+CREATE OR REPLACE FUNCTION @extschema@.hc_check()
+RETURNS TABLE (invariant text, subject text, detail text)
+AS 'MODULE_PATHNAME', 'hc_check' LANGUAGE C VOLATILE;
+
+-- The grant functions become C and find the extension's members by OID.
+CREATE OR REPLACE FUNCTION @extschema@.hc_grant_app(role regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hc_grant_app' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_grant_app(regrole) IS
+    'Grant a role what an application needs: the hc_* calls and read access to the state tables, idempotency keys excepted.';
+
+CREATE OR REPLACE FUNCTION @extschema@.hc_grant_operator(role regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hc_grant_operator' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_grant_operator(regrole) IS
+    'Grant a role what a DBA''s tooling needs on top of hc_grant_app: stock, assets, the ledger and the keys.';
+
+DROP FUNCTION @extschema@.hc_grant(regrole, text[], text[]);
+
+-- A line's reservation is checked by hc_check(), not by a foreign key that
+-- needs the single-node index on the reservation id alone.
+ALTER TABLE @extschema@.hc_stock_reservation_lines
+    DROP CONSTRAINT hc_stock_reservation_lines_reservation_id_fkey;
+
+-- Application roles no longer read idempotency keys: a role granted by
+-- 0.1.0's hc_grant_app (it can read the reservations but not the ledger)
+-- keeps SELECT on every other column.
+DO $$
+DECLARE
+    t regclass;
+    grantee regrole;
+    columns text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['@extschema@.hc_reservations'::regclass,
+                             '@extschema@.hc_stock_reservations'::regclass]
+    LOOP
+        SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
+          INTO columns
+          FROM pg_catalog.pg_attribute a
+         WHERE a.attrelid OPERATOR(pg_catalog.=) t AND a.attnum OPERATOR(pg_catalog.>) 0
+           AND NOT a.attisdropped AND a.attname OPERATOR(pg_catalog.<>) 'idempotency_key';
+        FOR grantee IN
+            SELECT DISTINCT acl.grantee::regrole
+              FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) acl
+             WHERE c.oid OPERATOR(pg_catalog.=) t
+               AND acl.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+               AND acl.grantee OPERATOR(pg_catalog.<>) c.relowner
+               AND acl.grantee OPERATOR(pg_catalog.<>) 0
+               AND NOT pg_catalog.has_table_privilege(acl.grantee,
+                       '@extschema@.hc_ledger'::regclass, 'SELECT')
+        LOOP
+            EXECUTE pg_catalog.format('REVOKE SELECT ON TABLE %s FROM %s', t, grantee);
+            EXECUTE pg_catalog.format('GRANT SELECT (%s) ON TABLE %s TO %s', columns, t, grantee);
+        END LOOP;
+    END LOOP;
+END
+$$;

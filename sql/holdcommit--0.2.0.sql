@@ -1,6 +1,8 @@
 -- holdcommit 0.2.0: hold-and-commit for unique assets and counted stock.
--- Every object is named hc_*; every function reaches its tables by their
--- schema and runs with search_path pinned to pg_catalog, pg_temp.
+-- Every object is named hc_*.  The functions are C: each call runs its SQL
+-- as the extension's owner in a security-restricted operation, reaching
+-- these tables through the schema's OID (never its name) and pg_catalog's
+-- functions and operators by qualified name.  Only they write these tables.
 
 \echo Use "CREATE EXTENSION holdcommit" to load this file. \quit
 
@@ -189,7 +191,9 @@ CREATE INDEX hc_stock_reservations_expiry ON @extschema@.hc_stock_reservations (
 
 CREATE TABLE @extschema@.hc_stock_reservation_lines (
     product_id      text NOT NULL REFERENCES @extschema@.hc_inventory (product_id),
-    reservation_id  text NOT NULL REFERENCES @extschema@.hc_stock_reservations (id),
+    -- No foreign key: it would need the single-node index on the id alone;
+    -- hc_check() reports a line without its reservation.
+    reservation_id  text NOT NULL,
     qty             integer NOT NULL CHECK (qty > 0),
     -- A line counts in its product's reserved exactly while it is RESERVED.
     status          text NOT NULL
@@ -258,77 +262,7 @@ COMMENT ON FUNCTION @extschema@.hc_unreserve(text) IS
 
 CREATE FUNCTION @extschema@.hc_check()
 RETURNS TABLE (invariant text, subject text, detail text)
-LANGUAGE sql VOLATILE    -- reads clock_timestamp()
-SECURITY DEFINER         -- reads the ledger, which applications cannot
-SET search_path = pg_catalog, pg_temp
-AS $$
-    -- A HELD asset is held by exactly its one HELD reservation.
-    SELECT 'held asset has its one held reservation', a.id,
-           pg_catalog.format('current_reservation_id %s, %s held reservation(s)',
-                             a.current_reservation_id, pg_catalog.count(r.id))
-      FROM @extschema@.hc_assets a
-      LEFT JOIN @extschema@.hc_reservations r
-             ON r.asset_id = a.id AND r.status = 'HELD'
-     WHERE a.status = 'HELD'
-     GROUP BY a.id, a.current_reservation_id
-    HAVING pg_catalog.count(r.id) <> 1
-        OR pg_catalog.bool_or(r.id IS DISTINCT FROM a.current_reservation_id)
-    UNION ALL
-    -- A SOLD asset has exactly one COMMITTED reservation.
-    SELECT 'sold asset has one committed reservation', a.id,
-           pg_catalog.format('%s committed reservation(s)', pg_catalog.count(r.id))
-      FROM @extschema@.hc_assets a
-      LEFT JOIN @extschema@.hc_reservations r
-             ON r.asset_id = a.id AND r.status = 'COMMITTED'
-     WHERE a.status = 'SOLD'
-     GROUP BY a.id
-    HAVING pg_catalog.count(r.id) <> 1
-    UNION ALL
-    -- A HELD or COMMITTED reservation is what its asset says it is.
-    SELECT 'reservation matches its asset', r.id,
-           pg_catalog.format('reservation %s, asset %s is %s with %s',
-                             r.status, a.id, a.status, a.current_reservation_id)
-      FROM @extschema@.hc_reservations r
-      JOIN @extschema@.hc_assets a ON a.id = r.asset_id
-     WHERE (r.status = 'HELD' AND (a.status <> 'HELD'
-                OR a.current_reservation_id IS DISTINCT FROM r.id
-                OR a.hold_expires_at IS DISTINCT FROM r.expires_at))
-        OR (r.status = 'COMMITTED' AND (a.status <> 'SOLD'
-                OR a.current_reservation_id IS DISTINCT FROM r.id))
-    UNION ALL
-    -- reserved is the sum of the RESERVED lines of the product.
-    SELECT 'reserved is the sum of reserved lines', i.product_id,
-           pg_catalog.format('reserved %s, reserved lines %s', i.reserved,
-                             COALESCE(l.total, 0))
-      FROM @extschema@.hc_inventory i
-      LEFT JOIN (SELECT product_id, pg_catalog.sum(qty) AS total
-                   FROM @extschema@.hc_stock_reservation_lines
-                  WHERE status = 'RESERVED' GROUP BY product_id) l
-             ON l.product_id = i.product_id
-     WHERE i.reserved <> COALESCE(l.total, 0)
-    UNION ALL
-    -- Each change was counted once: the ledger adds up to stock and reserved.
-    SELECT 'ledger adds up to the inventory', i.product_id,
-           pg_catalog.format('stock %s, reserved %s; ledger says %s, %s', i.stock, i.reserved,
-                             COALESCE(g.stock, 0), COALESCE(g.reserved, 0))
-      FROM @extschema@.hc_inventory i
-      LEFT JOIN (SELECT entity_id, pg_catalog.sum(stock_delta) AS stock,
-                        pg_catalog.sum(reserved_delta) AS reserved
-                   FROM @extschema@.hc_ledger WHERE kind = 'product' GROUP BY entity_id) g
-             ON g.entity_id = i.product_id
-     WHERE i.stock <> COALESCE(g.stock, 0)
-        OR i.reserved <> COALESCE(g.reserved, 0)
-    UNION ALL
-    -- A reservation's lines agree with it: an ended one has no counted line.
-    SELECT 'reservation lines match their reservation', r.id,
-           pg_catalog.format('reservation %s, line of %s is %s', r.status, l.product_id, l.status)
-      FROM @extschema@.hc_stock_reservations r
-      JOIN @extschema@.hc_stock_reservation_lines l ON l.reservation_id = r.id
-     WHERE (r.status IN ('FINALIZED', 'RELEASED') AND l.status <> r.status)
-        OR (r.status = 'EXPIRED' AND l.status NOT IN ('EXPIRED', 'RESERVED'))
-        OR (r.status = 'RESERVED' AND l.status <> 'RESERVED' AND r.expires_at > pg_catalog.clock_timestamp())
-        OR l.expires_at <> r.expires_at
-$$;
+AS 'MODULE_PATHNAME', 'hc_check' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_check() IS
     'One row per violated invariant; empty when all hold.';
 
@@ -336,79 +270,17 @@ COMMENT ON FUNCTION @extschema@.hc_check() IS
 -- Privileges: nothing for PUBLIC; roles get exactly what they need
 ------------------------------------------------------------------------------
 
--- Grant EXECUTE on the named functions and SELECT on the named tables of
--- this extension: only its own members, never a look-alike someone else put
--- into the schema.
-CREATE FUNCTION @extschema@.hc_grant(role regrole, functions text[], tables text[])
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    ext oid;
-    schema regnamespace;
-    member text;
-BEGIN
-    SELECT e.oid, e.extnamespace INTO ext, schema
-      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit';
-    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', schema, role);
-    FOR member IN
-        SELECT pg_catalog.format('FUNCTION %s', p.oid::regprocedure)
-          FROM pg_catalog.pg_proc p
-          JOIN pg_catalog.pg_depend d
-            ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
-           AND d.objid OPERATOR(pg_catalog.=) p.oid
-         WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::regclass
-           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
-           AND p.proname OPERATOR(pg_catalog.=) ANY (functions)
-        UNION ALL
-        SELECT pg_catalog.format('TABLE %s', c.oid::regclass)
-          FROM pg_catalog.pg_class c
-          JOIN pg_catalog.pg_depend d
-            ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
-           AND d.objid OPERATOR(pg_catalog.=) c.oid
-         WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::regclass
-           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
-           AND c.relname OPERATOR(pg_catalog.=) ANY (tables)
-    LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON %s TO %s',
-            CASE WHEN member OPERATOR(pg_catalog.~~) 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
-            member, role);
-    END LOOP;
-END
-$$;
-COMMENT ON FUNCTION @extschema@.hc_grant(regrole, text[], text[]) IS
-    'The grants behind hc_grant_app and hc_grant_operator.';
-
 CREATE FUNCTION @extschema@.hc_grant_app(role regrole)
 RETURNS void
-LANGUAGE sql
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT @extschema@.hc_grant(role,
-        ARRAY['hc_hold', 'hc_commit', 'hc_release', 'hc_extend',
-              'hc_reserve', 'hc_reserve_items', 'hc_finalize', 'hc_unreserve',
-              'hc_lock_acquire', 'hc_lock_heartbeat', 'hc_lock_release',
-              'hc_attempt_begin', 'hc_attempt_complete', 'hc_check'],
-        ARRAY['hc_assets', 'hc_reservations', 'hc_inventory',
-              'hc_stock_reservations', 'hc_stock_reservation_lines',
-              'hc_locks', 'hc_attempts'])
-$$;
+AS 'MODULE_PATHNAME', 'hc_grant_app' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_grant_app(regrole) IS
-    'Grant a role what an application needs: the hc_* calls and read access to the state tables.';
+    'Grant a role what an application needs: the hc_* calls and read access to the state tables, idempotency keys excepted.';
 
 CREATE FUNCTION @extschema@.hc_grant_operator(role regrole)
 RETURNS void
-LANGUAGE sql
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT @extschema@.hc_grant_app(role);
-    SELECT @extschema@.hc_grant(role,
-        ARRAY['hc_asset_add', 'hc_stock_set', 'hc_stock_adjust', 'hc_attempt_reset', 'hc_sweep'],
-        ARRAY['hc_ledger', 'hc_sweeper_status']);
-$$;
+AS 'MODULE_PATHNAME', 'hc_grant_operator' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_grant_operator(regrole) IS
-    'Grant a role what a DBA''s tooling needs on top of hc_grant_app: stock, assets, resets, sweeps, the ledger.';
+    'Grant a role what a DBA''s tooling needs on top of hc_grant_app: stock, assets, the ledger and the keys.';
 
 -- Nothing for PUBLIC: every function of the extension is granted explicitly.
 DO $$

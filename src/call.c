@@ -1,22 +1,28 @@
 /*
  * call.c
  *		The life of one SQL call: one clock reading, the extension owner's
- *		rights with a pinned search_path, SPI, and prepared statements.
+ *		rights in a security-restricted operation, table names bound to the
+ *		extension's schema by OID, SPI, and prepared statements.
  *
- * The functions are not SECURITY DEFINER so that the caller's role can be
+ * The functions are not SECURITY DEFINER, so that the caller's role can be
  * recorded in the ledger; instead the call switches to the owner of the
- * function (the extension's owner) for its SPI work, exactly as fmgr does
- * for SECURITY DEFINER functions.
+ * function (the extension's owner) for its SPI work, as PostgreSQL does when
+ * it runs maintenance code as a table's owner.  Nothing the caller or the
+ * owner of the extension's schema controls is reached by name: tables are
+ * looked up through an override search path made of schema OIDs (pg_catalog,
+ * then the extension's schema), so renaming the schema and creating
+ * look-alikes under its old name redirects nothing, even when a statement is
+ * re-planned; functions and operators are written pg_catalog-qualified.
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_proc.h"
-#include "lib/stringinfo.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -26,28 +32,17 @@
 static Oid	hc_schema = InvalidOid;
 
 /*
- * Start a call: read the clock, remember the caller, become the owner of
- * the called function with search_path = pg_catalog, pg_temp, connect SPI.
+ * Start a call: read the clock, remember the caller, become the owner of the
+ * called function in a security-restricted operation whose names resolve in
+ * pg_catalog and the extension's schema only, connect SPI.
  */
-void
-hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+static void
+hc_call_start(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 {
 	HeapTuple	proctup;
 	Form_pg_proc proc;
 	Oid			owner;
-
-	/*
-	 * Every check must see the latest committed state, as each statement of
-	 * a READ COMMITTED transaction does; a transaction snapshot would see an
-	 * asset as held after its hold was released.
-	 */
-	if (IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-				 errmsg("%s cannot run in a %s transaction", function,
-						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
-				 errdetail("holdcommit decides on the latest committed state, which only READ COMMITTED shows."),
-				 errhint("Call it in autocommit mode or in a READ COMMITTED transaction.")));
+	OverrideSearchPath path = {0};
 
 	call->function = function;
 	call->now = GetCurrentTimestamp();
@@ -63,12 +58,13 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
 	call->actor = GetUserNameFromId(call->save_userid, false);
-	SetUserIdAndSecContext(owner, call->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(owner, call->save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
-	call->guc_level = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
+	path.schemas = list_make1_oid(hc_schema);
+	path.addCatalog = true;
+	path.addTemp = false;
+	PushOverrideSearchPath(&path);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -81,6 +77,32 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 }
 
 /*
+ * Start a call that changes state.  Every check must see the latest
+ * committed state, as each statement of a READ COMMITTED transaction does; a
+ * transaction snapshot would see an asset as held after its hold was
+ * released.
+ */
+void
+hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("%s cannot run in a %s transaction", function,
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errdetail("holdcommit decides on the latest committed state, which only READ COMMITTED shows."),
+				 errhint("Call it in autocommit mode or in a READ COMMITTED transaction.")));
+	hc_call_start(call, fcinfo, function);
+}
+
+/* Start a call that only reads: any isolation level will do. */
+void
+hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+{
+	hc_call_start(call, fcinfo, function);
+}
+
+/*
  * End a call normally.  On error, transaction abort undoes all of this.
  */
 void
@@ -88,7 +110,7 @@ hc_call_end(HcCall *call)
 {
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
-	AtEOXact_GUC(true, call->guc_level);
+	PopOverrideSearchPath();
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 }
 
@@ -98,10 +120,6 @@ hc_call_end(HcCall *call)
 static SPIPlanPtr
 hc_prepare(HcStatement *stmt)
 {
-	StringInfoData sql;
-	const char *schema;
-	const char *p;
-	const char *mark;
 	SPIPlanPtr	plan;
 
 	if (stmt->plan != NULL && stmt->schema == hc_schema)
@@ -110,22 +128,12 @@ hc_prepare(HcStatement *stmt)
 		SPI_freeplan(stmt->plan);
 	stmt->plan = NULL;
 
-	schema = quote_identifier(get_namespace_name(hc_schema));
-	initStringInfo(&sql);
-	for (p = stmt->sql; (mark = strstr(p, "@extschema@")) != NULL; p = mark + strlen("@extschema@"))
-	{
-		appendBinaryStringInfo(&sql, p, mark - p);
-		appendStringInfoString(&sql, schema);
-	}
-	appendStringInfoString(&sql, p);
-
-	plan = SPI_prepare(sql.data, stmt->nargs, stmt->argtypes);
+	plan = SPI_prepare(stmt->sql, stmt->nargs, stmt->argtypes);
 	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql.data,
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", stmt->sql,
 			 SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "SPI_keepplan failed");
-	pfree(sql.data);
 	stmt->plan = plan;
 	stmt->schema = hc_schema;
 	return plan;
@@ -198,4 +206,52 @@ int32
 hc_int32(int row, int col)
 {
 	return DatumGetInt32(hc_required(row, col));
+}
+
+/* A statement argument from a C string; a NULL here is a bug, not a null. */
+Datum
+hc_text_datum(const char *s)
+{
+	if (s == NULL)
+		elog(ERROR, "null string passed as a holdcommit statement argument");
+	return PointerGetDatum(cstring_to_text(s));
+}
+
+/*
+ * The first row of the last statement as the function's declared row type
+ * (hc_assets, hc_inventory, ...), matched column by column by name, so that
+ * the result can be stored and read by any session, whatever columns the
+ * table has dropped.  Call before hc_call_end.
+ */
+Datum
+hc_result_row(HcCall *call, FunctionCallInfo fcinfo)
+{
+	MemoryContext old = MemoryContextSwitchTo(call->outer);
+	TupleDesc	tupdesc;
+	Datum	   *values;
+	bool	   *nulls;
+	int			i;
+	HeapTuple	tuple;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values = palloc(sizeof(Datum) * tupdesc->natts);
+	nulls = palloc(sizeof(bool) * tupdesc->natts);
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+		int			col;
+
+		values[i] = (Datum) 0;
+		nulls[i] = true;
+		if (attr->attisdropped)
+			continue;
+		col = SPI_fnumber(SPI_tuptable->tupdesc, NameStr(attr->attname));
+		if (col <= 0)
+			elog(ERROR, "column \"%s\" of the result is missing", NameStr(attr->attname));
+		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &nulls[i]);
+	}
+	tuple = heap_form_tuple(tupdesc, values, nulls);
+	MemoryContextSwitchTo(old);
+	return HeapTupleGetDatum(tuple);
 }

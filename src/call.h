@@ -11,8 +11,9 @@
 
 /*
  * One SQL call of an hc_* function (call.c).  It reads the clock once, runs
- * SPI as the extension's owner with a pinned search_path, and remembers who
- * called for the ledger.
+ * SPI as the extension's owner in a security-restricted operation, resolves
+ * table names in the extension's schema by OID, and remembers who called for
+ * the ledger.
  */
 typedef struct HcCall
 {
@@ -22,15 +23,17 @@ typedef struct HcCall
 	MemoryContext outer;		/* where results outlive SPI_finish */
 	Oid			save_userid;
 	int			save_sec_context;
-	int			guc_level;
 } HcCall;
 
 extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);
+extern void hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char *function);
 extern void hc_call_end(HcCall *call);
 
 /*
- * A statement prepared once per backend and kept.  "@extschema@" in the text
- * is replaced by the extension's schema before preparing.
+ * A statement prepared once per backend and kept.  Its text names the
+ * extension's tables without a schema: they are resolved in the extension's
+ * schema by OID (never by a schema name, which its owner could change), and
+ * functions and operators are written pg_catalog-qualified.
  */
 #define HC_MAX_ARGS 12
 typedef struct HcStatement
@@ -47,7 +50,10 @@ extern char *hc_text(HcCall *call, int row, int col);
 extern TimestampTz hc_timestamptz(int row, int col);
 extern int32 hc_int32(int row, int col);
 extern Datum hc_datum(int row, int col, bool *isnull);
+extern Datum hc_result_row(HcCall *call, FunctionCallInfo fcinfo);
+extern Datum hc_text_datum(const char *s);
 
-#define HC_TEXT(s)	((s) ? PointerGetDatum(cstring_to_text(s)) : (Datum) 0)
+/* A statement argument from a C string that must not be NULL. */
+#define HC_TEXT(s)	hc_text_datum(s)
 
 #endif							/* HOLDCOMMIT_CALL_H */

@@ -44,8 +44,8 @@ typedef struct HoldReservation
 } HoldReservation;
 
 static HcStatement add_asset = {
-	"INSERT INTO @extschema@.hc_assets (id, name, created_at, updated_at)"
-	" VALUES ($1, $2, $3, $3) RETURNING *",
+	"INSERT INTO hc_assets (id, name, created_at, updated_at)"
+	" VALUES ($1, $2, $3, $3) ON CONFLICT DO NOTHING RETURNING *",
 	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
 
@@ -57,13 +57,13 @@ static HcStatement add_asset = {
 static HcStatement take_asset = {
 	"WITH target AS ("
 	"  SELECT id, status, current_reservation_id"
-	"    FROM @extschema@.hc_assets"
+	"    FROM hc_assets"
 	"   WHERE id OPERATOR(pg_catalog.=) $1"
 	"     AND (status OPERATOR(pg_catalog.=) 'AVAILABLE'"
 	"          OR (status OPERATOR(pg_catalog.=) 'HELD'"
 	"              AND hold_expires_at OPERATOR(pg_catalog.<=) $3))"
 	"     FOR NO KEY UPDATE SKIP LOCKED)"
-	" UPDATE @extschema@.hc_assets a"
+	" UPDATE hc_assets a"
 	"    SET status = 'HELD', hold_expires_at = $4, current_reservation_id = $2,"
 	"        version = a.version OPERATOR(pg_catalog.+) 1, updated_at = $3"
 	"   FROM target t"
@@ -74,13 +74,13 @@ static HcStatement take_asset = {
 
 /* Why a hold failed: read the asset without locking it. */
 static HcStatement peek_asset = {
-	"SELECT status, hold_expires_at FROM @extschema@.hc_assets"
+	"SELECT status, hold_expires_at FROM hc_assets"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
 	1, {TEXTOID}
 };
 
 static HcStatement insert_reservation = {
-	"INSERT INTO @extschema@.hc_reservations"
+	"INSERT INTO hc_reservations"
 	" (id, asset_id, buyer_id, idempotency_key, status, expires_at, created_at)"
 	" VALUES ($1, $2, $3, $4, 'HELD', $5, $6)",
 	6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
@@ -88,7 +88,7 @@ static HcStatement insert_reservation = {
 
 /* End a reservation that is still HELD; returns its buyer. */
 static HcStatement end_reservation = {
-	"UPDATE @extschema@.hc_reservations SET status = $3, ended_at = $4"
+	"UPDATE hc_reservations SET status = $3, ended_at = $4"
 	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
 	"   AND status OPERATOR(pg_catalog.=) ANY ($5)"
 	" RETURNING buyer_id",
@@ -96,32 +96,32 @@ static HcStatement end_reservation = {
 };
 
 static HcStatement find_reservation = {
-	"SELECT asset_id FROM @extschema@.hc_reservations WHERE id OPERATOR(pg_catalog.=) $1",
+	"SELECT asset_id FROM hc_reservations WHERE id OPERATOR(pg_catalog.=) $1",
 	1, {TEXTOID}
 };
 
 static HcStatement lock_asset = {
-	"SELECT status, current_reservation_id FROM @extschema@.hc_assets"
+	"SELECT status, current_reservation_id FROM hc_assets"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
 	1, {TEXTOID}
 };
 
 static HcStatement read_reservation = {
-	"SELECT buyer_id, status, expires_at, created_at FROM @extschema@.hc_reservations"
+	"SELECT buyer_id, status, expires_at, created_at FROM hc_reservations"
 	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
 	2, {TEXTOID, TEXTOID}
 };
 
 /* Has another buyer held the asset since this reservation was made? */
 static HcStatement taken_since = {
-	"SELECT 1 FROM @extschema@.hc_reservations"
+	"SELECT 1 FROM hc_reservations"
 	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.<>) $2"
 	"   AND created_at OPERATOR(pg_catalog.>=) $3 LIMIT 1",
 	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
 
 static HcStatement sell_asset = {
-	"UPDATE @extschema@.hc_assets"
+	"UPDATE hc_assets"
 	"   SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = $2,"
 	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
@@ -130,7 +130,7 @@ static HcStatement sell_asset = {
 
 /* Make the asset AVAILABLE, if this reservation is what holds it. */
 static HcStatement free_asset = {
-	"UPDATE @extschema@.hc_assets"
+	"UPDATE hc_assets"
 	"   SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
 	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
@@ -140,9 +140,9 @@ static HcStatement free_asset = {
 
 static HcStatement extend_hold = {
 	"WITH r AS ("
-	"  UPDATE @extschema@.hc_reservations SET expires_at = $3"
+	"  UPDATE hc_reservations SET expires_at = $3"
 	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2)"
-	" UPDATE @extschema@.hc_assets"
+	" UPDATE hc_assets"
 	"    SET hold_expires_at = $3, version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
 	"  WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
 	"    AND current_reservation_id OPERATOR(pg_catalog.=) $2",
@@ -216,8 +216,13 @@ hc_asset_add(PG_FUNCTION_ARGS)
 	values[0] = HC_TEXT(id);
 	values[1] = HC_TEXT(name);
 	values[2] = TimestampTzGetDatum(call.now);
-	hc_run(&add_asset, values, NULL, SPI_OK_INSERT_RETURNING);
-	row = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+	if (hc_run(&add_asset, values, NULL, SPI_OK_INSERT_RETURNING) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("asset \"%s\" already exists", id),
+				 errdetail("hc_assets already has a row for asset \"%s\".", id),
+				 errhint("Choose another id; an existing asset keeps its state.")));
+	row = hc_result_row(&call, fcinfo);
 
 	e.kind = "asset";
 	e.entity_id = id;

@@ -21,7 +21,7 @@
 #include "idempotency.h"
 
 static HcStatement claim_key = {
-	"INSERT INTO @extschema@.hc_idempotency_keys"
+	"INSERT INTO hc_idempotency_keys"
 	" (scope_id, key, function, fingerprint, reservation_id, status, expires_at, created_at)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 	" ON CONFLICT DO NOTHING",
@@ -30,13 +30,13 @@ static HcStatement claim_key = {
 
 static HcStatement read_key = {
 	"SELECT function, fingerprint, reservation_id, status, expires_at, created_at"
-	"  FROM @extschema@.hc_idempotency_keys"
+	"  FROM hc_idempotency_keys"
 	" WHERE key OPERATOR(pg_catalog.=) $1",
 	1, {TEXTOID}
 };
 
 static HcStatement forget_key = {
-	"DELETE FROM @extschema@.hc_idempotency_keys"
+	"DELETE FROM hc_idempotency_keys"
 	" WHERE key OPERATOR(pg_catalog.=) $1 AND created_at OPERATOR(pg_catalog.<=) $2",
 	2, {TEXTOID, TIMESTAMPTZOID}
 };

@@ -12,13 +12,21 @@
 #include "ledger.h"
 
 static HcStatement append_entry = {
-	"INSERT INTO @extschema@.hc_ledger"
+	"INSERT INTO hc_ledger"
 	" (at, kind, entity_id, event, source, function, reservation_id, buyer_id,"
 	"  reserved_delta, stock_delta, actor, detail)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
 	12, {TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
 	TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID}
 };
+
+/* A nullable text argument: the value, or a null marked as such. */
+static void
+ledger_text(Datum *values, char *nulls, int i, const char *s)
+{
+	values[i] = s ? HC_TEXT(s) : (Datum) 0;
+	nulls[i] = s ? ' ' : 'n';
+}
 
 /* Append one entry, stamped with the call's clock reading, function and actor. */
 void
@@ -34,17 +42,11 @@ hc_ledger_append(HcCall *call, const HcLedgerEntry *entry)
 	values[3] = HC_TEXT(entry->event);
 	values[4] = HC_TEXT(entry->source);
 	values[5] = HC_TEXT(call->function);
-	values[6] = HC_TEXT(entry->reservation_id);
-	values[7] = HC_TEXT(entry->buyer_id);
+	ledger_text(values, nulls, 6, entry->reservation_id);
+	ledger_text(values, nulls, 7, entry->buyer_id);
 	values[8] = Int32GetDatum(entry->reserved_delta);
 	values[9] = Int32GetDatum(entry->stock_delta);
 	values[10] = HC_TEXT(call->actor);
-	values[11] = HC_TEXT(entry->detail);
-	if (entry->reservation_id == NULL)
-		nulls[6] = 'n';
-	if (entry->buyer_id == NULL)
-		nulls[7] = 'n';
-	if (entry->detail == NULL)
-		nulls[11] = 'n';
+	ledger_text(values, nulls, 11, entry->detail);
 	hc_run(&append_entry, values, nulls, SPI_OK_INSERT);
 }

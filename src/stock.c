@@ -10,6 +10,11 @@
  * under its row lock, so two orders never deadlock.  The one lock taken
  * between product rows (marking a reclaimed reservation EXPIRED) skips a
  * reservation row that is locked, rather than waiting for it.
+ *
+ * So a reservation can still say RESERVED while a reclaimer has already
+ * expired some of its lines.  Every transition therefore looks at each
+ * line's own status under its product's lock: a line stops counting exactly
+ * once, and a reservation with an expired line is an expired reservation.
  */
 #include "postgres.h"
 
@@ -59,7 +64,7 @@ typedef struct StockReservation
 
 /* The atomic conditional step: reserved += qty where that much is available. */
 static HcStatement reserve_stock = {
-	"UPDATE @extschema@.hc_inventory"
+	"UPDATE hc_inventory"
 	"   SET reserved = reserved OPERATOR(pg_catalog.+) $2,"
 	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
 	" WHERE product_id OPERATOR(pg_catalog.=) $1"
@@ -68,41 +73,73 @@ static HcStatement reserve_stock = {
 };
 
 static HcStatement lock_product = {
-	"SELECT stock, reserved FROM @extschema@.hc_inventory"
+	"SELECT stock, reserved FROM hc_inventory"
 	" WHERE product_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
 	1, {TEXTOID}
 };
 
 static HcStatement lock_products = {
-	"SELECT product_id, stock, reserved FROM @extschema@.hc_inventory"
+	"SELECT product_id, stock, reserved FROM hc_inventory"
 	" WHERE product_id OPERATOR(pg_catalog.=) ANY ($1)"
 	" ORDER BY product_id COLLATE \"C\" FOR NO KEY UPDATE",
 	1, {TEXTARRAYOID}
 };
 
-/* Expired lines of one product, or of one reservation, stop counting. */
-static HcStatement expire_product_lines = {
-	"UPDATE @extschema@.hc_stock_reservation_lines l SET status = 'EXPIRED'"
-	"  FROM @extschema@.hc_stock_reservations r"
-	" WHERE l.product_id OPERATOR(pg_catalog.=) $1 AND l.status OPERATOR(pg_catalog.=) 'RESERVED'"
-	"   AND l.expires_at OPERATOR(pg_catalog.<=) $2 AND r.id OPERATOR(pg_catalog.=) l.reservation_id"
-	" RETURNING l.reservation_id, l.qty, r.buyer_id",
-	2, {TEXTOID, TIMESTAMPTZOID}
+/*
+ * Reclaim, in one statement, the oldest expired lines of a product whose row
+ * we have locked: just enough of them to free $3 units, and never more than
+ * $4 lines, so that no caller pays for a backlog the sweeper should clear.
+ * Each line stops counting once (its own status is checked), gets its ledger
+ * row, and its reservation becomes EXPIRED unless another reclaim has that
+ * row locked.  Returns the units freed, or no row.
+ */
+static HcStatement reclaim_lines = {
+	"WITH doomed AS ("
+	"  SELECT reservation_id FROM ("
+	"    SELECT reservation_id, qty,"
+	"           pg_catalog.sum(qty) OVER (ORDER BY expires_at, reservation_id) AS running"
+	"      FROM (SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
+	"             WHERE product_id OPERATOR(pg_catalog.=) $1"
+	"               AND status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"               AND expires_at OPERATOR(pg_catalog.<=) $2"
+	"             ORDER BY expires_at, reservation_id LIMIT $4) oldest) s"
+	"   WHERE running OPERATOR(pg_catalog.-) qty OPERATOR(pg_catalog.<) $3),"
+	" expired AS ("
+	"  UPDATE hc_stock_reservation_lines l SET status = 'EXPIRED'"
+	"    FROM doomed d"
+	"   WHERE l.product_id OPERATOR(pg_catalog.=) $1"
+	"     AND l.reservation_id OPERATOR(pg_catalog.=) d.reservation_id"
+	"     AND l.status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"  RETURNING l.reservation_id, l.qty),"
+	" logged AS ("
+	"  INSERT INTO hc_ledger (at, kind, entity_id, event, source, function,"
+	"                         reservation_id, buyer_id, reserved_delta, stock_delta, actor)"
+	"  SELECT $2, 'product', $1, 'reclaim', 'reclaim', $5, e.reservation_id, r.buyer_id,"
+	"         OPERATOR(pg_catalog.-) e.qty, 0, $6"
+	"    FROM expired e JOIN hc_stock_reservations r"
+	"      ON r.id OPERATOR(pg_catalog.=) e.reservation_id),"
+	" ended AS ("
+	"  UPDATE hc_stock_reservations SET status = 'EXPIRED', ended_at = $2"
+	"   WHERE id OPERATOR(pg_catalog.=) ANY ("
+	"     SELECT r.id FROM hc_stock_reservations r"
+	"      WHERE r.id OPERATOR(pg_catalog.=) ANY (SELECT reservation_id FROM expired)"
+	"        AND r.status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"        FOR NO KEY UPDATE SKIP LOCKED))"
+	" UPDATE hc_inventory i"
+	"    SET reserved = i.reserved OPERATOR(pg_catalog.-) t.total,"
+	"        version = i.version OPERATOR(pg_catalog.+) 1, updated_at = $2"
+	"   FROM (SELECT pg_catalog.sum(qty)::pg_catalog.int4 AS total FROM expired) t"
+	"  WHERE i.product_id OPERATOR(pg_catalog.=) $1 AND t.total IS NOT NULL"
+	" RETURNING t.total",
+	6, {TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID}
 };
 
-/* Mark reservations EXPIRED; one that another reclaim has locked is its job. */
-static HcStatement expire_reservations = {
-	"UPDATE @extschema@.hc_stock_reservations SET status = 'EXPIRED', ended_at = $2"
-	" WHERE id IN (SELECT id FROM @extschema@.hc_stock_reservations"
-	"               WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
-	"                 AND status OPERATOR(pg_catalog.=) 'RESERVED'"
-	"                 FOR NO KEY UPDATE SKIP LOCKED)",
-	2, {TEXTARRAYOID, TIMESTAMPTZOID}
-};
+/* The most expired lines one call reclaims; the sweeper clears the rest. */
+#define STOCK_RECLAIM_MAX_LINES 1000
 
 /* Change a product's stock and reserved by the given amounts. */
 static HcStatement move_stock = {
-	"UPDATE @extschema@.hc_inventory"
+	"UPDATE hc_inventory"
 	"   SET stock = stock OPERATOR(pg_catalog.+) $2, reserved = reserved OPERATOR(pg_catalog.+) $3,"
 	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
 	" WHERE product_id OPERATOR(pg_catalog.=) $1"
@@ -111,46 +148,48 @@ static HcStatement move_stock = {
 };
 
 static HcStatement insert_reservation = {
-	"INSERT INTO @extschema@.hc_stock_reservations"
+	"INSERT INTO hc_stock_reservations"
 	" (scope_id, id, buyer_id, idempotency_key, status, expires_at, created_at)"
 	" VALUES ($6, $1, $2, $3, 'RESERVED', $4, $5)",
 	6, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
 };
 
 static HcStatement insert_lines = {
-	"INSERT INTO @extschema@.hc_stock_reservation_lines"
+	"INSERT INTO hc_stock_reservation_lines"
 	" (product_id, reservation_id, qty, status, expires_at)"
 	" SELECT p, $2, q, 'RESERVED', $4 FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($3)) AS u(p, q)",
 	4, {TEXTARRAYOID, TEXTOID, INT4ARRAYOID, TIMESTAMPTZOID}
 };
 
 static HcStatement reservation_lines = {
-	"SELECT product_id, qty, status FROM @extschema@.hc_stock_reservation_lines"
+	"SELECT product_id, qty, status FROM hc_stock_reservation_lines"
 	" WHERE reservation_id OPERATOR(pg_catalog.=) $1"
 	" ORDER BY product_id COLLATE \"C\"",
 	1, {TEXTOID}
 };
 
 static HcStatement lock_reservation = {
-	"SELECT buyer_id, status, expires_at, created_at FROM @extschema@.hc_stock_reservations"
+	"SELECT buyer_id, status, expires_at, created_at FROM hc_stock_reservations"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
 	1, {TEXTOID}
 };
 
+/* Move a line from the status we read under the lock to its new one. */
 static HcStatement set_line_status = {
-	"UPDATE @extschema@.hc_stock_reservation_lines SET status = $3"
-	" WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2",
-	3, {TEXTOID, TEXTOID, TEXTOID}
+	"UPDATE hc_stock_reservation_lines SET status = $3"
+	" WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2"
+	"   AND status OPERATOR(pg_catalog.=) $4",
+	4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
 static HcStatement end_reservation = {
-	"UPDATE @extschema@.hc_stock_reservations SET status = $2, ended_at = $3"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
-	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	"UPDATE hc_stock_reservations SET status = $2, ended_at = $3"
+	" WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) $4",
+	4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
 };
 
 static HcStatement create_product = {
-	"INSERT INTO @extschema@.hc_inventory (product_id, stock, reserved, created_at, updated_at)"
+	"INSERT INTO hc_inventory (product_id, stock, reserved, created_at, updated_at)"
 	" VALUES ($1, $3, 0, $2, $2) ON CONFLICT (product_id) DO NOTHING RETURNING *",
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
@@ -201,73 +240,48 @@ product_not_found(const char *product_id)
 }
 
 /*
- * Reclaim the expired lines of a product whose row we have locked: they stop
- * counting in reserved, once.  Returns the quantity given back.
+ * Reclaim expired lines of a product whose row we have locked, enough to
+ * free needed units if there are that many (at most STOCK_RECLAIM_MAX_LINES
+ * lines).  Returns the units freed.
  */
 static int64
-stock_reclaim(HcCall *call, const char *product_id, const char *source)
+stock_reclaim(HcCall *call, const char *product_id, int64 needed)
 {
-	Datum		values[2];
-	int			n;
-	int			i;
-	int64		total = 0;
-	Datum	   *ids;
-	struct
-	{
-		char	   *reservation_id;
-		char	   *buyer_id;
-		int32		qty;
-	}		   *expired;
+	Datum		values[6];
 
 	values[0] = HC_TEXT(product_id);
 	values[1] = TimestampTzGetDatum(call->now);
-	n = (int) hc_run(&expire_product_lines, values, NULL, SPI_OK_UPDATE_RETURNING);
-	if (n == 0)
+	values[2] = Int64GetDatum(needed);
+	values[3] = Int32GetDatum(STOCK_RECLAIM_MAX_LINES);
+	values[4] = HC_TEXT(call->function);
+	values[5] = HC_TEXT(call->actor);
+	if (hc_run(&reclaim_lines, values, NULL, SPI_OK_UPDATE_RETURNING) == 0)
 		return 0;
-
-	ids = palloc(sizeof(Datum) * n);
-	expired = palloc(sizeof(*expired) * n);
-	for (i = 0; i < n; i++)
-	{
-		expired[i].reservation_id = hc_text(call, i, 1);
-		expired[i].qty = hc_int32(i, 2);
-		expired[i].buyer_id = hc_text(call, i, 3);
-		ids[i] = HC_TEXT(expired[i].reservation_id);
-		total += expired[i].qty;
-	}
-	for (i = 0; i < n; i++)
-		stock_ledger(call, product_id, "reclaim", source, expired[i].reservation_id,
-					 expired[i].buyer_id, -expired[i].qty, 0, NULL);
-	stock_move(call, product_id, 0, (int32) -total);
-
-	values[0] = PointerGetDatum(construct_array(ids, n, TEXTOID, -1, false, TYPALIGN_INT));
-	hc_run(&expire_reservations, values, NULL, SPI_OK_UPDATE);
-	return total;
+	return hc_int32(0, 1);
 }
 
 /*
- * Reserve qty of one product and reclaim its expired lines, with the effect
- * of reclaiming first: the conditional update runs first because, when it
- * succeeds, it also takes the product's row lock that reclaiming needs.  If it
- * finds too little, lock the row, reclaim, and try once more.  Returns false
- * if there is still too little; RS006 if the product does not exist.
+ * Reserve qty of one product: the atomic conditional update, which holds the
+ * product's row lock for nothing else.  Only if it finds too little, lock the
+ * row, reclaim as many expired units as are missing, and try once more.
+ * Returns false if there is still too little; RS006 if the product does not
+ * exist.
  */
 static bool
 stock_take(HcCall *call, const char *product_id, int32 qty)
 {
 	Datum		values[3];
+	int64		missing;
 
 	values[0] = HC_TEXT(product_id);
 	values[1] = Int32GetDatum(qty);
 	values[2] = TimestampTzGetDatum(call->now);
 	if (hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1)
-	{
-		stock_reclaim(call, product_id, "reclaim");
 		return true;
-	}
 	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
 		product_not_found(product_id);
-	return stock_reclaim(call, product_id, "reclaim") > 0 &&
+	missing = (int64) qty - (hc_int32(0, 1) - hc_int32(0, 2));
+	return stock_reclaim(call, product_id, missing) >= missing &&
 		hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1;
 }
 
@@ -635,13 +649,15 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 static void
 stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *status)
 {
-	Datum		values[3];
+	Datum		values[4];
 
 	values[0] = HC_TEXT(line->product_id);
 	values[1] = HC_TEXT(r->id);
 	values[2] = HC_TEXT(status);
+	values[3] = HC_TEXT(line->status);
 	if (hc_run(&set_line_status, values, NULL, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", line->product_id, r->id);
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s",
+			 line->product_id, r->id, line->status);
 	line->status = pstrdup(status);
 }
 
@@ -649,13 +665,14 @@ stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *s
 static void
 stock_end(HcCall *call, StockReservation *r, const char *status)
 {
-	Datum		values[3];
+	Datum		values[4];
 
 	values[0] = HC_TEXT(r->id);
 	values[1] = HC_TEXT(status);
 	values[2] = TimestampTzGetDatum(call->now);
+	values[3] = HC_TEXT(r->status);
 	if (hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "reservation \"%s\" vanished", r->id);
+		elog(ERROR, "reservation \"%s\" is no longer %s", r->id, r->status);
 	r->status = pstrdup(status);
 }
 
@@ -678,6 +695,23 @@ stock_expire(HcCall *call, StockReservation *r)
 	}
 	if (strcmp(r->status, "RESERVED") == 0)
 		stock_end(call, r, "EXPIRED");
+}
+
+/*
+ * Has the reservation expired, by the call's one clock reading or because a
+ * reclaimer has already expired one of its lines?
+ */
+static bool
+stock_is_expired(HcCall *call, const StockReservation *r)
+{
+	int			i;
+
+	if (strcmp(r->status, "EXPIRED") == 0 || r->expires_at <= call->now)
+		return true;
+	for (i = 0; i < r->nlines; i++)
+		if (strcmp(r->lines[i].status, "RESERVED") != 0)
+			return true;
+	return false;
 }
 
 /* RS004 and RS003 for a stock reservation. */
@@ -724,9 +758,7 @@ hc_finalize(PG_FUNCTION_ARGS)
 		stock_not_active(&r, "The buyer cancelled this order: refund the payment.");
 	else
 	{
-		bool		expired = strcmp(r.status, "EXPIRED") == 0 || r.expires_at <= call.now;
-
-		if (expired && !late_ok)
+		if (stock_is_expired(&call, &r) && !late_ok)
 			stock_expired(&r, "Refund the payment, or finalize with late_ok => true if the stock may still be there.");
 
 		/* A line that no longer counts must find its stock again. */
@@ -774,7 +806,7 @@ hc_unreserve(PG_FUNCTION_ARGS)
 		stock_not_active(&r, "A finalized order cannot be cancelled; refund through your payment flow.");
 	else if (strcmp(r.status, "RELEASED") == 0)
 		r.replayed = true;
-	else if (strcmp(r.status, "EXPIRED") == 0 || r.expires_at <= call.now)
+	else if (stock_is_expired(&call, &r))
 	{
 		stock_expire(&call, &r);
 		r.replayed = true;
@@ -810,13 +842,13 @@ stock_lock_product(HcCall *call, const char *product_id, int32 *stock, int32 *re
 		product_not_found(product_id);
 	*stock = hc_int32(0, 1);
 	*reserved = hc_int32(0, 2);
-	*reserved -= (int32) stock_reclaim(call, product_id, "reclaim");
+	*reserved -= (int32) stock_reclaim(call, product_id, PG_INT64_MAX);
 }
 
 /* Set stock to new_stock, refusing to go below reserved; return the row. */
 static Datum
-stock_change(HcCall *call, const char *product_id, int64 new_stock, int32 stock, int32 reserved,
-			 const char *event, const char *detail)
+stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int64 new_stock,
+			 int32 stock, int32 reserved, const char *event, const char *detail)
 {
 	Datum		row;
 
@@ -828,11 +860,13 @@ stock_change(HcCall *call, const char *product_id, int64 new_stock, int32 stock,
 				 errhint("Wait for reservations to end, or unreserve them first.")));
 	if (new_stock > PG_INT32_MAX)
 		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("stock of product \"%s\" would be out of range", product_id)));
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stock of product \"%s\" would be out of range", product_id),
+				 errdetail("Stock would be " INT64_FORMAT "; the most it can be is %d.", new_stock, PG_INT32_MAX),
+				 errhint("Adjust by a smaller delta.")));
 
 	stock_move(call, product_id, (int32) (new_stock - stock), 0);
-	row = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+	row = hc_result_row(call, fcinfo);
 	if (new_stock != stock)
 		stock_ledger(call, product_id, event, "adjustment", NULL, NULL, 0,
 					 (int32) (new_stock - stock), detail);
@@ -863,14 +897,14 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	values[2] = Int32GetDatum(new_stock);
 	if (hc_run(&create_product, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
 	{
-		row = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+		row = hc_result_row(&call, fcinfo);
 		stock_ledger(&call, product_id, "stock_set", "adjustment", NULL, NULL, 0, new_stock,
 					 "created");
 	}
 	else
 	{
 		stock_lock_product(&call, product_id, &stock, &reserved);
-		row = stock_change(&call, product_id, new_stock, stock, reserved, "stock_set", NULL);
+		row = stock_change(&call, fcinfo, product_id, new_stock, stock, reserved, "stock_set", NULL);
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);
@@ -901,7 +935,7 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 				 errmsg("reason must not be empty")));
 	hc_call_begin(&call, fcinfo, "hc_stock_adjust");
 	stock_lock_product(&call, product_id, &stock, &reserved);
-	row = stock_change(&call, product_id, (int64) stock + delta, stock, reserved,
+	row = stock_change(&call, fcinfo, product_id, (int64) stock + delta, stock, reserved,
 					   "stock_adjust", reason);
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);

@@ -87,11 +87,14 @@ hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
 	days = (int64) ttl->month * DAYS_PER_MONTH + ttl->day;
 	overflow = pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
 		pg_add_s64_overflow(usecs, ttl->time, &usecs);
-	if (!overflow && usecs <= 0)
+	/* Past the int64 range, the sign is the days' (or, with none, the time's). */
+	if (overflow)
+		usecs = (days != 0 ? days : ttl->time) < 0 ? -1 : PG_INT64_MAX;
+	if (usecs <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive", name)));
-	if (overflow || usecs > (int64) hc_max_ttl * USECS_PER_SEC)
+	if (usecs > (int64) hc_max_ttl * USECS_PER_SEC)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not exceed holdcommit.max_ttl", name),

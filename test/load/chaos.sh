@@ -10,7 +10,13 @@
 #   (b) stock: 30 clients for 10 s against 5 products: hc_reserve and
 #       hc_reserve_items (1-3 lines in random order, qty 1-3, ttl 50-300 ms,
 #       keys reused as above), hc_finalize (sometimes late_ok, sometimes
-#       again), hc_unreserve, and hc_stock_adjust (+/-) by the operator
+#       again), hc_unreserve, and hc_stock_adjust (+/-) by the operator;
+#       and, in the same phase, short orders across 3 scarce products: every
+#       order takes all 3 (ttl 20-80 ms), anyone unreserves or finalizes
+#       recent orders, large single reserves fail with RS002 after
+#       reclaiming, and the operator holds a product's row in an open
+#       transaction (a stock change it then rolls back) while others reclaim
+#       -- the interleavings that released 0.1.0's units twice
 # Every call's outcome is recorded by a wrapper; only the SQLSTATEs the
 # contract allows for that call may occur (no 40P01, 40001, 23xxx, XX000 ...),
 # and a reused key must replay or give RS005 exactly as the contract says.
@@ -22,6 +28,7 @@
 clients=30
 seconds=${CHAOS_SECONDS:-10}
 initial_stock=200
+order_stock=30
 load_setup hc_load_chaos $clients
 
 # Test helpers, not part of the extension.  chaos_asset_step(client) and
@@ -439,12 +446,54 @@ BEGIN
 END
 $$;
 
+-- Orders across the 3 scarce products: all three, in random order.
+CREATE FUNCTION chaos_order_items() RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_agg(jsonb_build_object('product_id', 'co-' || i, 'qty', 1 + floor(random() * 2)::int)
+                     ORDER BY random())
+      FROM generate_series(1, 3) i
+$$;
+
+CREATE FUNCTION chaos_order_step(c int) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    p float8 := random();
+    rid text;
+BEGIN
+    IF p < 0.45 THEN
+        RETURN chaos_reserve(c, 'items', 'new', chaos_order_items(), 'buyer-' || c,
+                             'so-' || c || '-' || nextval('chaos_key_seq'), 20 + floor(random() * 61)::int);
+    ELSIF p < 0.6 THEN
+        -- more than is usually free: RS002, after reclaiming what expired
+        RETURN chaos_reserve(c, 'reserve', 'new',
+                             jsonb_build_array(jsonb_build_object('product_id', 'co-' || (1 + floor(random() * 3)::int),
+                                                                  'qty', 5 + floor(random() * 11)::int)),
+                             'buyer-' || c, 'so-' || c || '-' || nextval('chaos_key_seq'),
+                             20 + floor(random() * 61)::int);
+    ELSIF p < 0.65 THEN
+        -- the operator restocks what orders sold
+        RETURN chaos_adjust(c, 'co-' || (1 + floor(random() * 3)::int), 1 + floor(random() * 6)::int);
+    END IF;
+    -- anybody's recent order
+    SELECT reservation_id INTO rid FROM chaos_calls
+     WHERE op = 'items' AND sqlstate = '00000' AND key LIKE 'so-%'
+     ORDER BY seq DESC LIMIT 1 OFFSET floor(random() * 10)::int;
+    IF rid IS NULL THEN
+        RETURN chaos_reserve(c, 'items', 'new', chaos_order_items(), 'buyer-' || c,
+                             'so-' || c || '-' || nextval('chaos_key_seq'), 20 + floor(random() * 61)::int);
+    END IF;
+    RETURN chaos_stock_call(c, CASE WHEN p < 0.9 THEN 'unreserve' ELSE 'finalize' END, 'any', rid,
+                            random() < 0.3);
+END
+$$;
+
 SELECT count(hc_asset_add('ca-' || i, 'chaos asset ' || i)) FROM generate_series(1, 20) i;
 SELECT count(hc_asset_add('shared-' || i, 'held with shared keys only')) FROM generate_series(1, 5) i;
 SQL
 
 for i in 1 2 3 4 5; do
     q "SELECT hc_stock_set('cp-$i', $initial_stock)" >/dev/null || echo "not ok - stock set cp-$i"
+done
+for i in 1 2 3; do
+    q "SELECT hc_stock_set('co-$i', $order_stock)" >/dev/null || echo "not ok - stock set co-$i"
 done
 
 # per_s N MS
@@ -599,7 +648,21 @@ check "assets: after every ttl, hc_check() is empty" "$(q "SELECT count(*) FROM 
 cat >"$work/stock.sql" <<'SQL'
 SELECT chaos_stock_step(:client_id);
 SQL
-pgbench_phase stock "stock: pgbench ran $clients clients for $seconds s" -c $clients -j 2 -T $seconds
+# The operator's open transaction holds a product row while it reclaims,
+# then rolls back (its recorded call goes with it).
+cat >"$work/orders.sql" <<'SQL'
+\set r random(1, 10)
+\if :r = 1
+BEGIN;
+SELECT chaos_adjust(:client_id, 'co-' || (1 + :client_id % 3), 1);
+SELECT pg_sleep(0.02);
+ROLLBACK;
+\else
+SELECT chaos_order_step(:client_id);
+\endif
+SQL
+pgbench_phase stock "stock: pgbench ran $clients clients for $seconds s" -c $clients -j 2 -T $seconds \
+    -f "$work/orders.sql"
 calls=$(q "SELECT count(*) FROM chaos_calls WHERE phase = 'stock'")
 ms=$(phase_ms stock)
 echo "# stock: $calls calls in $ms ms (server clock), $(per_s "$calls" "$ms") calls/s"
@@ -617,6 +680,12 @@ check "stock: some reserves, orders, finalizes, unreserves and adjustments succe
            WHERE phase = 'stock' AND sqlstate = '00000'
              AND op IN ('reserve', 'items', 'finalize', 'unreserve', 'adjust')")" "5"
 check "stock: only allowed outcomes (no 40P01, 40001, 23xxx, XX000 ...)" "$(unexpected stock)" ""
+check "stock: short orders were made, unreserved, and refused after reclaiming" \
+    "$(q "SELECT (count(*) FILTER (WHERE op = 'items' AND sqlstate = '00000') > 0)::int
+               + (count(*) FILTER (WHERE op = 'unreserve' AND kind = 'any' AND sqlstate = '00000') > 0)::int
+               + (count(*) FILTER (WHERE op = 'reserve' AND sqlstate = 'RS002') > 0)::int
+               + (SELECT (count(*) > 0)::int FROM hc_ledger WHERE source = 'reclaim' AND entity_id LIKE 'co-%')
+            FROM chaos_calls WHERE phase = 'stock' AND key LIKE 'so-%' OR (op = 'unreserve' AND kind = 'any')")" "4"
 check "stock: zero deadlocks (40P01)" \
     "$(q "SELECT count(*) FROM chaos_calls WHERE phase = 'stock' AND sqlstate = '40P01'")" "0"
 check "stock: every reused key and repeated finalize/unreserve replayed or gave RS005 as the contract says" \
@@ -683,10 +752,9 @@ check "stock: the ledger's stock_delta and reserved_delta add up to stock and re
                     WHERE l.kind = 'product' AND l.entity_id = i.product_id))")" "0"
 check "stock: FINALIZED qty = initial stock + adjustments - final stock, per product" \
     "$(q "SELECT count(*) FROM hc_inventory i
-           WHERE i.product_id LIKE 'cp-%'
-             AND (SELECT coalesce(sum(qty), 0) FROM hc_stock_reservation_lines l
+           WHERE (SELECT coalesce(sum(qty), 0) FROM hc_stock_reservation_lines l
                    WHERE l.product_id = i.product_id AND l.status = 'FINALIZED')
-                 <> $initial_stock
+                 <> CASE WHEN i.product_id LIKE 'co-%' THEN $order_stock ELSE $initial_stock END
                     + (SELECT coalesce(sum(delta), 0) FROM chaos_calls c
                         WHERE c.op = 'adjust' AND c.sqlstate = '00000' AND c.target = i.product_id)
                     - i.stock")" "0"
@@ -711,7 +779,11 @@ sleep 0.4
 if [ "$(q "SELECT to_regprocedure('hc_sweep(integer)') IS NOT NULL")" = t ]; then
     q "SELECT count(*) FROM hc_sweep()" >/dev/null
 else
-    q "SELECT count(hc_stock_set(product_id, stock)) FROM hc_inventory" >/dev/null
+    # each stock change reclaims at most 1000 lines: repeat until none is left
+    for _ in $(seq 50); do
+        q "SELECT count(hc_stock_set(product_id, stock)) FROM hc_inventory" >/dev/null
+        [ "$(q "SELECT count(*) FROM hc_stock_reservation_lines WHERE status = 'RESERVED'")" = 0 ] && break
+    done
 fi
 check "stock: after every ttl, reserved 0 and no RESERVED reservation or line" \
     "$(q "SELECT (SELECT coalesce(sum(reserved), 0) FROM hc_inventory)

@@ -1,0 +1,180 @@
+/*
+ * check.c
+ *		hc_check(): one row per violated invariant, none when all hold.
+ *
+ * It runs on the same protected path as every other call (the extension
+ * owner's rights in a security-restricted operation, tables bound to the
+ * extension's schema by OID), so an application role may run it without
+ * being able to read the ledger, and nobody can point it at look-alikes.
+ * Each invariant is one query returning (invariant, subject, detail); $1 is
+ * the call's clock reading.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+
+#include "call.h"
+
+PG_FUNCTION_INFO_V1(hc_check);
+
+static HcStatement checks[] = {
+	/* A HELD asset is held by exactly its one HELD reservation. */
+	{"SELECT 'held asset has its one held reservation', a.id,"
+	 "       pg_catalog.format('current_reservation_id %s, %s held reservation(s)',"
+	 "                         a.current_reservation_id, pg_catalog.count(r.id))"
+	 "  FROM hc_assets a"
+	 "  LEFT JOIN hc_reservations r"
+	 "         ON r.asset_id OPERATOR(pg_catalog.=) a.id AND r.status OPERATOR(pg_catalog.=) 'HELD'"
+	 " WHERE a.status OPERATOR(pg_catalog.=) 'HELD'"
+	 " GROUP BY a.id, a.current_reservation_id"
+	 " HAVING pg_catalog.count(r.id) OPERATOR(pg_catalog.<>) 1"
+	 "    OR pg_catalog.bool_or(r.id IS DISTINCT FROM a.current_reservation_id)",
+	1, {TIMESTAMPTZOID}},
+	/* A SOLD asset has exactly one COMMITTED reservation. */
+	{"SELECT 'sold asset has one committed reservation', a.id,"
+	 "       pg_catalog.format('%s committed reservation(s)', pg_catalog.count(r.id))"
+	 "  FROM hc_assets a"
+	 "  LEFT JOIN hc_reservations r"
+	 "         ON r.asset_id OPERATOR(pg_catalog.=) a.id AND r.status OPERATOR(pg_catalog.=) 'COMMITTED'"
+	 " WHERE a.status OPERATOR(pg_catalog.=) 'SOLD'"
+	 " GROUP BY a.id"
+	 " HAVING pg_catalog.count(r.id) OPERATOR(pg_catalog.<>) 1",
+	1, {TIMESTAMPTZOID}},
+	/* A HELD or COMMITTED reservation is what its asset says it is. */
+	{"SELECT 'reservation matches its asset', r.id,"
+	 "       pg_catalog.format('reservation %s, asset %s is %s with %s',"
+	 "                         r.status, a.id, a.status, a.current_reservation_id)"
+	 "  FROM hc_reservations r"
+	 "  JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) r.asset_id"
+	 " WHERE (r.status OPERATOR(pg_catalog.=) 'HELD'"
+	 "        AND (a.status OPERATOR(pg_catalog.<>) 'HELD'"
+	 "             OR a.current_reservation_id IS DISTINCT FROM r.id"
+	 "             OR a.hold_expires_at IS DISTINCT FROM r.expires_at))"
+	 "    OR (r.status OPERATOR(pg_catalog.=) 'COMMITTED'"
+	 "        AND (a.status OPERATOR(pg_catalog.<>) 'SOLD'"
+	 "             OR a.current_reservation_id IS DISTINCT FROM r.id))",
+	1, {TIMESTAMPTZOID}},
+	/* Each hold was counted once: its ledger rows add up to its status. */
+	{"SELECT 'ledger adds up to each hold', r.id,"
+	 "       pg_catalog.format('reservation %s; ledger says held %s, sold %s',"
+	 "                         r.status, COALESCE(g.reserved, 0), COALESCE(g.stock, 0))"
+	 "  FROM hc_reservations r"
+	 "  LEFT JOIN (SELECT entity_id, reservation_id,"
+	 "                    pg_catalog.sum(reserved_delta) AS reserved,"
+	 "                    pg_catalog.sum(stock_delta) AS stock"
+	 "               FROM hc_ledger"
+	 "              WHERE kind OPERATOR(pg_catalog.=) 'asset' AND reservation_id IS NOT NULL"
+	 "              GROUP BY entity_id, reservation_id) g"
+	 "         ON g.entity_id OPERATOR(pg_catalog.=) r.asset_id"
+	 "        AND g.reservation_id OPERATOR(pg_catalog.=) r.id"
+	 " WHERE COALESCE(g.reserved, 0) OPERATOR(pg_catalog.<>)"
+	 "       CASE WHEN r.status OPERATOR(pg_catalog.=) 'HELD' THEN 1 ELSE 0 END"
+	 "    OR COALESCE(g.stock, 0) OPERATOR(pg_catalog.<>)"
+	 "       CASE WHEN r.status OPERATOR(pg_catalog.=) 'COMMITTED' THEN -1 ELSE 0 END",
+	1, {TIMESTAMPTZOID}},
+	/* reserved is the sum of the RESERVED lines of the product. */
+	{"SELECT 'reserved is the sum of reserved lines', i.product_id,"
+	 "       pg_catalog.format('reserved %s, reserved lines %s', i.reserved, COALESCE(l.total, 0))"
+	 "  FROM hc_inventory i"
+	 "  LEFT JOIN (SELECT product_id, pg_catalog.sum(qty) AS total"
+	 "               FROM hc_stock_reservation_lines"
+	 "              WHERE status OPERATOR(pg_catalog.=) 'RESERVED' GROUP BY product_id) l"
+	 "         ON l.product_id OPERATOR(pg_catalog.=) i.product_id"
+	 " WHERE i.reserved OPERATOR(pg_catalog.<>) COALESCE(l.total, 0)",
+	1, {TIMESTAMPTZOID}},
+	/* Each change was counted once: the ledger adds up to stock and reserved. */
+	{"SELECT 'ledger adds up to the inventory', i.product_id,"
+	 "       pg_catalog.format('stock %s, reserved %s; ledger says %s, %s', i.stock, i.reserved,"
+	 "                         COALESCE(g.stock, 0), COALESCE(g.reserved, 0))"
+	 "  FROM hc_inventory i"
+	 "  LEFT JOIN (SELECT entity_id, pg_catalog.sum(stock_delta) AS stock,"
+	 "                    pg_catalog.sum(reserved_delta) AS reserved"
+	 "               FROM hc_ledger WHERE kind OPERATOR(pg_catalog.=) 'product'"
+	 "              GROUP BY entity_id) g"
+	 "         ON g.entity_id OPERATOR(pg_catalog.=) i.product_id"
+	 " WHERE i.stock OPERATOR(pg_catalog.<>) COALESCE(g.stock, 0)"
+	 "    OR i.reserved OPERATOR(pg_catalog.<>) COALESCE(g.reserved, 0)",
+	1, {TIMESTAMPTZOID}},
+
+	/*
+	 * Each line was counted once: its own ledger rows add up to what its
+	 * status says.  This catches a line released twice even when the
+	 * product's totals agree with the ledger (both releases logged).
+	 */
+	{"SELECT 'ledger adds up to each line', l.reservation_id,"
+	 "       pg_catalog.format('line of %s (qty %s) is %s; ledger says reserved %s, stock %s',"
+	 "                         l.product_id, l.qty, l.status,"
+	 "                         COALESCE(g.reserved, 0), COALESCE(g.stock, 0))"
+	 "  FROM hc_stock_reservation_lines l"
+	 "  LEFT JOIN (SELECT entity_id, reservation_id,"
+	 "                    pg_catalog.sum(reserved_delta) AS reserved,"
+	 "                    pg_catalog.sum(stock_delta) AS stock"
+	 "               FROM hc_ledger"
+	 "              WHERE kind OPERATOR(pg_catalog.=) 'product' AND reservation_id IS NOT NULL"
+	 "              GROUP BY entity_id, reservation_id) g"
+	 "         ON g.entity_id OPERATOR(pg_catalog.=) l.product_id"
+	 "        AND g.reservation_id OPERATOR(pg_catalog.=) l.reservation_id"
+	 " WHERE COALESCE(g.reserved, 0) OPERATOR(pg_catalog.<>)"
+	 "       CASE WHEN l.status OPERATOR(pg_catalog.=) 'RESERVED' THEN l.qty ELSE 0 END"
+	 "    OR COALESCE(g.stock, 0) OPERATOR(pg_catalog.<>)"
+	 "       CASE WHEN l.status OPERATOR(pg_catalog.=) 'FINALIZED'"
+	 "            THEN OPERATOR(pg_catalog.-) l.qty ELSE 0 END",
+	1, {TIMESTAMPTZOID}},
+	/* A reservation's lines agree with it: an ended one has no counted line. */
+	{"SELECT 'reservation lines match their reservation', r.id,"
+	 "       pg_catalog.format('reservation %s, line of %s is %s', r.status, l.product_id, l.status)"
+	 "  FROM hc_stock_reservations r"
+	 "  JOIN hc_stock_reservation_lines l ON l.reservation_id OPERATOR(pg_catalog.=) r.id"
+	 " WHERE (r.status OPERATOR(pg_catalog.=) ANY ('{FINALIZED,RELEASED}'::pg_catalog.text[])"
+	 "        AND l.status OPERATOR(pg_catalog.<>) r.status)"
+	 "    OR (r.status OPERATOR(pg_catalog.=) 'EXPIRED'"
+	 "        AND l.status OPERATOR(pg_catalog.<>) ALL ('{EXPIRED,RESERVED}'::pg_catalog.text[]))"
+	 "    OR (r.status OPERATOR(pg_catalog.=) 'RESERVED' AND l.status OPERATOR(pg_catalog.<>) 'RESERVED'"
+	 "        AND r.expires_at OPERATOR(pg_catalog.>) $1)"
+	 "    OR l.expires_at OPERATOR(pg_catalog.<>) r.expires_at",
+	1, {TIMESTAMPTZOID}},
+	/* Every line belongs to a reservation (no foreign key says so). */
+	{"SELECT 'line has its reservation', l.reservation_id,"
+	 "       pg_catalog.format('line of %s has no reservation', l.product_id)"
+	 "  FROM hc_stock_reservation_lines l"
+	 " WHERE NOT EXISTS (SELECT FROM hc_stock_reservations r"
+	 "                    WHERE r.id OPERATOR(pg_catalog.=) l.reservation_id)",
+	1, {TIMESTAMPTZOID}},
+};
+
+/*
+ * hc_check(): run every invariant query and return what they find.
+ */
+Datum
+hc_check(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HcCall		call;
+	Datum		values[1];
+	size_t		i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	hc_call_begin_read(&call, fcinfo, "hc_check");
+	values[0] = TimestampTzGetDatum(call.now);
+	for (i = 0; i < lengthof(checks); i++)
+	{
+		uint64		n = hc_run(&checks[i], values, NULL, SPI_OK_SELECT);
+		uint64		row;
+
+		for (row = 0; row < n; row++)
+		{
+			Datum		out[3];
+			bool		nulls[3];
+			int			col;
+
+			for (col = 0; col < 3; col++)
+				out[col] = hc_datum((int) row, col + 1, &nulls[col]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+		}
+	}
+	hc_call_end(&call);
+	return (Datum) 0;
+}

@@ -1,0 +1,245 @@
+/*
+ * grant.c
+ *		hc_grant_app(role) and hc_grant_operator(role): exactly the rights an
+ *		application or an operator's tooling needs, and nothing for PUBLIC.
+ *
+ * Only members of the extension are granted (found through pg_depend by
+ * OID, never by a name someone could have put beside them), and every name
+ * listed here must be a member, so the lists cannot drift from what exists.
+ * The GRANTs run with the caller's rights: granting is the caller's act.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+
+PG_FUNCTION_INFO_V1(hc_grant_app);
+PG_FUNCTION_INFO_V1(hc_grant_operator);
+
+/* What an application calls, and the state it may read in full. */
+static const char *const app_functions[] = {
+	"hc_hold", "hc_commit", "hc_release", "hc_extend",
+	"hc_reserve", "hc_reserve_items", "hc_finalize", "hc_unreserve",
+	"hc_check", NULL
+};
+static const char *const app_tables[] = {
+	"hc_assets", "hc_inventory", "hc_stock_reservation_lines", NULL
+};
+
+/*
+ * Tables an application reads without their idempotency_key: a key is a
+ * per-request secret, and reading another buyer's key would let one replay
+ * (and so read) their reservation.
+ */
+static const char *const app_keyless_tables[] = {
+	"hc_reservations", "hc_stock_reservations", NULL
+};
+
+/* What an operator's tooling adds: stock, assets, and everything to read. */
+static const char *const operator_functions[] = {
+	"hc_asset_add", "hc_stock_set", "hc_stock_adjust", NULL
+};
+static const char *const operator_tables[] = {
+	"hc_reservations", "hc_stock_reservations", "hc_idempotency_keys", "hc_ledger", NULL
+};
+
+typedef struct GrantTarget
+{
+	Oid			role;
+	const char *role_name;		/* quoted */
+	Oid			extension;
+	Oid		   *functions;		/* the extension's member functions */
+	int			nfunctions;
+	Oid		   *relations;		/* its member tables, views, sequences */
+	int			nrelations;
+} GrantTarget;
+
+static void
+grant_execute(const char *sql)
+{
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not run \"%s\"", sql);
+}
+
+/* Find the extension's member functions and relations. */
+static void
+grant_find_members(GrantTarget *t)
+{
+	Datum		values[1];
+	Oid			argtypes[1] = {OIDOID};
+	uint64		n;
+	uint64		i;
+
+	t->extension = get_extension_oid("holdcommit", false);
+	values[0] = ObjectIdGetDatum(t->extension);
+	if (SPI_execute_with_args("SELECT classid, objid FROM pg_catalog.pg_depend"
+							  " WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+							  "   AND refobjid OPERATOR(pg_catalog.=) $1"
+							  "   AND deptype OPERATOR(pg_catalog.=) 'e'",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not list the members of extension holdcommit");
+	n = SPI_processed;
+	t->functions = palloc(sizeof(Oid) * (n + 1));
+	t->relations = palloc(sizeof(Oid) * (n + 1));
+	t->nfunctions = t->nrelations = 0;
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Oid			classid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		Oid			objid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+
+		if (classid == ProcedureRelationId)
+			t->functions[t->nfunctions++] = objid;
+		else if (classid == RelationRelationId)
+			t->relations[t->nrelations++] = objid;
+	}
+}
+
+/* EXECUTE on every member function with one of the names. */
+static void
+grant_functions(GrantTarget *t, const char *const *names)
+{
+	for (; *names != NULL; names++)
+	{
+		bool		found = false;
+		int			i;
+
+		for (i = 0; i < t->nfunctions; i++)
+		{
+			char	   *name = get_func_name(t->functions[i]);
+
+			if (name == NULL || strcmp(name, *names) != 0)
+				continue;
+			grant_execute(psprintf("GRANT EXECUTE ON FUNCTION %s TO %s",
+								   format_procedure_qualified(t->functions[i]), t->role_name));
+			found = true;
+		}
+		if (!found)
+			elog(ERROR, "extension holdcommit has no function %s to grant", *names);
+	}
+}
+
+/* The member relation with this name. */
+static Oid
+grant_relation(GrantTarget *t, const char *name)
+{
+	int			i;
+
+	for (i = 0; i < t->nrelations; i++)
+	{
+		char	   *relname = get_rel_name(t->relations[i]);
+
+		if (relname != NULL && strcmp(relname, name) == 0)
+			return t->relations[i];
+	}
+	elog(ERROR, "extension holdcommit has no relation %s to grant", name);
+	return InvalidOid;			/* keep compiler quiet */
+}
+
+static char *
+grant_relation_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/* SELECT on the relations; with keyless, on every column but idempotency_key. */
+static void
+grant_select(GrantTarget *t, const char *const *names, bool keyless)
+{
+	for (; *names != NULL; names++)
+	{
+		Oid			relid = grant_relation(t, *names);
+		StringInfoData columns;
+
+		initStringInfo(&columns);
+		if (keyless)
+		{
+			Datum		values[1];
+			Oid			argtypes[1] = {OIDOID};
+			uint64		i;
+
+			values[0] = ObjectIdGetDatum(relid);
+			if (SPI_execute_with_args("SELECT attname FROM pg_catalog.pg_attribute"
+									  " WHERE attrelid OPERATOR(pg_catalog.=) $1"
+									  "   AND attnum OPERATOR(pg_catalog.>) 0 AND NOT attisdropped"
+									  "   AND attname OPERATOR(pg_catalog.<>) 'idempotency_key'"
+									  " ORDER BY attnum",
+									  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "could not list the columns of %s", *names);
+			for (i = 0; i < SPI_processed; i++)
+				appendStringInfo(&columns, "%s%s", i == 0 ? "(" : ", ",
+								 quote_identifier(SPI_getvalue(SPI_tuptable->vals[i],
+															   SPI_tuptable->tupdesc, 1)));
+			appendStringInfoString(&columns, ")");
+		}
+		grant_execute(psprintf("GRANT SELECT %s ON TABLE %s TO %s", columns.data,
+							   grant_relation_name(relid), t->role_name));
+	}
+}
+
+/* Connect, find the members, grant USAGE on the schema of the function called. */
+static void
+grant_begin(GrantTarget *t, FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("role must not be null")));
+	t->role = PG_GETARG_OID(0);
+	t->role_name = quote_identifier(GetUserNameFromId(t->role, false));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	grant_find_members(t);
+	grant_execute(psprintf("GRANT USAGE ON SCHEMA %s TO %s",
+						   quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid))),
+						   t->role_name));
+}
+
+static void
+grant_app(GrantTarget *t)
+{
+	grant_functions(t, app_functions);
+	grant_select(t, app_tables, false);
+	grant_select(t, app_keyless_tables, true);
+}
+
+/*
+ * hc_grant_app(role): the calls an application makes, and read access to
+ * the state tables except idempotency keys.
+ */
+Datum
+hc_grant_app(PG_FUNCTION_ARGS)
+{
+	GrantTarget t;
+
+	grant_begin(&t, fcinfo);
+	grant_app(&t);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * hc_grant_operator(role): what hc_grant_app gives, plus the operator calls
+ * and read access to everything, the ledger and the keys included.
+ */
+Datum
+hc_grant_operator(PG_FUNCTION_ARGS)
+{
+	GrantTarget t;
+
+	grant_begin(&t, fcinfo);
+	grant_app(&t);
+	grant_functions(&t, operator_functions);
+	grant_select(&t, operator_tables, false);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
