@@ -339,11 +339,11 @@ ALTER ROLE regress_hc_dbowner NOSUPERUSER;
 
 -- Attack 5: the owner fills the extension's own schema (which it owns)
 -- with the look-alike operators, functions, aggregates, domains and cast of
--- attack 1, and with overloads of the extension's functions.  What stops
--- it: the extension's statements name their functions and operators in
--- pg_catalog and look names up in pg_catalog first; the victims' calls pass
--- untyped literals, for which the extension's own functions are the best
--- match.
+-- attack 1, and with overloads of the extension's functions.  What must
+-- stop it: the extension's statements name their functions and operators
+-- in pg_catalog and look names up in pg_catalog first; and a call with
+-- untyped literals must reach the extension's own function, which it does
+-- not if an argument's type (such as regrole) loses to a text overload.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
 SELECT attacker.plant_overloads('vault');
 SELECT attacker.plant_lures('vault');
