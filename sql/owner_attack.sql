@@ -84,6 +84,7 @@ DECLARE
 BEGIN
     FOR p IN SELECT proname, pg_get_function_arguments(oid) AS args, pg_get_function_result(oid) AS result
                FROM pg_proc WHERE pronamespace = source::regnamespace AND proname LIKE 'hc\_%'
+                AND prorettype <> 'event_trigger'::regtype
     LOOP
         EXECUTE format('CREATE FUNCTION %s.%I(%s) RETURNS %s LANGUAGE plpgsql AS %L',
                        target, p.proname, p.args, p.result,
@@ -188,10 +189,10 @@ BEGIN
         $ddl$CREATE DOMAIN %1$I.jsonb AS pg_catalog.jsonb CHECK (attacker.pwn('domain jsonb'))$ddl$,
         $ddl$CREATE DOMAIN %1$I.timestamptz AS pg_catalog.timestamptz CHECK (attacker.pwn('domain timestamptz'))$ddl$,
         $ddl$CREATE DOMAIN %1$I.int4 AS pg_catalog.int4 CHECK (attacker.pwn('domain int4'))$ddl$,
-        $ddl$CREATE TYPE %1$I.hc_status AS ENUM ('HELD', 'RESERVED')$ddl$,
-        $ddl$CREATE FUNCTION %1$I.hc_status(s pg_catalog.text) RETURNS %1$I.hc_status LANGUAGE sql
-            AS $$ SELECT CASE WHEN attacker.pwn('cast text AS hc_status') THEN 'HELD'::%1$I.hc_status END $$$ddl$,
-        $ddl$CREATE CAST (pg_catalog.text AS %1$I.hc_status) WITH FUNCTION %1$I.hc_status(pg_catalog.text) AS IMPLICIT$ddl$
+        $ddl$CREATE TYPE %1$I.lure_status AS ENUM ('HELD', 'RESERVED')$ddl$,
+        $ddl$CREATE FUNCTION %1$I.lure_status(s pg_catalog.text) RETURNS %1$I.lure_status LANGUAGE sql
+            AS $$ SELECT CASE WHEN attacker.pwn('cast text AS lure_status') THEN 'HELD'::%1$I.lure_status END $$$ddl$,
+        $ddl$CREATE CAST (pg_catalog.text AS %1$I.lure_status) WITH FUNCTION %1$I.lure_status(pg_catalog.text) AS IMPLICIT$ddl$
     ]
     LOOP
         EXECUTE format(ddl, target);
@@ -341,9 +342,10 @@ ALTER ROLE regress_hc_dbowner NOSUPERUSER;
 -- with the look-alike operators, functions, aggregates, domains and cast of
 -- attack 1, and with overloads of the extension's functions.  What must
 -- stop it: the extension's statements name their functions and operators
--- in pg_catalog and look names up in pg_catalog first; and a call with
--- untyped literals must reach the extension's own function, which it does
--- not if an argument's type (such as regrole) loses to a text overload.
+-- in pg_catalog and look names up in pg_catalog first; and the overloads
+-- (hc_grant_app(text) would win over hc_grant_app(regrole) for an untyped
+-- literal, hc_commit(varchar) over hc_commit(text) for a varchar) are
+-- refused by the extension's event trigger, hc_guard_ddl.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
 SELECT attacker.plant_overloads('vault');
 SELECT attacker.plant_lures('vault');

@@ -96,20 +96,28 @@ DELETE FROM regress_hc_expected
  WHERE CASE privilege WHEN 'EXECUTE' THEN to_regprocedure(object) IS NULL
                       ELSE to_regclass(split_part(object, ' ', 1)) IS NULL END;
 
--- A look-alike that someone with CREATE on the schema put there under the
--- name of a member, and one under a name the extension may have one day:
--- neither is granted, being no member of the extension.
+-- Nobody, not even a superuser, may put an hc_* function, relation or type
+-- beside the extension's members in its schema (an overload such as
+-- hc_commit(varchar) would win over the real one for a varchar argument):
+-- the event trigger hc_guard_ddl refuses to create, rename or move one there.
 CREATE FUNCTION public.hc_hold(text) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
-CREATE FUNCTION public.hc_lock_acquire(text) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
-REVOKE ALL ON FUNCTION public.hc_hold(text), public.hc_lock_acquire(text) FROM PUBLIC;
+CREATE FUNCTION public.lookalike(text) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
+ALTER FUNCTION public.lookalike(text) RENAME TO hc_lock_acquire;
+CREATE SCHEMA elsewhere;
+CREATE FUNCTION elsewhere.hc_commit(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
+ALTER FUNCTION elsewhere.hc_commit(varchar) SET SCHEMA public;
+CREATE VIEW public.hc_overview AS SELECT 1 AS one;
+CREATE DOMAIN public.hc_money AS integer;
+SELECT count(*) AS strangers FROM pg_proc
+ WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'hc\_%'
+   AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = pg_proc.oid AND d.deptype = 'e');
+DROP SCHEMA elsewhere CASCADE;
+DROP FUNCTION public.lookalike(text);
 CREATE ROLE regress_hc_app;
 CREATE ROLE regress_hc_operator;
 CREATE ROLE regress_hc_nobody;
 SELECT hc_grant_app('regress_hc_app');
 SELECT hc_grant_operator('regress_hc_operator');
-SELECT has_function_privilege('regress_hc_app', 'public.hc_hold(text)', 'EXECUTE') AS lookalike_granted,
-       has_function_privilege('regress_hc_app', 'public.hc_lock_acquire(text)', 'EXECUTE') AS future_granted;
-DROP FUNCTION public.hc_hold(text), public.hc_lock_acquire(text);
 
 -- Granted and not expected, or expected and not granted: nothing.
 SELECT 'granted, not expected' AS difference, g.grantee, p.privilege, p.object
@@ -267,3 +275,14 @@ DROP FUNCTION regress_hc_privileges(regrole);
 DROP OWNED BY regress_hc_app, regress_hc_operator, regress_hc_grantee_app, regress_hc_grantee_op;
 DROP ROLE regress_hc_app, regress_hc_operator, regress_hc_nobody, regress_hc_grantee_app, regress_hc_grantee_op;
 SELECT * FROM hc_check();
+
+-- holdcommit refuses to install beside hc_* objects that are not its own.
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE regress_hc_squatted;
+\c regress_hc_squatted
+CREATE SCHEMA squatted;
+CREATE FUNCTION squatted.hc_grant_app(text) RETURNS void LANGUAGE sql AS $$ SELECT $$;
+CREATE EXTENSION holdcommit SCHEMA squatted;
+SELECT count(*) AS installed FROM pg_extension WHERE extname = 'holdcommit';
+\c :regress_db
+DROP DATABASE regress_hc_squatted;
