@@ -282,6 +282,53 @@ AS 'MODULE_PATHNAME', 'hc_grant_operator' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_grant_operator(regrole) IS
     'Grant a role what a DBA''s tooling needs on top of hc_grant_app: stock, assets, the ledger and the keys.';
 
+------------------------------------------------------------------------------
+-- The hc_* names of this schema are the extension's
+------------------------------------------------------------------------------
+
+-- Whoever owns this schema (the database owner, for public) could otherwise
+-- add an overload such as hc_grant_app(text) that a caller's untyped literal
+-- would reach instead of the extension's function.  Refuse to install beside
+-- such objects, and refuse them afterwards.
+DO $$
+DECLARE
+    stranger text;
+BEGIN
+    SELECT pg_catalog.string_agg(o.name, ', ' ORDER BY o.name) INTO stranger
+      FROM (SELECT p.oid, 'pg_catalog.pg_proc'::pg_catalog.regclass AS classid,
+                   p.oid::pg_catalog.regprocedure::pg_catalog.text AS name
+              FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+               AND p.proname OPERATOR(pg_catalog.~~) 'hc\_%'
+            UNION ALL
+            SELECT c.oid, 'pg_catalog.pg_class'::pg_catalog.regclass, c.relname::pg_catalog.text
+              FROM pg_catalog.pg_class c
+             WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+               AND c.relname OPERATOR(pg_catalog.~~) 'hc\_%'
+               AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,m,S,f,p}'::pg_catalog."char"[])) o
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
+                        WHERE d.classid OPERATOR(pg_catalog.=) o.classid
+                          AND d.objid OPERATOR(pg_catalog.=) o.oid
+                          AND d.deptype OPERATOR(pg_catalog.=) 'e'
+                          AND d.refobjid OPERATOR(pg_catalog.=)
+                              (SELECT e.oid FROM pg_catalog.pg_extension e
+                                WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit'));
+    IF stranger IS NOT NULL THEN
+        RAISE EXCEPTION 'schema @extschema@ has objects named like holdcommit''s that are not part of it: %', stranger
+              USING ERRCODE = 'insufficient_privilege',
+                    HINT = 'Drop or rename them, or install holdcommit into a schema only trusted roles own.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION @extschema@.hc_guard_ddl()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'hc_guard_ddl' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.hc_guard_ddl() IS
+    'Event trigger: refuse hc_* functions, relations and types in this schema that are not holdcommit''s.';
+CREATE EVENT TRIGGER hc_guard_ddl ON ddl_command_end
+    EXECUTE FUNCTION @extschema@.hc_guard_ddl();
+
 -- Nothing for PUBLIC: every function of the extension is granted explicitly.
 DO $$
 DECLARE

@@ -1,0 +1,123 @@
+/*
+ * guard.c
+ *		hc_guard_ddl(): the event trigger that keeps the hc_* names of the
+ *		extension's schema for the extension.
+ *
+ * In PostgreSQL 15 the schema holdcommit is usually installed in, public,
+ * belongs to the database owner, who may create anything there.  An
+ * overload such as hc_grant_app(text) or hc_commit(varchar) would win over
+ * the extension's own function for a caller passing an untyped literal or a
+ * varchar, and would run with the caller's rights (a superuser's, for the
+ * grant functions).  So no function, relation or type named hc_* may be
+ * created in, renamed into or moved into the extension's schema unless it is
+ * a member of the extension (made by CREATE or ALTER EXTENSION).
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+PG_FUNCTION_INFO_V1(hc_guard_ddl);
+
+/* The name and schema of a function, relation or type; false for others. */
+static bool
+guard_object_name(Oid classid, Oid objid, char **name, Oid *schema)
+{
+	int			cacheid;
+	HeapTuple	tuple;
+
+	if (classid == ProcedureRelationId)
+		cacheid = PROCOID;
+	else if (classid == RelationRelationId)
+		cacheid = RELOID;
+	else if (classid == TypeRelationId)
+		cacheid = TYPEOID;
+	else
+		return false;
+	tuple = SearchSysCache1(cacheid, ObjectIdGetDatum(objid));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	if (classid == ProcedureRelationId)
+	{
+		*name = pstrdup(NameStr(((Form_pg_proc) GETSTRUCT(tuple))->proname));
+		*schema = ((Form_pg_proc) GETSTRUCT(tuple))->pronamespace;
+	}
+	else if (classid == RelationRelationId)
+	{
+		Form_pg_class rel = (Form_pg_class) GETSTRUCT(tuple);
+
+		*name = pstrdup(NameStr(rel->relname));
+		*schema = rel->relnamespace;
+		/* Indexes and a composite type's relation belong to something else. */
+		if (rel->relkind == RELKIND_INDEX || rel->relkind == RELKIND_PARTITIONED_INDEX ||
+			rel->relkind == RELKIND_COMPOSITE_TYPE)
+			*name = "";
+	}
+	else
+	{
+		Form_pg_type type = (Form_pg_type) GETSTRUCT(tuple);
+
+		*name = pstrdup(NameStr(type->typname));
+		*schema = type->typnamespace;
+		/* A table's row type comes and goes with the table. */
+		if (OidIsValid(type->typrelid) && get_rel_relkind(type->typrelid) != RELKIND_COMPOSITE_TYPE)
+			*name = "";
+	}
+	ReleaseSysCache(tuple);
+	return true;
+}
+
+/*
+ * hc_guard_ddl(): at the end of each DDL command, refuse an hc_* object in
+ * the extension's schema that is not the extension's.
+ */
+Datum
+hc_guard_ddl(PG_FUNCTION_ARGS)
+{
+	Oid			extension;
+	Oid			ext_schema;
+	uint64		i;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "hc_guard_ddl must be called as an event trigger");
+	extension = get_extension_oid("holdcommit", true);
+	if (!OidIsValid(extension) || (creating_extension && CurrentExtensionObject == extension))
+		PG_RETURN_VOID();
+	ext_schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the DDL commands");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			classid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		Oid			objid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		char	   *name;
+		Oid			schema;
+
+		if (!guard_object_name(classid, objid, &name, &schema) ||
+			schema != ext_schema || strncmp(name, "hc_", 3) != 0 ||
+			getExtensionOfObject(classid, objid) == extension)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("names beginning with \"hc_\" in schema \"%s\" are reserved for extension holdcommit",
+						get_namespace_name(ext_schema)),
+				 errdetail("\"%s\" is not part of the extension; an object of that name there could stand in for one of holdcommit's functions.",
+						   name),
+				 errhint("Choose another name, or create it in another schema.")));
+	}
+	SPI_finish();
+	PG_RETURN_VOID();
+}
