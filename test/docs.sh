@@ -5,15 +5,15 @@
 #     "### name(arg, ...)" listing its input arguments by name, in order;
 #   - every holdcommit.* setting in pg_settings has a heading "### holdcommit.name";
 #   - every table, view and composite type of the extension has a heading "### hc_name";
-#   - every such heading names something that exists, with those arguments.
-# Internal helpers need no heading: hc_grant (the grants behind hc_grant_app and
-# hc_grant_operator; granted to nobody, only the extension owner can call it).
+#   - every such heading names something that exists, with those arguments;
+#   - every SQLSTATE that src/*.c raises with errcode() has its row in a table.
+# No function is exempt: the extension has no internal helpers, and any it
+# gets must be documented too (or listed here, with the reason).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 db=hc_docs
-internal="'hc_grant'"
 work=$(mktemp -d)
 q() { psql -X -qAt -v ON_ERROR_STOP=1 -F $'\t' -d "$db" -c "$1"; }
 cleanup() {
@@ -42,7 +42,6 @@ SELECT 'function', p.proname || '(' || coalesce((
                   WITH ORDINALITY AS a(name, mode, i)
             WHERE a.mode IN ('i', 'b', 'v')), '') || ')'
   FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
- WHERE p.proname NOT IN ($internal)
 UNION ALL
 SELECT CASE WHEN c.relkind = 'S' THEN 'sequence' ELSE 'relation' END, c.relname
   FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
@@ -99,6 +98,18 @@ while IFS=$'\t' read -r file key; do
         grep -E "	$name(\(|$)" "$work/catalog" | sed 's/^/#   the catalog has: /'
     fi
 done <"$work/headings"
+# Every SQLSTATE the C code raises is documented: a table row "| `XXXXX` |".
+errcodes=$(${PG_CONFIG:-pg_config} --includedir-server)/utils/errcodes.h
+for name in $(grep -oh 'errcode(ERRCODE_[A-Z0-9_]*)' src/*.c | sed 's/^errcode(//; s/)$//' | sort -u); do
+    code=$(grep -hE "^#define $name[[:space:]]" src/errors.h "$errcodes" |
+           sed 's/.*MAKE_SQLSTATE(//; s/).*//' | tr -dc 'A-Z0-9')
+    if [ ${#code} -eq 5 ] && grep -qE "^\| \`$code\`" doc/*.md; then
+        echo "ok - SQLSTATE $code ($name) is documented"
+    else
+        echo "not ok - SQLSTATE ${code:-?} ($name) is documented"
+    fi
+done
+
 n=$(wc -l <"$work/headings")
 [ "$bad" -eq 0 ] && echo "ok - each of the $n headings in doc/*.md names something that exists"
 [ "$n" -gt 0 ] || echo "not ok - doc/*.md has headings for the extension's objects"
