@@ -156,8 +156,12 @@ RESET holdcommit.idempotency_retention;
 
 -- The ledger: one row per state change, with who and where from.
 SELECT event, source, function, buyer_id, reserved_delta, stock_delta, actor
-  FROM hc_ledger WHERE kind = 'asset' AND entity_id IN ('LOT-2', 'LOT-4') ORDER BY seq;
-SELECT count(*) = count(DISTINCT seq) AS seq_unique FROM hc_ledger;
+  FROM hc_ledger WHERE kind = 'asset' AND entity_id IN ('LOT-2', 'LOT-4') ORDER BY entity_id, seq;
+-- Each asset orders its own ledger rows: seq is the asset's version after
+-- the change, so the last row's seq is the asset's version now.
+SELECT a.id, a.version = max(l.seq) AS seq_is_version
+  FROM hc_assets a JOIN hc_ledger l ON l.kind = 'asset' AND l.entity_id = a.id
+ WHERE a.id IN ('LOT-2', 'LOT-4') GROUP BY a.id, a.version ORDER BY a.id;
 
 -- Invariants hold; a broken one is reported.
 SELECT * FROM hc_check();

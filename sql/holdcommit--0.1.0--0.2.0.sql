@@ -115,3 +115,71 @@ COMMENT ON FUNCTION @extschema@.hc_guard_ddl() IS
 CREATE EVENT TRIGGER hc_guard_ddl ON ddl_command_end
     EXECUTE FUNCTION @extschema@.hc_guard_ddl();
 REVOKE ALL ON FUNCTION @extschema@.hc_guard_ddl() FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- Fewer writes per call: idempotency keys live on the reservations they
+-- made, the ledger's order comes from each entity's version, and no foreign
+-- key costs a lookup per row
+------------------------------------------------------------------------------
+
+ALTER TABLE @extschema@.hc_reservations ADD COLUMN fingerprint bytea;
+ALTER TABLE @extschema@.hc_reservations ALTER COLUMN idempotency_key DROP NOT NULL;
+ALTER TABLE @extschema@.hc_stock_reservations ADD COLUMN fingerprint bytea;
+ALTER TABLE @extschema@.hc_stock_reservations ALTER COLUMN idempotency_key DROP NOT NULL;
+UPDATE @extschema@.hc_reservations r SET fingerprint = k.fingerprint
+  FROM @extschema@.hc_idempotency_keys k
+ WHERE k.reservation_id OPERATOR(pg_catalog.=) r.id
+   AND k.function OPERATOR(pg_catalog.=) 'hc_hold';
+UPDATE @extschema@.hc_stock_reservations r SET fingerprint = k.fingerprint
+  FROM @extschema@.hc_idempotency_keys k
+ WHERE k.reservation_id OPERATOR(pg_catalog.=) r.id
+   AND k.function OPERATOR(pg_catalog.<>) 'hc_hold';
+-- A key 0.1.0 had already forgotten stays forgotten.
+UPDATE @extschema@.hc_reservations SET idempotency_key = NULL WHERE fingerprint IS NULL;
+UPDATE @extschema@.hc_stock_reservations SET idempotency_key = NULL WHERE fingerprint IS NULL;
+ALTER EXTENSION holdcommit DROP TABLE @extschema@.hc_idempotency_keys;
+DROP TABLE @extschema@.hc_idempotency_keys;
+CREATE UNIQUE INDEX hc_reservations_key ON @extschema@.hc_reservations (idempotency_key);
+CREATE UNIQUE INDEX hc_stock_reservations_key ON @extschema@.hc_stock_reservations (idempotency_key);
+
+-- The idempotency keys remembered, each kept on the reservation it made,
+-- with the status that reservation was made in (what a replay returns).
+CREATE VIEW @extschema@.hc_idempotency_keys AS
+    SELECT asset_id AS scope_id, idempotency_key AS key, 'hold'::text AS kind,
+           id AS reservation_id, 'HELD'::text AS status, created_at
+      FROM @extschema@.hc_reservations WHERE idempotency_key IS NOT NULL
+    UNION ALL
+    SELECT scope_id, idempotency_key, 'stock', id, 'RESERVED', created_at
+      FROM @extschema@.hc_stock_reservations WHERE idempotency_key IS NOT NULL;
+COMMENT ON VIEW @extschema@.hc_idempotency_keys IS
+    'Idempotency keys still remembered (holdcommit.idempotency_retention), one key space for holds and stock.';
+
+
+-- At most one live hold per asset is the asset row's current_reservation_id.
+DROP INDEX @extschema@.hc_reservations_one_held;
+
+ALTER TABLE @extschema@.hc_reservations DROP CONSTRAINT hc_reservations_asset_id_fkey;
+ALTER TABLE @extschema@.hc_stock_reservation_lines
+    DROP CONSTRAINT hc_stock_reservation_lines_product_id_fkey;
+
+-- A line carries its order's buyer, so that reclaiming needs no join.
+ALTER TABLE @extschema@.hc_stock_reservation_lines ADD COLUMN buyer_id text;
+UPDATE @extschema@.hc_stock_reservation_lines l SET buyer_id = r.buyer_id
+  FROM @extschema@.hc_stock_reservations r WHERE r.id OPERATOR(pg_catalog.=) l.reservation_id;
+ALTER TABLE @extschema@.hc_stock_reservation_lines ALTER COLUMN buyer_id SET NOT NULL;
+
+-- The ledger's seq becomes the entity's version after the change: versions
+-- move past every seq the global sequence gave, so seqs stay unique.
+UPDATE @extschema@.hc_assets a SET version = g.seq::pg_catalog.int4
+  FROM (SELECT entity_id, pg_catalog.max(seq) AS seq FROM @extschema@.hc_ledger
+         WHERE kind OPERATOR(pg_catalog.=) 'asset' GROUP BY entity_id) g
+ WHERE g.entity_id OPERATOR(pg_catalog.=) a.id AND a.version OPERATOR(pg_catalog.<) g.seq;
+UPDATE @extschema@.hc_inventory i SET version = g.seq::pg_catalog.int4
+  FROM (SELECT entity_id, pg_catalog.max(seq) AS seq FROM @extschema@.hc_ledger
+         WHERE kind OPERATOR(pg_catalog.=) 'product' GROUP BY entity_id) g
+ WHERE g.entity_id OPERATOR(pg_catalog.=) i.product_id AND i.version OPERATOR(pg_catalog.<) g.seq;
+ALTER TABLE @extschema@.hc_ledger ALTER COLUMN seq DROP DEFAULT;
+ALTER EXTENSION holdcommit DROP SEQUENCE @extschema@.hc_ledger_seq;
+DROP SEQUENCE @extschema@.hc_ledger_seq;
+DROP INDEX @extschema@.hc_ledger_at;
+CREATE INDEX hc_ledger_at ON @extschema@.hc_ledger USING brin (at);

@@ -34,60 +34,43 @@ COMMENT ON TABLE @extschema@.hc_assets IS
 
 CREATE TABLE @extschema@.hc_reservations (
     id                  text NOT NULL,
-    asset_id            text NOT NULL REFERENCES @extschema@.hc_assets (id),
+    -- No foreign key: every change locks the asset's row first, and
+    -- hc_check() reports a reservation without its asset.
+    asset_id            text NOT NULL,
     buyer_id            text NOT NULL CHECK (octet_length(buyer_id) BETWEEN 1 AND 64),
-    idempotency_key     text NOT NULL,
+    -- The key the hold was made with; NULL once holdcommit.idempotency_retention
+    -- has passed and the key was forgotten.
+    idempotency_key     text,
     status              text NOT NULL
                         CHECK (status IN ('HELD', 'COMMITTED', 'RELEASED', 'EXPIRED')),
     expires_at          timestamptz NOT NULL,
     created_at          timestamptz NOT NULL,
     ended_at            timestamptz,
+    fingerprint         bytea,              -- SHA-256 of the request that made it
     PRIMARY KEY (asset_id, id),
     CHECK ((status = 'HELD') = (ended_at IS NULL))
 );
 COMMENT ON TABLE @extschema@.hc_reservations IS
     'Holds of assets: HELD -> COMMITTED | RELEASED | EXPIRED.';
--- At most one live hold and one sale per asset, whatever the code does.
-CREATE UNIQUE INDEX hc_reservations_one_held ON @extschema@.hc_reservations (asset_id)
-    WHERE status = 'HELD';
+-- At most one sale per asset, whatever the code does.  (At most one live
+-- hold is the asset row's own current_reservation_id; hc_check() checks it.)
 CREATE UNIQUE INDEX hc_reservations_one_committed ON @extschema@.hc_reservations (asset_id)
     WHERE status = 'COMMITTED';
--- Lookup by reservation id alone: single-node only, a distributed setup may drop it.
+-- Lookups by reservation id and by key alone: single-node only; a distributed
+-- setup may drop them (and look keys up by (asset_id, idempotency_key)).
 CREATE UNIQUE INDEX hc_reservations_id ON @extschema@.hc_reservations (id);
+CREATE UNIQUE INDEX hc_reservations_key ON @extschema@.hc_reservations (idempotency_key);
 CREATE INDEX hc_reservations_expiry ON @extschema@.hc_reservations (expires_at)
     WHERE status = 'HELD';
-
-------------------------------------------------------------------------------
--- Idempotency keys: one key space for every function that takes one
-------------------------------------------------------------------------------
-
-CREATE TABLE @extschema@.hc_idempotency_keys (
-    scope_id        text NOT NULL,      -- the asset or product the call wrote
-    key             text NOT NULL CHECK (octet_length(key) BETWEEN 1 AND 255),
-    function        text NOT NULL,
-    fingerprint     bytea NOT NULL,     -- SHA-256 of the function and its arguments
-    reservation_id  text NOT NULL,      -- the stored response ...
-    status          text NOT NULL,
-    expires_at      timestamptz NOT NULL,
-    created_at      timestamptz NOT NULL,
-    PRIMARY KEY (scope_id, key)
-);
-COMMENT ON TABLE @extschema@.hc_idempotency_keys IS
-    'Idempotency keys with the response they replay, kept for holdcommit.idempotency_retention.';
--- The one key space: single-node only, a distributed setup may drop it.
-CREATE UNIQUE INDEX hc_idempotency_keys_key ON @extschema@.hc_idempotency_keys (key);
-CREATE INDEX hc_idempotency_keys_age ON @extschema@.hc_idempotency_keys (created_at);
 
 ------------------------------------------------------------------------------
 -- The ledger: one append-only row per state change
 ------------------------------------------------------------------------------
 
-CREATE SEQUENCE @extschema@.hc_ledger_seq;
-
 CREATE TABLE @extschema@.hc_ledger (
     kind            text NOT NULL CHECK (kind IN ('asset', 'product', 'resource')),
     entity_id       text NOT NULL,      -- asset_id, product_id or resource
-    seq             bigint NOT NULL DEFAULT pg_catalog.nextval('@extschema@.hc_ledger_seq'),
+    seq             bigint NOT NULL,    -- the entity's version after the change
     at              timestamptz NOT NULL,
     event           text NOT NULL,      -- hold, commit, release, expire, extend, add, ...
     source          text NOT NULL CHECK (source IN ('call', 'reclaim', 'sweep', 'adjustment')),
@@ -102,7 +85,8 @@ CREATE TABLE @extschema@.hc_ledger (
 );
 COMMENT ON TABLE @extschema@.hc_ledger IS
     'Append-only audit of every state change; only the extension''s functions write it.';
-CREATE INDEX hc_ledger_at ON @extschema@.hc_ledger (at);
+-- The ledger only grows, in time order: a BRIN index is all "since when" needs.
+CREATE INDEX hc_ledger_at ON @extschema@.hc_ledger USING brin (at);
 CREATE INDEX hc_ledger_reservation ON @extschema@.hc_ledger (reservation_id)
     WHERE reservation_id IS NOT NULL;
 
@@ -173,12 +157,13 @@ CREATE TABLE @extschema@.hc_stock_reservations (
     scope_id         text NOT NULL,     -- the order's first product_id: its distribution id
     id               text NOT NULL,
     buyer_id         text NOT NULL CHECK (octet_length(buyer_id) BETWEEN 1 AND 64),
-    idempotency_key  text NOT NULL,
+    idempotency_key  text,              -- NULL once forgotten, as for holds
     status           text NOT NULL
                      CHECK (status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')),
     expires_at       timestamptz NOT NULL,
     created_at       timestamptz NOT NULL,
     ended_at         timestamptz,
+    fingerprint      bytea,             -- SHA-256 of the request that made it
     PRIMARY KEY (scope_id, id),
     CHECK ((status = 'RESERVED') = (ended_at IS NULL))
 );
@@ -186,19 +171,21 @@ COMMENT ON TABLE @extschema@.hc_stock_reservations IS
     'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED.';
 -- Lookup by reservation id alone: single-node only, a distributed setup may drop it.
 CREATE UNIQUE INDEX hc_stock_reservations_id ON @extschema@.hc_stock_reservations (id);
+CREATE UNIQUE INDEX hc_stock_reservations_key ON @extschema@.hc_stock_reservations (idempotency_key);
 CREATE INDEX hc_stock_reservations_expiry ON @extschema@.hc_stock_reservations (expires_at)
     WHERE status = 'RESERVED';
 
 CREATE TABLE @extschema@.hc_stock_reservation_lines (
-    product_id      text NOT NULL REFERENCES @extschema@.hc_inventory (product_id),
-    -- No foreign key: it would need the single-node index on the id alone;
-    -- hc_check() reports a line without its reservation.
+    -- No foreign keys: a line changes only under its product's row lock, and
+    -- hc_check() reports a line without its product or its reservation.
+    product_id      text NOT NULL,
     reservation_id  text NOT NULL,
     qty             integer NOT NULL CHECK (qty > 0),
     -- A line counts in its product's reserved exactly while it is RESERVED.
     status          text NOT NULL
                     CHECK (status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')),
     expires_at      timestamptz NOT NULL,
+    buyer_id        text NOT NULL,      -- the order's, so the ledger needs no join
     PRIMARY KEY (product_id, reservation_id)
 );
 COMMENT ON TABLE @extschema@.hc_stock_reservation_lines IS
@@ -255,6 +242,18 @@ RETURNS @extschema@.hc_stock_reservation
 AS 'MODULE_PATHNAME', 'hc_unreserve' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_unreserve(text) IS
     'Cancel a stock reservation; its quantities are available again at once.';
+
+-- The idempotency keys remembered, each kept on the reservation it made,
+-- with the status that reservation was made in (what a replay returns).
+CREATE VIEW @extschema@.hc_idempotency_keys AS
+    SELECT asset_id AS scope_id, idempotency_key AS key, 'hold'::text AS kind,
+           id AS reservation_id, 'HELD'::text AS status, created_at
+      FROM @extschema@.hc_reservations WHERE idempotency_key IS NOT NULL
+    UNION ALL
+    SELECT scope_id, idempotency_key, 'stock', id, 'RESERVED', created_at
+      FROM @extschema@.hc_stock_reservations WHERE idempotency_key IS NOT NULL;
+COMMENT ON VIEW @extschema@.hc_idempotency_keys IS
+    'Idempotency keys still remembered (holdcommit.idempotency_retention), one key space for holds and stock.';
 
 ------------------------------------------------------------------------------
 -- Invariants
@@ -350,9 +349,7 @@ $$;
 -- pg_dump keeps the data of these tables.
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_assets', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_reservations', '');
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_idempotency_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_inventory', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_reservations', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_reservation_lines', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_ledger', '');
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_ledger_seq', '');

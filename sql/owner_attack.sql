@@ -322,9 +322,9 @@ SELECT attacker.plant_tables('public', 'vault', 'table public');
 SELECT attacker.plant_tables('shop', 'vault', 'table shop');
 SELECT attacker.plant_functions('public', 'vault', 'public function');
 SELECT attacker.plant_functions('shop', 'vault', 'shop function');
-ANALYZE vault.hc_assets, vault.hc_reservations, vault.hc_idempotency_keys, vault.hc_ledger,
+ANALYZE vault.hc_assets, vault.hc_reservations, vault.hc_ledger,
         vault.hc_inventory, vault.hc_stock_reservations, vault.hc_stock_reservation_lines;
-VACUUM vault.hc_assets, vault.hc_reservations, vault.hc_idempotency_keys, vault.hc_ledger,
+VACUUM vault.hc_assets, vault.hc_reservations, vault.hc_ledger,
        vault.hc_inventory, vault.hc_stock_reservations, vault.hc_stock_reservation_lines;
 RESET SESSION AUTHORIZATION;
 \set ext vault

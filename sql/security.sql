@@ -175,7 +175,7 @@ RESET ROLE;
 SET ROLE regress_hc_operator;
 SELECT idempotency_key FROM hc_reservations WHERE id = :'sec_hold';
 SELECT idempotency_key FROM hc_stock_reservations WHERE id = :'sec_order';
-SELECT key, function FROM hc_idempotency_keys WHERE key LIKE 'sec-key-%' ORDER BY key;
+SELECT key, kind FROM hc_idempotency_keys WHERE key LIKE 'sec-key-%' ORDER BY key;
 SELECT event, actor FROM hc_ledger WHERE entity_id IN ('SEC-1', 'SEC-P') ORDER BY seq;
 SELECT stock FROM hc_stock_adjust('SEC-P', 1, 'operator restock');
 DELETE FROM hc_ledger;

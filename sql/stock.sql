@@ -206,9 +206,9 @@ SELECT product_id FROM hc_stock_set('SKU-L', 5);
 SELECT reservation_id AS d1 FROM hc_reserve('SKU-L', 1, 'dora', 'skey-20') \gset
 SELECT reservation_id AS d2 FROM hc_reserve('SKU-L', 1, 'dirk', 'skey-21') \gset
 SELECT status FROM hc_unreserve(:'d1');
-INSERT INTO hc_ledger (at, kind, entity_id, event, source, function, reservation_id, buyer_id,
+INSERT INTO hc_ledger (seq, at, kind, entity_id, event, source, function, reservation_id, buyer_id,
                        reserved_delta, actor)
-VALUES (now(), 'product', 'SKU-L', 'release', 'call', 'hc_unreserve', :'d1', 'dora', -1, 'test');
+VALUES (1000, now(), 'product', 'SKU-L', 'release', 'call', 'hc_unreserve', :'d1', 'dora', -1, 'test');
 UPDATE hc_inventory SET reserved = reserved - 1 WHERE product_id = 'SKU-L';
 SELECT invariant, subject = :'d1' AS dora, subject = :'d2' AS dirk FROM hc_check() ORDER BY 1;
 DELETE FROM hc_ledger WHERE actor = 'test';

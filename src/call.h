@@ -35,7 +35,7 @@ extern void hc_call_end(HcCall *call);
  * schema by OID (never by a schema name, which its owner could change), and
  * functions and operators are written pg_catalog-qualified.
  */
-#define HC_MAX_ARGS 12
+#define HC_MAX_ARGS 16
 typedef struct HcStatement
 {
 	const char *sql;

@@ -136,6 +136,19 @@ static HcStatement checks[] = {
 	 "        AND r.expires_at OPERATOR(pg_catalog.>) $1)"
 	 "    OR l.expires_at OPERATOR(pg_catalog.<>) r.expires_at",
 	1, {TIMESTAMPTZOID}},
+	/* Every hold belongs to an asset (no foreign key says so). */
+	{"SELECT 'reservation has its asset', r.id,"
+	 "       pg_catalog.format('asset %s does not exist', r.asset_id)"
+	 "  FROM hc_reservations r"
+	 " WHERE NOT EXISTS (SELECT FROM hc_assets a WHERE a.id OPERATOR(pg_catalog.=) r.asset_id)",
+	1, {TIMESTAMPTZOID}},
+	/* Every line belongs to a product (no foreign key says so). */
+	{"SELECT 'line has its product', l.reservation_id,"
+	 "       pg_catalog.format('product %s does not exist', l.product_id)"
+	 "  FROM hc_stock_reservation_lines l"
+	 " WHERE NOT EXISTS (SELECT FROM hc_inventory i"
+	 "                    WHERE i.product_id OPERATOR(pg_catalog.=) l.product_id)",
+	1, {TIMESTAMPTZOID}},
 	/* Every line belongs to a reservation (no foreign key says so). */
 	{"SELECT 'line has its reservation', l.reservation_id,"
 	 "       pg_catalog.format('line of %s has no reservation', l.product_id)"

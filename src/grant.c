@@ -35,9 +35,9 @@ static const char *const app_tables[] = {
 };
 
 /*
- * Tables an application reads without their idempotency_key: a key is a
- * per-request secret, and reading another buyer's key would let one replay
- * (and so read) their reservation.
+ * Tables an application reads without their idempotency_key and the
+ * request's fingerprint: a key is a per-request secret, and reading another
+ * buyer's key would let one replay (and so read) their reservation.
  */
 static const char *const app_keyless_tables[] = {
 	"hc_reservations", "hc_stock_reservations", NULL
@@ -151,7 +151,7 @@ grant_relation_name(Oid relid)
 									  get_rel_name(relid));
 }
 
-/* SELECT on the relations; with keyless, on every column but idempotency_key. */
+/* SELECT on the relations; with keyless, on every column but the key's. */
 static void
 grant_select(GrantTarget *t, const char *const *names, bool keyless)
 {
@@ -171,7 +171,7 @@ grant_select(GrantTarget *t, const char *const *names, bool keyless)
 			if (SPI_execute_with_args("SELECT attname FROM pg_catalog.pg_attribute"
 									  " WHERE attrelid OPERATOR(pg_catalog.=) $1"
 									  "   AND attnum OPERATOR(pg_catalog.>) 0 AND NOT attisdropped"
-									  "   AND attname OPERATOR(pg_catalog.<>) 'idempotency_key'"
+									  "   AND attname OPERATOR(pg_catalog.<>) ALL ('{idempotency_key,fingerprint}'::pg_catalog.name[])"
 									  " ORDER BY attnum",
 									  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 				elog(ERROR, "could not list the columns of %s", *names);

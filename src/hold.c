@@ -6,7 +6,9 @@
  * An asset is AVAILABLE, HELD by one reservation until hold_expires_at, or
  * SOLD.  Every call that changes a reservation first locks its asset row, so
  * the asset row serialises everything that happens to the asset; locks are
- * always taken asset first, then reservation.
+ * always taken asset first, then reservation.  Each change is one statement
+ * that moves the asset and the reservation and writes the ledger row, whose
+ * seq is the asset's new version.
  */
 #include "postgres.h"
 
@@ -44,65 +46,76 @@ typedef struct HoldReservation
 } HoldReservation;
 
 static HcStatement add_asset = {
-	"INSERT INTO hc_assets (id, name, created_at, updated_at)"
-	" VALUES ($1, $2, $3, $3) ON CONFLICT DO NOTHING RETURNING *",
-	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	"WITH a AS ("
+	"  INSERT INTO hc_assets (id, name, created_at, updated_at) VALUES ($1, $2, $3, $3)"
+	"  ON CONFLICT DO NOTHING RETURNING *),"
+	" logged AS (" HC_LEDGER_INSERT
+	"  SELECT 'asset', $1, a.version, $3, 'add', 'adjustment', $4, NULL, NULL, 0, 1, $5, NULL FROM a)"
+	" SELECT * FROM a",
+	5, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID}
 };
 
 /*
- * The hold itself, one atomic conditional step: take the asset if it is
- * AVAILABLE or its hold has expired, and skip (never wait for) a row that
- * another transaction has locked.  Returns what the asset was before.
+ * The whole hold, one statement.  If the key is new, take the asset if it is
+ * AVAILABLE or its hold has expired, skipping (never waiting for) a row that
+ * another transaction has locked; end the expired hold it replaces; insert
+ * the reservation; write the ledger.  In any case, report what was taken,
+ * the asset as it was, and the reservation the key already made, so that a
+ * refusal or a replay costs this one read and writes nothing.
+ *   $1 asset  $2 new reservation id  $3 now  $4 expires_at  $5 buyer
+ *   $6 key  $7 fingerprint  $8 function  $9 actor
  */
-static HcStatement take_asset = {
-	"WITH target AS ("
-	"  SELECT id, status, current_reservation_id"
-	"    FROM hc_assets"
+static HcStatement hold_asset = {
+	"WITH " HC_KNOWN_KEY("$6") ","
+	" target AS ("
+	"  SELECT id, status, current_reservation_id FROM hc_assets"
 	"   WHERE id OPERATOR(pg_catalog.=) $1"
 	"     AND (status OPERATOR(pg_catalog.=) 'AVAILABLE'"
 	"          OR (status OPERATOR(pg_catalog.=) 'HELD'"
 	"              AND hold_expires_at OPERATOR(pg_catalog.<=) $3))"
-	"     FOR NO KEY UPDATE SKIP LOCKED)"
-	" UPDATE hc_assets a"
-	"    SET status = 'HELD', hold_expires_at = $4, current_reservation_id = $2,"
-	"        version = a.version OPERATOR(pg_catalog.+) 1, updated_at = $3"
-	"   FROM target t"
-	"  WHERE a.id OPERATOR(pg_catalog.=) t.id"
-	" RETURNING t.status, t.current_reservation_id",
-	4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	"     AND NOT EXISTS (SELECT FROM known)"
+	"     FOR NO KEY UPDATE SKIP LOCKED),"
+	" taken AS ("
+	"  UPDATE hc_assets a"
+	"     SET status = 'HELD', hold_expires_at = $4, current_reservation_id = $2,"
+	"         version = a.version OPERATOR(pg_catalog.+)"
+	"                   CASE WHEN t.status OPERATOR(pg_catalog.=) 'HELD' THEN 2 ELSE 1 END,"
+	"         updated_at = $3"
+	"    FROM target t"
+	"   WHERE a.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) t.id"
+	"  RETURNING t.status AS was, t.current_reservation_id AS old_id, a.version),"
+	" reclaimed AS ("
+	"  UPDATE hc_reservations r SET status = 'EXPIRED', ended_at = $3"
+	"    FROM taken t"
+	"   WHERE r.asset_id OPERATOR(pg_catalog.=) $1 AND r.id OPERATOR(pg_catalog.=) t.old_id"
+	"     AND t.was OPERATOR(pg_catalog.=) 'HELD' AND r.status OPERATOR(pg_catalog.=) 'HELD'"
+	"  RETURNING r.id, r.buyer_id),"
+	" held AS ("
+	"  INSERT INTO hc_reservations"
+	"    (id, asset_id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
+	"  SELECT $2, $1, $5, $6, $7, 'HELD', $4, $3 FROM taken),"
+	" logged AS (" HC_LEDGER_INSERT
+	"  SELECT 'asset', $1, t.version OPERATOR(pg_catalog.-) 1, $3, 'reclaim', 'reclaim', $8,"
+	"         r.id, r.buyer_id, -1, 0, $9, NULL"
+	"    FROM taken t, reclaimed r"
+	"  UNION ALL"
+	"  SELECT 'asset', $1, t.version, $3, 'hold', 'call', $8, $2, $5, 1, 0, $9, NULL FROM taken t)"
+	" SELECT t.was, (SELECT pg_catalog.count(*) FROM reclaimed), a.status, a.hold_expires_at, "
+	HC_KNOWN_KEY_COLUMNS
+	"  FROM (SELECT) one"
+	"  LEFT JOIN taken t ON true"
+	"  LEFT JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) $1"
+	"  LEFT JOIN known k ON true",
+	9, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BYTEAOID,
+	TEXTOID, TEXTOID}
 };
 
-/* Why a hold failed: read the asset without locking it. */
-static HcStatement peek_asset = {
-	"SELECT status, hold_expires_at FROM hc_assets"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}
-};
-
-static HcStatement insert_reservation = {
-	"INSERT INTO hc_reservations"
-	" (id, asset_id, buyer_id, idempotency_key, status, expires_at, created_at)"
-	" VALUES ($1, $2, $3, $4, 'HELD', $5, $6)",
-	6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
-};
-
-/* End a reservation that is still HELD; returns its buyer. */
-static HcStatement end_reservation = {
-	"UPDATE hc_reservations SET status = $3, ended_at = $4"
-	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"   AND status OPERATOR(pg_catalog.=) ANY ($5)"
-	" RETURNING buyer_id",
-	5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTARRAYOID}
-};
-
-static HcStatement find_reservation = {
-	"SELECT asset_id FROM hc_reservations WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}
-};
-
+/* Lock the asset of a reservation; nothing if there is no such reservation. */
 static HcStatement lock_asset = {
-	"SELECT status, current_reservation_id FROM hc_assets"
-	" WHERE id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
+	"SELECT id, status, current_reservation_id FROM hc_assets"
+	" WHERE id OPERATOR(pg_catalog.=)"
+	"       (SELECT asset_id FROM hc_reservations WHERE id OPERATOR(pg_catalog.=) $1)"
+	" FOR NO KEY UPDATE",
 	1, {TEXTOID}
 };
 
@@ -120,33 +133,63 @@ static HcStatement taken_since = {
 	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
 
+/*
+ * Sell the asset to a reservation that is still $4 (HELD, or EXPIRED for a
+ * late commit).  $5 is the ledger's reserved_delta: -1 if the hold still
+ * counted.  $6 function, $7 actor.
+ */
 static HcStatement sell_asset = {
-	"UPDATE hc_assets"
-	"   SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = $2,"
-	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
-	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	"WITH a AS ("
+	"  UPDATE hc_assets"
+	"     SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = $2,"
+	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
+	"   WHERE id OPERATOR(pg_catalog.=) $1 RETURNING version),"
+	" r AS ("
+	"  UPDATE hc_reservations SET status = 'COMMITTED', ended_at = $3"
+	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
+	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id)"
+	HC_LEDGER_INSERT
+	" SELECT 'asset', $1, a.version, $3, 'commit', 'call', $6, $2, r.buyer_id, $5, -1, $7, NULL"
+	"   FROM a, r RETURNING seq",
+	7, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID}
 };
 
-/* Make the asset AVAILABLE, if this reservation is what holds it. */
+/*
+ * Give the asset back from a HELD reservation, which ends as $4 (RELEASED,
+ * or EXPIRED), with ledger event $5 from source $6.  $7 function, $8 actor.
+ */
 static HcStatement free_asset = {
-	"UPDATE hc_assets"
-	"   SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
-	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
-	"   AND current_reservation_id OPERATOR(pg_catalog.=) $2",
-	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	"WITH a AS ("
+	"  UPDATE hc_assets"
+	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
+	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
+	"   WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
+	"     AND current_reservation_id OPERATOR(pg_catalog.=) $2 RETURNING version),"
+	" r AS ("
+	"  UPDATE hc_reservations SET status = $4, ended_at = $3"
+	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
+	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id)"
+	HC_LEDGER_INSERT
+	" SELECT 'asset', $1, a.version, $3, $5, $6, $7, $2, r.buyer_id, -1, 0, $8, NULL"
+	"   FROM a, r RETURNING seq",
+	8, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
+/* Move a live hold's end to $3, with both ends in the ledger's detail ($7). */
 static HcStatement extend_hold = {
 	"WITH r AS ("
 	"  UPDATE hc_reservations SET expires_at = $3"
-	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2)"
-	" UPDATE hc_assets"
-	"    SET hold_expires_at = $3, version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
-	"  WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
-	"    AND current_reservation_id OPERATOR(pg_catalog.=) $2",
-	4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
+	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id),"
+	" a AS ("
+	"  UPDATE hc_assets"
+	"     SET hold_expires_at = $3, version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
+	"   WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
+	"     AND current_reservation_id OPERATOR(pg_catalog.=) $2 RETURNING version)"
+	HC_LEDGER_INSERT
+	" SELECT 'asset', $1, a.version, $4, 'extend', 'call', $5, $2, r.buyer_id, 0, 0, $6, $7"
+	"   FROM r, a RETURNING seq",
+	7, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
 /* Build the hc_reservation row a function returns. */
@@ -170,35 +213,6 @@ hold_result(FunctionCallInfo fcinfo, const HoldReservation *r)
 	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }
 
-/* A text[] of one or two statuses, for "status = ANY ($n)". */
-static Datum
-status_array(const char *a, const char *b)
-{
-	Datum		elems[2];
-
-	elems[0] = CStringGetTextDatum(a);
-	elems[1] = CStringGetTextDatum(b ? b : a);
-	return PointerGetDatum(construct_array(elems, 2, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
-/* A ledger entry for an asset and one of its reservations. */
-static void
-hold_ledger(HcCall *call, const HoldReservation *r, const char *event,
-			const char *source, int reserved_delta, int stock_delta)
-{
-	HcLedgerEntry e = {0};
-
-	e.kind = "asset";
-	e.entity_id = r->asset_id;
-	e.event = event;
-	e.source = source;
-	e.reservation_id = r->id;
-	e.buyer_id = r->buyer_id;
-	e.reserved_delta = reserved_delta;
-	e.stock_delta = stock_delta;
-	hc_ledger_append(call, &e);
-}
-
 /*
  * hc_asset_add(id, name): add an AVAILABLE asset.
  */
@@ -208,62 +222,55 @@ hc_asset_add(PG_FUNCTION_ARGS)
 	char	   *id = hc_arg_id(fcinfo, 0, "id");
 	char	   *name = hc_arg_text(fcinfo, 1, "name");
 	HcCall		call;
-	Datum		values[3];
+	Datum		values[5];
 	Datum		row;
-	HcLedgerEntry e = {0};
 
 	hc_call_begin(&call, fcinfo, "hc_asset_add");
 	values[0] = HC_TEXT(id);
 	values[1] = HC_TEXT(name);
 	values[2] = TimestampTzGetDatum(call.now);
-	if (hc_run(&add_asset, values, NULL, SPI_OK_INSERT_RETURNING) == 0)
+	values[3] = HC_TEXT(call.function);
+	values[4] = HC_TEXT(call.actor);
+	if (hc_run(&add_asset, values, NULL, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("asset \"%s\" already exists", id),
 				 errdetail("hc_assets already has a row for asset \"%s\".", id),
 				 errhint("Choose another id; an existing asset keeps its state.")));
 	row = hc_result_row(&call, fcinfo);
-
-	e.kind = "asset";
-	e.entity_id = id;
-	e.event = "add";
-	e.source = "adjustment";
-	e.stock_delta = 1;
-	hc_ledger_append(&call, &e);
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);
 }
 
 /*
- * Raise RS001 or RS006 for a hold that could not take the asset.
+ * Raise RS001 or RS006 for a hold that could not take the asset, from the
+ * asset as hold_asset read it (columns 3 and 4).
  */
 static void
 hold_refused(HcCall *call, const char *asset_id)
 {
-	Datum		values[1];
-	char	   *status;
-	TimestampTz until;
+	char	   *status = hc_text(call, 0, 3);
+	bool		isnull;
+	Datum		until = hc_datum(0, 4, &isnull);
 
-	values[0] = HC_TEXT(asset_id);
-	if (hc_run(&peek_asset, values, NULL, SPI_OK_SELECT) == 0)
+	if (status == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
 				 errmsg("asset \"%s\" does not exist", asset_id),
 				 errdetail("There is no row for asset \"%s\" in hc_assets.", asset_id),
 				 errhint("Add the asset with hc_asset_add() first.")));
-	status = hc_text(call, 0, 1);
 	if (strcmp(status, "SOLD") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
 				 errmsg("asset \"%s\" is not available", asset_id),
 				 errdetail("Asset \"%s\" is sold.", asset_id),
 				 errhint("Offer the buyer another asset.")));
-	if (strcmp(status, "HELD") == 0 && (until = hc_timestamptz(0, 2)) > call->now)
+	if (strcmp(status, "HELD") == 0 && DatumGetTimestampTz(until) > call->now)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
 				 errmsg("asset \"%s\" is not available", asset_id),
 				 errdetail("Asset \"%s\" is held by another buyer until %s.",
-						   asset_id, timestamptz_to_str(until)),
+						   asset_id, timestamptz_to_str(DatumGetTimestampTz(until))),
 				 errhint("Offer the buyer another asset, or try again after the hold ends.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
@@ -285,71 +292,61 @@ hc_hold(PG_FUNCTION_ARGS)
 	int64		ttl = hc_arg_ttl(fcinfo, 3, "ttl");
 	HcCall		call;
 	HcFingerprint fp;
-	HcStoredResponse fresh;
-	HcStoredResponse stored;
+	bytea	   *digest;
+	HcKnownKey	known;
+	HcKeyVerdict verdict;
 	HoldReservation r = {0};
+	Datum		values[9];
 
 	hc_call_begin(&call, fcinfo, "hc_hold");
-	fresh.reservation_id = hc_new_reservation_id(call.now);
-	fresh.status = "HELD";
-	fresh.created_at = call.now;
-	fresh.expires_at = call.now + ttl;
-
 	hc_fingerprint_init(&fp, call.function);
 	hc_fingerprint_add(&fp, asset_id);
 	hc_fingerprint_add(&fp, buyer_id);
 	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
+	digest = hc_fingerprint_digest(&fp);
 
+	r.id = hc_new_reservation_id(call.now);
 	r.asset_id = asset_id;
 	r.buyer_id = buyer_id;
-	if (!hc_idempotency_claim(&call, key, asset_id, &fp, &fresh, &stored))
+	r.status = "HELD";
+	r.created_at = call.now;
+	r.expires_at = call.now + ttl;
+
+	values[0] = HC_TEXT(asset_id);
+	values[1] = HC_TEXT(r.id);
+	values[2] = TimestampTzGetDatum(call.now);
+	values[3] = TimestampTzGetDatum(r.expires_at);
+	values[4] = HC_TEXT(buyer_id);
+	values[5] = HC_TEXT(key);
+	values[6] = PointerGetDatum(digest);
+	values[7] = HC_TEXT(call.function);
+	values[8] = HC_TEXT(call.actor);
+
+	hc_idempotency_lock(key);
+	do
 	{
-		r.id = stored.reservation_id;
-		r.status = stored.status;
-		r.expires_at = stored.expires_at;
-		r.created_at = stored.created_at;
+		if (hc_run(&hold_asset, values, NULL, SPI_OK_SELECT) != 1)
+			elog(ERROR, "hold of asset \"%s\" returned no row", asset_id);
+		verdict = hc_idempotency_judge(&call, key, digest, 5, &known);
+	} while (verdict == HC_KEY_FORGOTTEN);
+
+	if (verdict == HC_KEY_REPLAY)
+	{
+		/* The stored response: the reservation as this request made it. */
+		r.id = known.id;
+		r.created_at = known.created_at;
+		r.expires_at = known.created_at + ttl;
 		r.replayed = true;
 	}
 	else
 	{
-		Datum		values[6];
+		char	   *was = hc_text(&call, 0, 1);
+		bool		isnull;
 
-		r.id = fresh.reservation_id;
-		r.status = fresh.status;
-		r.expires_at = fresh.expires_at;
-		r.created_at = fresh.created_at;
-
-		values[0] = HC_TEXT(asset_id);
-		values[1] = HC_TEXT(r.id);
-		values[2] = TimestampTzGetDatum(call.now);
-		values[3] = TimestampTzGetDatum(r.expires_at);
-		if (hc_run(&take_asset, values, NULL, SPI_OK_UPDATE_RETURNING) == 0)
+		if (was == NULL)
 			hold_refused(&call, asset_id);
-
-		/* Passive reclamation: the expired hold we just took over ends. */
-		if (strcmp(hc_text(&call, 0, 1), "HELD") == 0)
-		{
-			HoldReservation old = r;
-
-			old.id = hc_text(&call, 0, 2);
-			values[1] = HC_TEXT(old.id);
-			values[2] = HC_TEXT("EXPIRED");
-			values[3] = TimestampTzGetDatum(call.now);
-			values[4] = status_array("HELD", NULL);
-			if (hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE_RETURNING) != 1)
-				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"", asset_id, old.id);
-			old.buyer_id = hc_text(&call, 0, 1);
-			hold_ledger(&call, &old, "reclaim", "reclaim", -1, 0);
-		}
-
-		values[0] = HC_TEXT(r.id);
-		values[1] = HC_TEXT(asset_id);
-		values[2] = HC_TEXT(buyer_id);
-		values[3] = HC_TEXT(key);
-		values[4] = TimestampTzGetDatum(r.expires_at);
-		values[5] = TimestampTzGetDatum(r.created_at);
-		hc_run(&insert_reservation, values, NULL, SPI_OK_INSERT);
-		hold_ledger(&call, &r, "hold", "call", 1, 0);
+		if (strcmp(was, "HELD") == 0 && DatumGetInt64(hc_datum(0, 2, &isnull)) != 1)
+			elog(ERROR, "held asset \"%s\" had no held reservation to reclaim", asset_id);
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));
@@ -365,7 +362,7 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r)
 	Datum		values[2];
 
 	values[0] = HC_TEXT(reservation_id);
-	if (hc_run(&find_reservation, values, NULL, SPI_OK_SELECT) == 0)
+	if (hc_run(&lock_asset, values, NULL, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
 				 errmsg("reservation \"%s\" does not exist", reservation_id),
@@ -373,13 +370,10 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r)
 				 errhint("Use the reservation_id that hc_hold() returned.")));
 	r->id = pstrdup(reservation_id);
 	r->asset_id = hc_text(call, 0, 1);
+	r->asset_status = hc_text(call, 0, 2);
+	r->asset_reservation_id = hc_text(call, 0, 3);
 
 	values[0] = HC_TEXT(r->asset_id);
-	if (hc_run(&lock_asset, values, NULL, SPI_OK_SELECT) != 1)
-		elog(ERROR, "asset \"%s\" of reservation \"%s\" does not exist", r->asset_id, r->id);
-	r->asset_status = hc_text(call, 0, 1);
-	r->asset_reservation_id = hc_text(call, 0, 2);
-
 	values[1] = HC_TEXT(r->id);
 	if (hc_run(&read_reservation, values, NULL, SPI_OK_SELECT) != 1)
 		elog(ERROR, "reservation \"%s\" vanished", r->id);
@@ -399,41 +393,27 @@ hold_is_current(const HoldReservation *r)
 		strcmp(r->asset_reservation_id, r->id) == 0;
 }
 
-/* Move the reservation from one of the from-states to its new status. */
+/*
+ * End a HELD reservation as status (RELEASED or EXPIRED), giving its asset
+ * back, with the ledger event from source.
+ */
 static void
-hold_set_status(HcCall *call, HoldReservation *r, const char *status)
+hold_free(HcCall *call, HoldReservation *r, const char *status, const char *event,
+		  const char *source)
 {
-	Datum		values[5];
-
-	values[0] = HC_TEXT(r->asset_id);
-	values[1] = HC_TEXT(r->id);
-	values[2] = HC_TEXT(status);
-	values[3] = TimestampTzGetDatum(call->now);
-	values[4] = status_array("HELD", "EXPIRED");
-	if (hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE_RETURNING) != 1)
-		elog(ERROR, "reservation \"%s\" could not become %s", r->id, status);
-	r->status = pstrdup(status);
-}
-
-/* Give the asset back, if this reservation still holds it. */
-static void
-hold_free_asset(HcCall *call, const HoldReservation *r)
-{
-	Datum		values[3];
+	Datum		values[8];
 
 	values[0] = HC_TEXT(r->asset_id);
 	values[1] = HC_TEXT(r->id);
 	values[2] = TimestampTzGetDatum(call->now);
-	hc_run(&free_asset, values, NULL, SPI_OK_UPDATE);
-}
-
-/* An expired hold that nobody swept yet: end it now. */
-static void
-hold_expire(HcCall *call, HoldReservation *r)
-{
-	hold_free_asset(call, r);
-	hold_set_status(call, r, "EXPIRED");
-	hold_ledger(call, r, "expire", "reclaim", -1, 0);
+	values[3] = HC_TEXT(status);
+	values[4] = HC_TEXT(event);
+	values[5] = HC_TEXT(source);
+	values[6] = HC_TEXT(call->function);
+	values[7] = HC_TEXT(call->actor);
+	if (hc_run(&free_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
+	r->status = pstrdup(status);
 }
 
 /* RS004 and RS003 for a hold. */
@@ -471,7 +451,7 @@ hc_commit(PG_FUNCTION_ARGS)
 	HcCall		call;
 	HoldReservation r;
 	bool		expired;
-	Datum		values[3];
+	Datum		values[7];
 
 	hc_call_begin(&call, fcinfo, "hc_commit");
 	hold_lock(&call, reservation_id, &r);
@@ -499,11 +479,13 @@ hc_commit(PG_FUNCTION_ARGS)
 			hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
 
 		values[2] = TimestampTzGetDatum(call.now);
-		if (hc_run(&sell_asset, values, NULL, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "asset \"%s\" vanished", r.asset_id);
-		hold_ledger(&call, &r, "commit", "call",
-					strcmp(r.status, "HELD") == 0 ? -1 : 0, -1);
-		hold_set_status(&call, &r, "COMMITTED");
+		values[3] = HC_TEXT(r.status);
+		values[4] = Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0);
+		values[5] = HC_TEXT(call.function);
+		values[6] = HC_TEXT(call.actor);
+		if (hc_run(&sell_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+			elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
+		r.status = "COMMITTED";
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));
@@ -529,15 +511,12 @@ hc_release(PG_FUNCTION_ARGS)
 		r.replayed = true;
 	else if (r.expires_at <= call.now)
 	{
-		hold_expire(&call, &r);
+		/* An expired hold that nobody swept yet: end it now. */
+		hold_free(&call, &r, "EXPIRED", "expire", "reclaim");
 		r.replayed = true;
 	}
 	else
-	{
-		hold_free_asset(&call, &r);
-		hold_set_status(&call, &r, "RELEASED");
-		hold_ledger(&call, &r, "release", "call", -1, 0);
-	}
+		hold_free(&call, &r, "RELEASED", "release", "call");
 	hc_call_end(&call);
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));
 }
@@ -568,26 +547,19 @@ hc_extend(PG_FUNCTION_ARGS)
 	until = Min(call.now + ttl, cap);
 	if (until > r.expires_at)
 	{
-		Datum		values[4];
-		HcLedgerEntry e = {0};
+		Datum		values[7];
 
 		values[0] = HC_TEXT(r.asset_id);
 		values[1] = HC_TEXT(r.id);
 		values[2] = TimestampTzGetDatum(until);
 		values[3] = TimestampTzGetDatum(call.now);
-		if (hc_run(&extend_hold, values, NULL, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
-
-		e.kind = "asset";
-		e.entity_id = r.asset_id;
-		e.event = "extend";
-		e.source = "call";
-		e.reservation_id = r.id;
-		e.buyer_id = r.buyer_id;
+		values[4] = HC_TEXT(call.function);
+		values[5] = HC_TEXT(call.actor);
 		/* timestamptz_to_str() returns a static buffer: copy the first. */
-		e.detail = psprintf("expires_at %s -> %s", pstrdup(timestamptz_to_str(r.expires_at)),
-							timestamptz_to_str(until));
-		hc_ledger_append(&call, &e);
+		values[6] = HC_TEXT(psprintf("expires_at %s -> %s", pstrdup(timestamptz_to_str(r.expires_at)),
+									 timestamptz_to_str(until)));
+		if (hc_run(&extend_hold, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
 		r.expires_at = until;
 	}
 	hc_call_end(&call);

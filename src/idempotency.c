@@ -2,43 +2,44 @@
  * idempotency.c
  *		Idempotency keys: one key space for every function that takes one.
  *
- * A call claims its key before it does anything else, by inserting the key
- * with the fingerprint of the call (function and arguments) and the
- * response it is about to give.  The insert is the rendezvous: a second call
- * with the same key waits for the first transaction, then either replays
- * what it stored or, if the first rolled back, claims the key itself.  A call
- * that fails rolls its claim back with it, so a failure stores nothing.
+ * A key lives on the reservation it made (idempotency_key, with the
+ * fingerprint of the request), so a new request writes no row of its own.
+ * Two calls with the same key meet at a transaction-level lock on the key's
+ * hash, taken before anything else: the second waits for the first to end,
+ * then finds its reservation and replays it, or, if the first rolled back,
+ * goes ahead itself.  A refused call writes nothing and stores nothing.
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
+#include "common/hashfn.h"
 #include "common/sha2.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 
 #include "errors.h"
 #include "holdcommit.h"
 #include "idempotency.h"
 
-static HcStatement claim_key = {
-	"INSERT INTO hc_idempotency_keys"
-	" (scope_id, key, function, fingerprint, reservation_id, status, expires_at, created_at)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-	" ON CONFLICT DO NOTHING",
-	8, {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+/*
+ * Advisory locks of holdcommit keys use this in field 4 of the lock tag;
+ * pg_advisory_lock() uses 1 and 2, so the two never meet.
+ */
+#define HC_KEY_LOCK_SPACE	0x4843
+
+static HcStatement forget_hold_key = {
+	"UPDATE hc_reservations SET idempotency_key = NULL"
+	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
+	2, {TEXTOID, TEXTOID}
 };
 
-static HcStatement read_key = {
-	"SELECT function, fingerprint, reservation_id, status, expires_at, created_at"
-	"  FROM hc_idempotency_keys"
-	" WHERE key OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}
-};
-
-static HcStatement forget_key = {
-	"DELETE FROM hc_idempotency_keys"
-	" WHERE key OPERATOR(pg_catalog.=) $1 AND created_at OPERATOR(pg_catalog.<=) $2",
-	2, {TEXTOID, TIMESTAMPTZOID}
+static HcStatement forget_stock_key = {
+	"UPDATE hc_stock_reservations SET idempotency_key = NULL"
+	" WHERE scope_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
+	2, {TEXTOID, TEXTOID}
 };
 
 /*
@@ -58,7 +59,7 @@ hc_fingerprint_add(HcFingerprint *fp, const char *value)
 	appendStringInfo(&fp->buf, "%zu:%s;", strlen(value), value);
 }
 
-static bytea *
+bytea *
 hc_fingerprint_digest(HcFingerprint *fp)
 {
 	bytea	   *digest = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
@@ -74,67 +75,62 @@ hc_fingerprint_digest(HcFingerprint *fp)
 }
 
 /*
- * Claim the key for a new request (returns true), or find the response
- * stored by an earlier call with the same key and arguments (returns false
- * and fills *stored).  The same key with other arguments raises RS005.  A
- * key older than holdcommit.idempotency_retention is forgotten and reclaimed.
+ * Wait for any other transaction that is using the key, and keep others
+ * waiting for ours.  Held until the transaction ends; in memory only.
  */
-bool
-hc_idempotency_claim(HcCall *call, const char *key, const char *scope_id,
-					 HcFingerprint *fp, const HcStoredResponse *fresh,
-					 HcStoredResponse *stored)
+void
+hc_idempotency_lock(const char *key)
 {
-	bytea	   *digest = hc_fingerprint_digest(fp);
+	LOCKTAG		tag;
+	uint64		hash = hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
+						 HC_KEY_LOCK_SPACE);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * Judge what a domain statement found for the key, in row 0 from column
+ * first on (HC_KNOWN_KEY_COLUMNS): nothing (new), the same request within
+ * holdcommit.idempotency_retention (replay, *known filled), another request
+ * (RS005), or a key past retention, which is forgotten here so that the
+ * caller can run again.
+ */
+HcKeyVerdict
+hc_idempotency_judge(HcCall *call, const char *key, bytea *digest, int first,
+					 HcKnownKey *known)
+{
 	TimestampTz retention_start = call->now - (int64) hc_idempotency_retention * USECS_PER_SEC;
-	int			tries;
+	bool		isnull;
+	char	   *kind = hc_text(call, 0, first);
+	bytea	   *stored;
 
-	for (tries = 0; tries < 3; tries++)
+	if (kind == NULL)
+		return HC_KEY_NEW;
+	known->id = hc_text(call, 0, first + 1);
+	known->scope_id = hc_text(call, 0, first + 2);
+	known->buyer_id = hc_text(call, 0, first + 3);
+	stored = DatumGetByteaPP(hc_datum(0, first + 4, &isnull));
+	known->created_at = hc_timestamptz(0, first + 5);
+
+	if (known->created_at <= retention_start)
 	{
-		Datum		values[8];
-		Datum		lookup[2];
-		bytea	   *stored_digest;
-		bool		isnull;
-		char	   *stored_function;
+		Datum		values[2];
 
-		values[0] = HC_TEXT(scope_id);
-		values[1] = HC_TEXT(key);
-		values[2] = HC_TEXT(call->function);
-		values[3] = PointerGetDatum(digest);
-		values[4] = HC_TEXT(fresh->reservation_id);
-		values[5] = HC_TEXT(fresh->status);
-		values[6] = TimestampTzGetDatum(fresh->expires_at);
-		values[7] = TimestampTzGetDatum(fresh->created_at);
-		if (hc_run(&claim_key, values, NULL, SPI_OK_INSERT) == 1)
-			return true;
-
-		/* Taken: by whom, and is it still within the retention window? */
-		lookup[0] = HC_TEXT(key);
-		if (hc_run(&read_key, lookup, NULL, SPI_OK_SELECT) == 0)
-			continue;			/* purged in between: claim again */
-		if (hc_timestamptz(0, 6) <= retention_start)
-		{
-			lookup[1] = TimestampTzGetDatum(retention_start);
-			hc_run(&forget_key, lookup, NULL, SPI_OK_DELETE);
-			continue;
-		}
-
-		stored_function = hc_text(call, 0, 1);
-		stored_digest = DatumGetByteaPP(hc_datum(0, 2, &isnull));
-		if (strcmp(stored_function, call->function) != 0 ||
-			VARSIZE_ANY_EXHDR(stored_digest) != PG_SHA256_DIGEST_LENGTH ||
-			memcmp(VARDATA_ANY(stored_digest), VARDATA(digest), PG_SHA256_DIGEST_LENGTH) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_HC_IDEMPOTENCY_KEY_REUSED),
-					 errmsg("idempotency key \"%s\" was already used for a different request", key),
-					 errdetail("The key was first used by %s with other arguments.", stored_function),
-					 errhint("Send a new idempotency key for a new request; reuse a key only to retry the same request.")));
-
-		stored->reservation_id = hc_text(call, 0, 3);
-		stored->status = hc_text(call, 0, 4);
-		stored->expires_at = hc_timestamptz(0, 5);
-		stored->created_at = hc_timestamptz(0, 6);
-		return false;
+		values[0] = HC_TEXT(known->scope_id);
+		values[1] = HC_TEXT(known->id);
+		if (hc_run(strcmp(kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key,
+				   values, NULL, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "could not forget idempotency key \"%s\"", key);
+		return HC_KEY_FORGOTTEN;
 	}
-	elog(ERROR, "could not claim idempotency key \"%s\"", key);
-	return false;				/* keep compiler quiet */
+	if (isnull || VARSIZE_ANY_EXHDR(stored) != PG_SHA256_DIGEST_LENGTH ||
+		memcmp(VARDATA_ANY(stored), VARDATA(digest), PG_SHA256_DIGEST_LENGTH) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_HC_IDEMPOTENCY_KEY_REUSED),
+				 errmsg("idempotency key \"%s\" was already used for a different request", key),
+				 errdetail("A %s was made with this key and other arguments.",
+						   strcmp(kind, "hold") == 0 ? "hold" : "stock reservation"),
+				 errhint("Send a new idempotency key for a new request; reuse a key only to retry the same request.")));
+	return HC_KEY_REPLAY;
 }

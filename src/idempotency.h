@@ -9,24 +9,50 @@
 
 #include "call.h"
 
-/* Idempotency keys (idempotency.c). */
 typedef struct HcFingerprint
 {
 	StringInfoData buf;
 } HcFingerprint;
 
-typedef struct HcStoredResponse
+/*
+ * The reservation a key already made, as a domain statement read it with
+ * HC_KNOWN_KEY: the columns kind, id, scope_id, buyer_id, fingerprint,
+ * created_at, in that order, from column first on.
+ */
+typedef enum HcKeyVerdict
 {
-	char	   *reservation_id;
-	char	   *status;
-	TimestampTz expires_at;
+	HC_KEY_NEW,					/* no call has used the key: go ahead */
+	HC_KEY_REPLAY,				/* the same request: return what it made */
+	HC_KEY_FORGOTTEN			/* past retention, now forgotten: run again */
+} HcKeyVerdict;
+
+typedef struct HcKnownKey
+{
+	char	   *id;
+	char	   *scope_id;
+	char	   *buyer_id;
 	TimestampTz created_at;
-} HcStoredResponse;
+} HcKnownKey;
+
+/*
+ * A CTE "known" with the reservation, of either kind, that holds the key
+ * given as parameter param: one key space for holds and stock.
+ */
+#define HC_KNOWN_KEY(param) \
+	"known AS (" \
+	"  SELECT 'hold' AS kind, id, asset_id AS scope_id, buyer_id, fingerprint, created_at" \
+	"    FROM hc_reservations WHERE idempotency_key OPERATOR(pg_catalog.=) " param \
+	"  UNION ALL" \
+	"  SELECT 'stock', id, scope_id, buyer_id, fingerprint, created_at" \
+	"    FROM hc_stock_reservations WHERE idempotency_key OPERATOR(pg_catalog.=) " param \
+	"  LIMIT 1)"
+#define HC_KNOWN_KEY_COLUMNS "k.kind, k.id, k.scope_id, k.buyer_id, k.fingerprint, k.created_at"
 
 extern void hc_fingerprint_init(HcFingerprint *fp, const char *function);
 extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
-extern bool hc_idempotency_claim(HcCall *call, const char *key, const char *scope_id,
-								 HcFingerprint *fp, const HcStoredResponse *fresh,
-								 HcStoredResponse *stored);
+extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
+extern void hc_idempotency_lock(const char *key);
+extern HcKeyVerdict hc_idempotency_judge(HcCall *call, const char *key, bytea *digest,
+										 int first, HcKnownKey *known);
 
 #endif							/* HOLDCOMMIT_IDEMPOTENCY_H */

@@ -12,12 +12,10 @@
 #include "ledger.h"
 
 static HcStatement append_entry = {
-	"INSERT INTO hc_ledger"
-	" (at, kind, entity_id, event, source, function, reservation_id, buyer_id,"
-	"  reserved_delta, stock_delta, actor, detail)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-	12, {TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
-	TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID}
+	HC_LEDGER_INSERT
+	" VALUES ($2, $3, $13, $1, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+	13, {TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+	TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, INT8OID}
 };
 
 /* A nullable text argument: the value, or a null marked as such. */
@@ -32,8 +30,8 @@ ledger_text(Datum *values, char *nulls, int i, const char *s)
 void
 hc_ledger_append(HcCall *call, const HcLedgerEntry *entry)
 {
-	Datum		values[12];
-	char		nulls[12];
+	Datum		values[13];
+	char		nulls[13];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = TimestampTzGetDatum(call->now);
@@ -48,5 +46,6 @@ hc_ledger_append(HcCall *call, const HcLedgerEntry *entry)
 	values[9] = Int32GetDatum(entry->stock_delta);
 	values[10] = HC_TEXT(call->actor);
 	ledger_text(values, nulls, 11, entry->detail);
+	values[12] = Int64GetDatum(entry->seq);
 	hc_run(&append_entry, values, nulls, SPI_OK_INSERT);
 }

@@ -5,16 +5,22 @@
  *
  * hc_inventory keeps stock and reserved per product (CHECK stock >= reserved
  * >= 0); each reservation has one line per product, and a line is counted in
- * reserved exactly while its status is RESERVED.  Product rows are locked in
- * product_id order (bytewise, COLLATE "C"), and a product's lines change only
- * under its row lock, so two orders never deadlock.  The one lock taken
- * between product rows (marking a reclaimed reservation EXPIRED) skips a
- * reservation row that is locked, rather than waiting for it.
+ * reserved exactly while its status is RESERVED.  Product rows are locked
+ * one at a time in product_id order (bytewise, COLLATE "C"), and a product's
+ * lines change only under its row lock, so two orders never deadlock.  The
+ * one lock taken between product rows (marking a reclaimed reservation
+ * EXPIRED) skips a reservation row that is locked, rather than waiting.
  *
  * So a reservation can still say RESERVED while a reclaimer has already
  * expired some of its lines.  Every transition therefore looks at each
  * line's own status under its product's lock: a line stops counting exactly
  * once, and a reservation with an expired line is an expired reservation.
+ *
+ * A reserve reads first, without locking, and refuses (RS002) or replays
+ * from that read alone; it then writes the reservation and its lines, and
+ * only last takes each product's row lock, for the conditional update of
+ * reserved and its ledger row, so a hot product's row is held for as short
+ * a time as the transaction allows.
  */
 #include "postgres.h"
 
@@ -42,6 +48,9 @@ PG_FUNCTION_INFO_V1(hc_reserve_items);
 PG_FUNCTION_INFO_V1(hc_finalize);
 PG_FUNCTION_INFO_V1(hc_unreserve);
 
+/* The most expired lines one call reclaims; the sweeper clears the rest. */
+#define STOCK_RECLAIM_MAX_LINES 1000
+
 typedef struct StockLine
 {
 	char	   *product_id;
@@ -53,6 +62,7 @@ typedef struct StockLine
 typedef struct StockReservation
 {
 	char	   *id;
+	char	   *scope_id;
 	char	   *buyer_id;
 	char	   *status;
 	TimestampTz expires_at;
@@ -62,36 +72,83 @@ typedef struct StockReservation
 	int			nlines;
 } StockReservation;
 
-/* The atomic conditional step: reserved += qty where that much is available. */
-static HcStatement reserve_stock = {
-	"UPDATE hc_inventory"
-	"   SET reserved = reserved OPERATOR(pg_catalog.+) $2,"
-	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
-	" WHERE product_id OPERATOR(pg_catalog.=) $1"
-	"   AND stock OPERATOR(pg_catalog.-) reserved OPERATOR(pg_catalog.>=) $2",
-	3, {TEXTOID, INT4OID, TIMESTAMPTZOID}
-};
-
 static HcStatement lock_product = {
 	"SELECT stock, reserved FROM hc_inventory"
 	" WHERE product_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
 	1, {TEXTOID}
 };
 
-static HcStatement lock_products = {
-	"SELECT product_id, stock, reserved FROM hc_inventory"
-	" WHERE product_id OPERATOR(pg_catalog.=) ANY ($1)"
-	" ORDER BY product_id COLLATE \"C\" FOR NO KEY UPDATE",
-	1, {TEXTARRAYOID}
+/*
+ * Everything a new order must know, in one read: the reservation its key
+ * already made, and for each line the product's numbers and, only where too
+ * little is free, the units that expired lines still hold (as many as one
+ * call may reclaim).  $1 products (sorted), $2 quantities, $3 now, $4 key.
+ */
+static HcStatement read_order = {
+	"WITH " HC_KNOWN_KEY("$4")
+	" SELECT p.product_id, i.stock, i.reserved,"
+	"        CASE WHEN i.stock OPERATOR(pg_catalog.-) i.reserved OPERATOR(pg_catalog.<) p.qty THEN"
+	"          (SELECT COALESCE(pg_catalog.sum(x.qty), 0)"
+	"             FROM (SELECT l.qty FROM hc_stock_reservation_lines l"
+	"                    WHERE l.product_id OPERATOR(pg_catalog.=) p.product_id"
+	"                      AND l.status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"                      AND l.expires_at OPERATOR(pg_catalog.<=) $3"
+	"                    ORDER BY l.expires_at LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") x)"
+	"        END, "
+	HC_KNOWN_KEY_COLUMNS
+	"   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+	"        WITH ORDINALITY AS p (product_id, qty, n)"
+	"   LEFT JOIN hc_inventory i ON i.product_id OPERATOR(pg_catalog.=) p.product_id"
+	"   LEFT JOIN known k ON true"
+	"  ORDER BY p.n",
+	4, {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, TEXTOID}
+};
+
+/*
+ * The reservation and its lines.  $1 products (sorted; the first is the
+ * reservation's scope), $2 quantities, $3 id, $4 buyer, $5 key,
+ * $6 fingerprint, $7 expires_at, $8 now.
+ */
+static HcStatement insert_order = {
+	"WITH r AS ("
+	"  INSERT INTO hc_stock_reservations"
+	"    (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
+	"  VALUES ($1[1], $3, $4, $5, $6, 'RESERVED', $7, $8))"
+	" INSERT INTO hc_stock_reservation_lines"
+	"   (product_id, reservation_id, qty, status, expires_at, buyer_id)"
+	" SELECT p, $3, q, 'RESERVED', $7, $4"
+	"   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u (p, q)",
+	8, {TEXTARRAYOID, INT4ARRAYOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID}
+};
+
+/*
+ * The atomic conditional step, reserved += qty where that much is available,
+ * with its ledger row.  $1 product, $2 qty, $3 now, $4 function,
+ * $5 reservation, $6 buyer, $7 actor.
+ */
+static HcStatement take_stock = {
+	"WITH u AS ("
+	"  UPDATE hc_inventory"
+	"     SET reserved = reserved OPERATOR(pg_catalog.+) $2,"
+	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1"
+	"     AND stock OPERATOR(pg_catalog.-) reserved OPERATOR(pg_catalog.>=) $2"
+	"  RETURNING version)"
+	HC_LEDGER_INSERT
+	" SELECT 'product', $1, u.version, $3, 'reserve', 'call', $4, $5, $6, $2, 0, $7, NULL"
+	"   FROM u RETURNING seq",
+	7, {TEXTOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
 /*
  * Reclaim, in one statement, the oldest expired lines of a product whose row
  * we have locked: just enough of them to free $3 units, and never more than
- * $4 lines, so that no caller pays for a backlog the sweeper should clear.
- * Each line stops counting once (its own status is checked), gets its ledger
- * row, and its reservation becomes EXPIRED unless another reclaim has that
- * row locked.  Returns the units freed, or no row.
+ * STOCK_RECLAIM_MAX_LINES lines, so that no caller pays for a backlog the
+ * sweeper should clear.  Each line stops counting once (its own status is
+ * checked), gets its ledger row, and its reservation becomes EXPIRED unless
+ * another reclaim has that row locked.  Returns the units freed, or no row.
+ * $1 product, $2 now, $3 units wanted, $4 function, $5 actor.
  */
 static HcStatement reclaim_lines = {
 	"WITH doomed AS ("
@@ -102,7 +159,8 @@ static HcStatement reclaim_lines = {
 	"             WHERE product_id OPERATOR(pg_catalog.=) $1"
 	"               AND status OPERATOR(pg_catalog.=) 'RESERVED'"
 	"               AND expires_at OPERATOR(pg_catalog.<=) $2"
-	"             ORDER BY expires_at, reservation_id LIMIT $4) oldest) s"
+	"             ORDER BY expires_at, reservation_id"
+	"             LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") oldest) s"
 	"   WHERE running OPERATOR(pg_catalog.-) qty OPERATOR(pg_catalog.<) $3),"
 	" expired AS ("
 	"  UPDATE hc_stock_reservation_lines l SET status = 'EXPIRED'"
@@ -110,14 +168,20 @@ static HcStatement reclaim_lines = {
 	"   WHERE l.product_id OPERATOR(pg_catalog.=) $1"
 	"     AND l.reservation_id OPERATOR(pg_catalog.=) d.reservation_id"
 	"     AND l.status OPERATOR(pg_catalog.=) 'RESERVED'"
-	"  RETURNING l.reservation_id, l.qty),"
-	" logged AS ("
-	"  INSERT INTO hc_ledger (at, kind, entity_id, event, source, function,"
-	"                         reservation_id, buyer_id, reserved_delta, stock_delta, actor)"
-	"  SELECT $2, 'product', $1, 'reclaim', 'reclaim', $5, e.reservation_id, r.buyer_id,"
-	"         OPERATOR(pg_catalog.-) e.qty, 0, $6"
-	"    FROM expired e JOIN hc_stock_reservations r"
-	"      ON r.id OPERATOR(pg_catalog.=) e.reservation_id),"
+	"  RETURNING l.reservation_id, l.qty, l.buyer_id),"
+	" moved AS ("
+	"  UPDATE hc_inventory i"
+	"     SET reserved = i.reserved OPERATOR(pg_catalog.-) t.total,"
+	"         version = i.version OPERATOR(pg_catalog.+) t.n, updated_at = $2"
+	"    FROM (SELECT pg_catalog.sum(qty)::pg_catalog.int4 AS total,"
+	"                 pg_catalog.count(*)::pg_catalog.int4 AS n FROM expired) t"
+	"   WHERE i.product_id OPERATOR(pg_catalog.=) $1 AND t.n OPERATOR(pg_catalog.>) 0"
+	"  RETURNING i.version, t.total, t.n),"
+	" logged AS (" HC_LEDGER_INSERT
+	"  SELECT 'product', $1, m.version OPERATOR(pg_catalog.-) m.n OPERATOR(pg_catalog.+) e.k,"
+	"         $2, 'reclaim', 'reclaim', $4, e.reservation_id, e.buyer_id,"
+	"         OPERATOR(pg_catalog.-) e.qty, 0, $5, NULL"
+	"    FROM moved m, (SELECT *, pg_catalog.row_number() OVER () AS k FROM expired) e),"
 	" ended AS ("
 	"  UPDATE hc_stock_reservations SET status = 'EXPIRED', ended_at = $2"
 	"   WHERE id OPERATOR(pg_catalog.=) ANY ("
@@ -125,108 +189,90 @@ static HcStatement reclaim_lines = {
 	"      WHERE r.id OPERATOR(pg_catalog.=) ANY (SELECT reservation_id FROM expired)"
 	"        AND r.status OPERATOR(pg_catalog.=) 'RESERVED'"
 	"        FOR NO KEY UPDATE SKIP LOCKED))"
-	" UPDATE hc_inventory i"
-	"    SET reserved = i.reserved OPERATOR(pg_catalog.-) t.total,"
-	"        version = i.version OPERATOR(pg_catalog.+) 1, updated_at = $2"
-	"   FROM (SELECT pg_catalog.sum(qty)::pg_catalog.int4 AS total FROM expired) t"
-	"  WHERE i.product_id OPERATOR(pg_catalog.=) $1 AND t.total IS NOT NULL"
-	" RETURNING t.total",
-	6, {TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID}
+	" SELECT total FROM moved",
+	5, {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID}
 };
 
-/* The most expired lines one call reclaims; the sweeper clears the rest. */
-#define STOCK_RECLAIM_MAX_LINES 1000
-
-/* Change a product's stock and reserved by the given amounts. */
-static HcStatement move_stock = {
-	"UPDATE hc_inventory"
-	"   SET stock = stock OPERATOR(pg_catalog.+) $2, reserved = reserved OPERATOR(pg_catalog.+) $3,"
-	"       version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
-	" WHERE product_id OPERATOR(pg_catalog.=) $1"
-	" RETURNING *",
-	4, {TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID}
-};
-
-static HcStatement insert_reservation = {
-	"INSERT INTO hc_stock_reservations"
-	" (scope_id, id, buyer_id, idempotency_key, status, expires_at, created_at)"
-	" VALUES ($6, $1, $2, $3, 'RESERVED', $4, $5)",
-	6, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
-};
-
-static HcStatement insert_lines = {
-	"INSERT INTO hc_stock_reservation_lines"
-	" (product_id, reservation_id, qty, status, expires_at)"
-	" SELECT p, $2, q, 'RESERVED', $4 FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($3)) AS u(p, q)",
-	4, {TEXTARRAYOID, TEXTOID, INT4ARRAYOID, TIMESTAMPTZOID}
-};
-
-static HcStatement reservation_lines = {
-	"SELECT product_id, qty, status FROM hc_stock_reservation_lines"
+/* The products of a reservation, in the order they are locked in. */
+static HcStatement order_products = {
+	"SELECT product_id FROM hc_stock_reservation_lines"
 	" WHERE reservation_id OPERATOR(pg_catalog.=) $1"
 	" ORDER BY product_id COLLATE \"C\"",
 	1, {TEXTOID}
 };
 
-static HcStatement lock_reservation = {
-	"SELECT buyer_id, status, expires_at, created_at FROM hc_stock_reservations"
-	" WHERE id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
+/* Lock a reservation and read it with its lines (its products are locked). */
+static HcStatement lock_order = {
+	"SELECT r.scope_id, r.buyer_id, r.status, r.expires_at, r.created_at,"
+	"       l.product_id, l.qty, l.status"
+	"  FROM hc_stock_reservations r"
+	"  JOIN hc_stock_reservation_lines l ON l.reservation_id OPERATOR(pg_catalog.=) r.id"
+	" WHERE r.id OPERATOR(pg_catalog.=) $1"
+	" ORDER BY l.product_id COLLATE \"C\""
+	" FOR NO KEY UPDATE OF r",
 	1, {TEXTOID}
 };
 
-/* Move a line from the status we read under the lock to its new one. */
-static HcStatement set_line_status = {
-	"UPDATE hc_stock_reservation_lines SET status = $3"
-	" WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2"
-	"   AND status OPERATOR(pg_catalog.=) $4",
-	4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+/*
+ * Move one line from status $4, as read under the lock, to $3, change its
+ * product's stock by $5 and reserved by $6, and write the ledger row (event
+ * $8 from source $9).  $1 product, $2 reservation, $7 now, $10 function,
+ * $11 actor.
+ */
+static HcStatement move_line = {
+	"WITH l AS ("
+	"  UPDATE hc_stock_reservation_lines SET status = $3"
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2"
+	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id),"
+	" i AS ("
+	"  UPDATE hc_inventory"
+	"     SET stock = stock OPERATOR(pg_catalog.+) $5, reserved = reserved OPERATOR(pg_catalog.+) $6,"
+	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $7"
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM l)"
+	"  RETURNING version)"
+	HC_LEDGER_INSERT
+	" SELECT 'product', $1, i.version, $7, $8, $9, $10, $2, l.buyer_id, $6, $5, $11, NULL"
+	"   FROM l, i RETURNING seq",
+	11, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+	TEXTOID, TEXTOID, TEXTOID}
 };
 
-static HcStatement end_reservation = {
-	"UPDATE hc_stock_reservations SET status = $2, ended_at = $3"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) $4",
-	4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
+/* End a reservation that is still $5 as read under the lock. */
+static HcStatement end_order = {
+	"UPDATE hc_stock_reservations SET status = $3, ended_at = $4"
+	" WHERE scope_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
+	"   AND status OPERATOR(pg_catalog.=) $5",
+	5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
 };
 
+/* $1 product, $2 now, $3 stock, $4 function, $5 actor. */
 static HcStatement create_product = {
-	"INSERT INTO hc_inventory (product_id, stock, reserved, created_at, updated_at)"
-	" VALUES ($1, $3, 0, $2, $2) ON CONFLICT (product_id) DO NOTHING RETURNING *",
-	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+	"WITH i AS ("
+	"  INSERT INTO hc_inventory (product_id, stock, reserved, created_at, updated_at)"
+	"  VALUES ($1, $3, 0, $2, $2) ON CONFLICT (product_id) DO NOTHING RETURNING *),"
+	" logged AS (" HC_LEDGER_INSERT
+	"  SELECT 'product', $1, i.version, $2, 'stock_set', 'adjustment', $4, NULL, NULL, 0, $3,"
+	"         $5, 'created' FROM i)"
+	" SELECT * FROM i",
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID}
 };
 
-/* A ledger entry for a product. */
-static void
-stock_ledger(HcCall *call, const char *product_id, const char *event, const char *source,
-			 const char *reservation_id, const char *buyer_id,
-			 int32 reserved_delta, int32 stock_delta, const char *detail)
-{
-	HcLedgerEntry e = {0};
-
-	e.kind = "product";
-	e.entity_id = product_id;
-	e.event = event;
-	e.source = source;
-	e.reservation_id = reservation_id;
-	e.buyer_id = buyer_id;
-	e.reserved_delta = reserved_delta;
-	e.stock_delta = stock_delta;
-	e.detail = detail;
-	hc_ledger_append(call, &e);
-}
-
-/* Add the deltas to a product's stock and reserved; the row is in SPI_tuptable. */
-static void
-stock_move(HcCall *call, const char *product_id, int32 stock_delta, int32 reserved_delta)
-{
-	Datum		values[4];
-
-	values[0] = HC_TEXT(product_id);
-	values[1] = Int32GetDatum(stock_delta);
-	values[2] = Int32GetDatum(reserved_delta);
-	values[3] = TimestampTzGetDatum(call->now);
-	if (hc_run(&move_stock, values, NULL, SPI_OK_UPDATE_RETURNING) != 1)
-		elog(ERROR, "product \"%s\" vanished", product_id);
-}
+/*
+ * Set a locked product's stock from $6 to $2, with ledger event $4 unless
+ * nothing changes.  $1 product, $3 now, $5 function, $7 actor, $8 detail.
+ */
+static HcStatement set_stock = {
+	"WITH i AS ("
+	"  UPDATE hc_inventory"
+	"     SET stock = $2, version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1 RETURNING *),"
+	" logged AS (" HC_LEDGER_INSERT
+	"  SELECT 'product', $1, i.version, $3, $4, 'adjustment', $5, NULL, NULL, 0,"
+	"         $2 OPERATOR(pg_catalog.-) $6, $7, $8"
+	"    FROM i WHERE $2 OPERATOR(pg_catalog.<>) $6)"
+	" SELECT * FROM i",
+	8, {TEXTOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TEXTOID}
+};
 
 /* RS006 for a product. */
 static void
@@ -239,65 +285,10 @@ product_not_found(const char *product_id)
 			 errhint("Create it with hc_stock_set() first.")));
 }
 
-/*
- * Reclaim expired lines of a product whose row we have locked, enough to
- * free needed units if there are that many (at most STOCK_RECLAIM_MAX_LINES
- * lines).  Returns the units freed.
- */
-static int64
-stock_reclaim(HcCall *call, const char *product_id, int64 needed)
-{
-	Datum		values[6];
-
-	values[0] = HC_TEXT(product_id);
-	values[1] = TimestampTzGetDatum(call->now);
-	values[2] = Int64GetDatum(needed);
-	values[3] = Int32GetDatum(STOCK_RECLAIM_MAX_LINES);
-	values[4] = HC_TEXT(call->function);
-	values[5] = HC_TEXT(call->actor);
-	if (hc_run(&reclaim_lines, values, NULL, SPI_OK_UPDATE_RETURNING) == 0)
-		return 0;
-	return hc_int32(0, 1);
-}
-
-/*
- * Reserve qty of one product: the atomic conditional update, which holds the
- * product's row lock for nothing else.  Only if it finds too little, lock the
- * row, reclaim as many expired units as are missing, and try once more.
- * Returns false if there is still too little; RS006 if the product does not
- * exist.
- */
-static bool
-stock_take(HcCall *call, const char *product_id, int32 qty)
-{
-	Datum		values[3];
-	int64		missing;
-
-	values[0] = HC_TEXT(product_id);
-	values[1] = Int32GetDatum(qty);
-	values[2] = TimestampTzGetDatum(call->now);
-	if (hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1)
-		return true;
-	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
-		product_not_found(product_id);
-	missing = (int64) qty - (hc_int32(0, 1) - hc_int32(0, 2));
-	return stock_reclaim(call, product_id, missing) >= missing &&
-		hc_run(&reserve_stock, values, NULL, SPI_OK_UPDATE) == 1;
-}
-
-/* RS002, with the numbers of the product's locked row. */
+/* RS002, with the product's numbers as last read. */
 static void
-stock_insufficient(const char *product_id, int32 qty)
+stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 reserved)
 {
-	Datum		values[1];
-	int32		stock;
-	int32		reserved;
-
-	values[0] = HC_TEXT(product_id);
-	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) != 1)
-		elog(ERROR, "product \"%s\" vanished", product_id);
-	stock = hc_int32(0, 1);
-	reserved = hc_int32(0, 2);
 	ereport(ERROR,
 			(errcode(ERRCODE_HC_INSUFFICIENT_STOCK),
 			 errmsg("insufficient stock for product \"%s\"", product_id),
@@ -307,26 +298,59 @@ stock_insufficient(const char *product_id, int32 qty)
 }
 
 /*
- * Lock the products of an order in product_id order and raise RS006 for the
- * first that does not exist, before any of them is checked for stock.
+ * Reclaim expired lines of a product whose row we have locked, enough to
+ * free needed units if there are that many (at most STOCK_RECLAIM_MAX_LINES
+ * lines).  Returns the units freed.
  */
-static void
-stock_lock_all(HcCall *call, const StockLine *lines, int n)
+static int64
+stock_reclaim(HcCall *call, const char *product_id, int64 needed)
 {
-	Datum	   *products = palloc(sizeof(Datum) * n);
-	Datum		values[1];
-	uint64		found;
-	int			i;
+	Datum		values[5];
 
-	for (i = 0; i < n; i++)
-		products[i] = HC_TEXT(lines[i].product_id);
-	values[0] = PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT));
-	found = hc_run(&lock_products, values, NULL, SPI_OK_SELECT);
-	for (i = 0; i < n && (uint64) i < found; i++)
-		if (strcmp(hc_text(call, i, 1), lines[i].product_id) != 0)
-			break;
-	if (i < n)
-		product_not_found(lines[i].product_id);
+	values[0] = HC_TEXT(product_id);
+	values[1] = TimestampTzGetDatum(call->now);
+	values[2] = Int64GetDatum(needed);
+	values[3] = HC_TEXT(call->function);
+	values[4] = HC_TEXT(call->actor);
+	if (hc_run(&reclaim_lines, values, NULL, SPI_OK_SELECT) == 0)
+		return 0;
+	return hc_int32(0, 1);
+}
+
+/*
+ * Reserve qty of a product for a reservation: the conditional update, which
+ * holds the product's row lock for nothing else.  If it finds too little,
+ * lock the row, reclaim as many expired units as are missing, and try once
+ * more.  Returns false if there is still too little, with the product's
+ * numbers in *stock and *reserved.
+ */
+static bool
+stock_take(HcCall *call, const char *product_id, int32 qty, const char *reservation_id,
+		   const char *buyer_id, int32 *stock, int32 *reserved)
+{
+	Datum		values[7];
+
+	values[0] = HC_TEXT(product_id);
+	values[1] = Int32GetDatum(qty);
+	values[2] = TimestampTzGetDatum(call->now);
+	values[3] = HC_TEXT(call->function);
+	values[4] = HC_TEXT(reservation_id);
+	values[5] = HC_TEXT(buyer_id);
+	values[6] = HC_TEXT(call->actor);
+	if (hc_run(&take_stock, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
+		return true;
+	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
+		product_not_found(product_id);
+	*stock = hc_int32(0, 1);
+	*reserved = hc_int32(0, 2);
+	if (stock_reclaim(call, product_id, (int64) qty - (*stock - *reserved)) == 0)
+		return false;
+	if (hc_run(&take_stock, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
+		return true;
+	hc_run(&lock_product, values, NULL, SPI_OK_SELECT);
+	*stock = hc_int32(0, 1);
+	*reserved = hc_int32(0, 2);
+	return false;
 }
 
 /* The items as jsonb: [{"product_id": "...", "qty": n}, ...]. */
@@ -471,6 +495,29 @@ stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines)
 	return lines;
 }
 
+/* A text[] or int4[] of the lines' products or quantities. */
+static Datum
+stock_products(const StockLine *lines, int n)
+{
+	Datum	   *products = palloc(sizeof(Datum) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		products[i] = HC_TEXT(lines[i].product_id);
+	return PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static Datum
+stock_quantities(const StockLine *lines, int n)
+{
+	Datum	   *qtys = palloc(sizeof(Datum) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		qtys[i] = Int32GetDatum(lines[i].qty);
+	return PointerGetDatum(construct_array(qtys, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
 /*
  * The body of hc_reserve and hc_reserve_items: all lines or nothing.
  */
@@ -480,17 +527,14 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 {
 	HcCall		call;
 	HcFingerprint fp;
-	HcStoredResponse fresh;
-	HcStoredResponse stored;
+	bytea	   *digest;
+	HcKnownKey	known;
+	HcKeyVerdict verdict;
 	StockReservation r = {0};
+	Datum		values[8];
 	int			i;
 
 	hc_call_begin(&call, fcinfo, function);
-	fresh.reservation_id = hc_new_reservation_id(call.now);
-	fresh.status = "RESERVED";
-	fresh.created_at = call.now;
-	fresh.expires_at = call.now + ttl;
-
 	hc_fingerprint_init(&fp, function);
 	hc_fingerprint_add(&fp, buyer_id);
 	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
@@ -499,58 +543,75 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		hc_fingerprint_add(&fp, lines[i].product_id);
 		hc_fingerprint_add(&fp, psprintf("%d", lines[i].qty));
 	}
+	digest = hc_fingerprint_digest(&fp);
 
+	r.id = hc_new_reservation_id(call.now);
 	r.buyer_id = buyer_id;
+	r.status = "RESERVED";
+	r.created_at = call.now;
+	r.expires_at = call.now + ttl;
 	r.lines = lines;
 	r.nlines = n;
-	if (!hc_idempotency_claim(&call, key, lines[0].product_id, &fp, &fresh, &stored))
+
+	values[0] = stock_products(lines, n);
+	values[1] = stock_quantities(lines, n);
+	values[2] = TimestampTzGetDatum(call.now);
+	values[3] = HC_TEXT(key);
+	hc_idempotency_lock(key);
+	do
 	{
-		r.id = stored.reservation_id;
-		r.status = stored.status;
-		r.expires_at = stored.expires_at;
-		r.created_at = stored.created_at;
+		if (hc_run(&read_order, values, NULL, SPI_OK_SELECT) != (uint64) n)
+			elog(ERROR, "could not read the products of the order");
+		verdict = hc_idempotency_judge(&call, key, digest, 5, &known);
+	} while (verdict == HC_KEY_FORGOTTEN);
+
+	if (verdict == HC_KEY_REPLAY)
+	{
+		/* The stored response: the reservation as this request made it. */
+		r.id = known.id;
+		r.created_at = known.created_at;
+		r.expires_at = known.created_at + ttl;
 		r.replayed = true;
+		hc_call_end(&call);
+		return stock_result(fcinfo, &r);
 	}
-	else
+
+	/* Existence first, for every line; then stock, from this read alone. */
+	for (i = 0; i < n; i++)
 	{
-		Datum		values[6];
-		Datum	   *products = palloc(sizeof(Datum) * n);
-		Datum	   *qtys = palloc(sizeof(Datum) * n);
+		bool		isnull;
 
-		r.id = fresh.reservation_id;
-		r.status = fresh.status;
-		r.expires_at = fresh.expires_at;
-		r.created_at = fresh.created_at;
+		(void) hc_datum(i, 2, &isnull);
+		if (isnull)
+			product_not_found(lines[i].product_id);
+	}
+	for (i = 0; i < n; i++)
+	{
+		int32		stock = hc_int32(i, 2);
+		int32		reserved = hc_int32(i, 3);
+		bool		isnull;
+		Datum		expired = hc_datum(i, 4, &isnull);
 
-		if (n > 1)
-			stock_lock_all(&call, lines, n);
-		for (i = 0; i < n; i++)
-			if (!stock_take(&call, lines[i].product_id, lines[i].qty))
-				stock_insufficient(lines[i].product_id, lines[i].qty);
+		if (!isnull && (int64) stock - reserved + DatumGetInt64(expired) < lines[i].qty)
+			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
+	}
 
-		values[0] = HC_TEXT(r.id);
-		values[1] = HC_TEXT(buyer_id);
-		values[2] = HC_TEXT(key);
-		values[3] = TimestampTzGetDatum(r.expires_at);
-		values[4] = TimestampTzGetDatum(r.created_at);
-		values[5] = HC_TEXT(lines[0].product_id);
-		hc_run(&insert_reservation, values, NULL, SPI_OK_INSERT);
+	values[2] = HC_TEXT(r.id);
+	values[3] = HC_TEXT(buyer_id);
+	values[4] = HC_TEXT(key);
+	values[5] = PointerGetDatum(digest);
+	values[6] = TimestampTzGetDatum(r.expires_at);
+	values[7] = TimestampTzGetDatum(call.now);
+	if (hc_run(&insert_order, values, NULL, SPI_OK_INSERT) != (uint64) n)
+		elog(ERROR, "could not insert the lines of reservation \"%s\"", r.id);
 
-		for (i = 0; i < n; i++)
-		{
-			products[i] = HC_TEXT(lines[i].product_id);
-			qtys[i] = Int32GetDatum(lines[i].qty);
-		}
-		values[0] = PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT));
-		values[1] = HC_TEXT(r.id);
-		values[2] = PointerGetDatum(construct_array(qtys, n, INT4OID, 4, true, TYPALIGN_INT));
-		values[3] = TimestampTzGetDatum(r.expires_at);
-		if (hc_run(&insert_lines, values, NULL, SPI_OK_INSERT) != (uint64) n)
-			elog(ERROR, "could not insert the lines of reservation \"%s\"", r.id);
+	for (i = 0; i < n; i++)
+	{
+		int32		stock;
+		int32		reserved;
 
-		for (i = 0; i < n; i++)
-			stock_ledger(&call, lines[i].product_id, "reserve", "call", r.id, buyer_id,
-						 lines[i].qty, 0, NULL);
+		if (!stock_take(&call, lines[i].product_id, lines[i].qty, r.id, buyer_id, &stock, &reserved))
+			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
 	}
 	hc_call_end(&call);
 	return stock_result(fcinfo, &r);
@@ -596,66 +657,79 @@ hc_reserve_items(PG_FUNCTION_ARGS)
 }
 
 /*
- * Lock a reservation for finalize or unreserve: its products in order, then
- * the reservation row, and read its lines under those locks.
+ * Lock a reservation for finalize or unreserve: its products one at a time
+ * in order, then the reservation row, and read it with its lines under
+ * those locks.
  */
 static void
 stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 {
 	Datum		values[1];
-	Datum	   *products;
+	char	  **products;
 	uint64		n;
 	uint64		i;
 
 	values[0] = HC_TEXT(reservation_id);
-	n = hc_run(&reservation_lines, values, NULL, SPI_OK_SELECT);
+	n = hc_run(&order_products, values, NULL, SPI_OK_SELECT);
 	if (n == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
 				 errmsg("reservation \"%s\" does not exist", reservation_id),
 				 errdetail("No stock reservation has the id \"%s\".", reservation_id),
 				 errhint("Use the reservation_id that hc_reserve() or hc_reserve_items() returned.")));
-	products = palloc(sizeof(Datum) * n);
+	products = palloc(sizeof(char *) * n);
 	for (i = 0; i < n; i++)
-		products[i] = HC_TEXT(hc_text(call, i, 1));
-
-	values[0] = PointerGetDatum(construct_array(products, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
-	if (hc_run(&lock_products, values, NULL, SPI_OK_SELECT) != n)
-		elog(ERROR, "products of reservation \"%s\" vanished", reservation_id);
+		products[i] = hc_text(call, (int) i, 1);
+	for (i = 0; i < n; i++)
+	{
+		values[0] = HC_TEXT(products[i]);
+		if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) != 1)
+			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", products[i], reservation_id);
+	}
 
 	values[0] = HC_TEXT(reservation_id);
-	if (hc_run(&lock_reservation, values, NULL, SPI_OK_SELECT) != 1)
+	n = hc_run(&lock_order, values, NULL, SPI_OK_SELECT);
+	if (n == 0)
 		elog(ERROR, "reservation \"%s\" has lines but no row", reservation_id);
 	r->id = pstrdup(reservation_id);
-	r->buyer_id = hc_text(call, 0, 1);
-	r->status = hc_text(call, 0, 2);
-	r->expires_at = hc_timestamptz(0, 3);
-	r->created_at = hc_timestamptz(0, 4);
+	r->scope_id = hc_text(call, 0, 1);
+	r->buyer_id = hc_text(call, 0, 2);
+	r->status = hc_text(call, 0, 3);
+	r->expires_at = hc_timestamptz(0, 4);
+	r->created_at = hc_timestamptz(0, 5);
 	r->replayed = false;
-
-	/* The lines again, now that nobody else can change them. */
-	n = hc_run(&reservation_lines, values, NULL, SPI_OK_SELECT);
 	r->nlines = (int) n;
 	r->lines = palloc(sizeof(StockLine) * n);
 	for (i = 0; i < n; i++)
 	{
-		r->lines[i].product_id = hc_text(call, i, 1);
-		r->lines[i].qty = hc_int32(i, 2);
-		r->lines[i].status = hc_text(call, i, 3);
+		r->lines[i].product_id = hc_text(call, (int) i, 6);
+		r->lines[i].qty = hc_int32((int) i, 7);
+		r->lines[i].status = hc_text(call, (int) i, 8);
 	}
 }
 
-/* Give one line of the reservation its new status. */
+/*
+ * Move one line of the reservation from the status it had under the lock to
+ * its new one, with its product's stock and reserved and the ledger.
+ */
 static void
-stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *status)
+stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *status,
+				int32 stock_delta, int32 reserved_delta, const char *event, const char *source)
 {
-	Datum		values[4];
+	Datum		values[11];
 
 	values[0] = HC_TEXT(line->product_id);
 	values[1] = HC_TEXT(r->id);
 	values[2] = HC_TEXT(status);
 	values[3] = HC_TEXT(line->status);
-	if (hc_run(&set_line_status, values, NULL, SPI_OK_UPDATE) != 1)
+	values[4] = Int32GetDatum(stock_delta);
+	values[5] = Int32GetDatum(reserved_delta);
+	values[6] = TimestampTzGetDatum(call->now);
+	values[7] = HC_TEXT(event);
+	values[8] = HC_TEXT(source);
+	values[9] = HC_TEXT(call->function);
+	values[10] = HC_TEXT(call->actor);
+	if (hc_run(&move_line, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s",
 			 line->product_id, r->id, line->status);
 	line->status = pstrdup(status);
@@ -665,13 +739,14 @@ stock_set_line(HcCall *call, StockReservation *r, StockLine *line, const char *s
 static void
 stock_end(HcCall *call, StockReservation *r, const char *status)
 {
-	Datum		values[4];
+	Datum		values[5];
 
-	values[0] = HC_TEXT(r->id);
-	values[1] = HC_TEXT(status);
-	values[2] = TimestampTzGetDatum(call->now);
-	values[3] = HC_TEXT(r->status);
-	if (hc_run(&end_reservation, values, NULL, SPI_OK_UPDATE) != 1)
+	values[0] = HC_TEXT(r->scope_id);
+	values[1] = HC_TEXT(r->id);
+	values[2] = HC_TEXT(status);
+	values[3] = TimestampTzGetDatum(call->now);
+	values[4] = HC_TEXT(r->status);
+	if (hc_run(&end_order, values, NULL, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "reservation \"%s\" is no longer %s", r->id, r->status);
 	r->status = pstrdup(status);
 }
@@ -683,16 +758,9 @@ stock_expire(HcCall *call, StockReservation *r)
 	int			i;
 
 	for (i = 0; i < r->nlines; i++)
-	{
-		StockLine  *line = &r->lines[i];
-
-		if (strcmp(line->status, "RESERVED") != 0)
-			continue;
-		stock_move(call, line->product_id, 0, -line->qty);
-		stock_set_line(call, r, line, "EXPIRED");
-		stock_ledger(call, line->product_id, "expire", "reclaim", r->id, r->buyer_id,
-					 -line->qty, 0, NULL);
-	}
+		if (strcmp(r->lines[i].status, "RESERVED") == 0)
+			stock_move_line(call, r, &r->lines[i], "EXPIRED", 0, -r->lines[i].qty,
+							"expire", "reclaim");
 	if (strcmp(r->status, "RESERVED") == 0)
 		stock_end(call, r, "EXPIRED");
 }
@@ -765,22 +833,17 @@ hc_finalize(PG_FUNCTION_ARGS)
 		for (i = 0; i < r.nlines; i++)
 		{
 			StockLine  *line = &r.lines[i];
+			int32		stock;
+			int32		reserved;
 
 			if (strcmp(line->status, "RESERVED") != 0 &&
-				!stock_take(&call, line->product_id, line->qty))
+				!stock_take(&call, line->product_id, line->qty, r.id, r.buyer_id, &stock, &reserved))
 				stock_expired(&r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
 										   line->product_id));
 		}
 		for (i = 0; i < r.nlines; i++)
-		{
-			StockLine  *line = &r.lines[i];
-			bool		counted = strcmp(line->status, "RESERVED") == 0;
-
-			stock_move(&call, line->product_id, -line->qty, -line->qty);
-			stock_set_line(&call, &r, line, "FINALIZED");
-			stock_ledger(&call, line->product_id, "finalize", "call", r.id, r.buyer_id,
-						 counted ? -line->qty : 0, -line->qty, NULL);
-		}
+			stock_move_line(&call, &r, &r.lines[i], "FINALIZED", -r.lines[i].qty, -r.lines[i].qty,
+							"finalize", "call");
 		stock_end(&call, &r, "FINALIZED");
 	}
 	hc_call_end(&call);
@@ -814,14 +877,8 @@ hc_unreserve(PG_FUNCTION_ARGS)
 	else
 	{
 		for (i = 0; i < r.nlines; i++)
-		{
-			StockLine  *line = &r.lines[i];
-
-			stock_move(&call, line->product_id, 0, -line->qty);
-			stock_set_line(&call, &r, line, "RELEASED");
-			stock_ledger(&call, line->product_id, "release", "call", r.id, r.buyer_id,
-						 -line->qty, 0, NULL);
-		}
+			stock_move_line(&call, &r, &r.lines[i], "RELEASED", 0, -r.lines[i].qty,
+							"release", "call");
 		stock_end(&call, &r, "RELEASED");
 	}
 	hc_call_end(&call);
@@ -850,7 +907,8 @@ static Datum
 stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int64 new_stock,
 			 int32 stock, int32 reserved, const char *event, const char *detail)
 {
-	Datum		row;
+	Datum		values[8];
+	char		nulls[8];
 
 	if (new_stock < reserved)
 		ereport(ERROR,
@@ -865,12 +923,20 @@ stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int6
 				 errdetail("Stock would be " INT64_FORMAT "; the most it can be is %d.", new_stock, PG_INT32_MAX),
 				 errhint("Adjust by a smaller delta.")));
 
-	stock_move(call, product_id, (int32) (new_stock - stock), 0);
-	row = hc_result_row(call, fcinfo);
-	if (new_stock != stock)
-		stock_ledger(call, product_id, event, "adjustment", NULL, NULL, 0,
-					 (int32) (new_stock - stock), detail);
-	return row;
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = HC_TEXT(product_id);
+	values[1] = Int32GetDatum((int32) new_stock);
+	values[2] = TimestampTzGetDatum(call->now);
+	values[3] = HC_TEXT(event);
+	values[4] = HC_TEXT(call->function);
+	values[5] = Int32GetDatum(stock);
+	values[6] = HC_TEXT(call->actor);
+	values[7] = detail ? HC_TEXT(detail) : (Datum) 0;
+	if (detail == NULL)
+		nulls[7] = 'n';
+	if (hc_run(&set_stock, values, nulls, SPI_OK_SELECT) != 1)
+		elog(ERROR, "product \"%s\" vanished", product_id);
+	return hc_result_row(call, fcinfo);
 }
 
 /*
@@ -884,7 +950,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	HcCall		call;
 	int32		stock;
 	int32		reserved;
-	Datum		values[3];
+	Datum		values[5];
 	Datum		row;
 
 	if (new_stock < 0)
@@ -895,12 +961,10 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	values[0] = HC_TEXT(product_id);
 	values[1] = TimestampTzGetDatum(call.now);
 	values[2] = Int32GetDatum(new_stock);
-	if (hc_run(&create_product, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
-	{
+	values[3] = HC_TEXT(call.function);
+	values[4] = HC_TEXT(call.actor);
+	if (hc_run(&create_product, values, NULL, SPI_OK_SELECT) == 1)
 		row = hc_result_row(&call, fcinfo);
-		stock_ledger(&call, product_id, "stock_set", "adjustment", NULL, NULL, 0, new_stock,
-					 "created");
-	}
 	else
 	{
 		stock_lock_product(&call, product_id, &stock, &reserved);

@@ -63,7 +63,7 @@ for clients in 1 20; do
     printf '# holds, %2d clients: hc_hold %8.0f calls/s, plain SQL %8.0f calls/s, ratio %.2f\n' \
         "$clients" "$hc" "$plain" "$(awk -v a="$hc" -v b="$plain" 'BEGIN { print a / b }')"
     # reset for the next round
-    psql -qX -d $db -c "TRUNCATE hc_ledger, hc_idempotency_keys; DELETE FROM hc_reservations;
+    psql -qX -d $db -c "TRUNCATE hc_ledger; DELETE FROM hc_reservations;
         UPDATE hc_assets SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL;
         TRUNCATE plain_reservations; UPDATE plain_assets SET status = 'AVAILABLE'" >/dev/null
 done

@@ -582,7 +582,7 @@ check "assets: one reservation per key" \
                                  GROUP BY 1 HAVING count(*) > 1) k")" "0"
 check "assets: failed holds stored no key" \
     "$(q "SELECT count(*) FROM hc_idempotency_keys k
-           WHERE k.function = 'hc_hold'
+           WHERE k.kind = 'hold'
              AND NOT EXISTS (SELECT FROM chaos_calls c WHERE c.key = k.key AND c.sqlstate = '00000')")" "0"
 check "assets: no asset sold twice (one COMMITTED reservation per SOLD asset)" \
     "$(q "SELECT count(*) FROM hc_assets a
@@ -712,7 +712,7 @@ check "stock: each new reservation is stored with its key, buyer and lines" \
                      IS DISTINCT FROM chaos_items_sorted(c.target::jsonb))")" "0"
 check "stock: failed reserves stored no key" \
     "$(q "SELECT count(*) FROM hc_idempotency_keys k
-           WHERE k.function IN ('hc_reserve', 'hc_reserve_items')
+           WHERE k.kind = 'stock'
              AND NOT EXISTS (SELECT FROM chaos_calls c WHERE c.key = k.key AND c.sqlstate = '00000')")" "0"
 check "stock: every successful finalize returned FINALIZED; the reservation and its lines are FINALIZED" \
     "$(q "SELECT count(*) FROM chaos_calls c
