@@ -37,38 +37,103 @@ if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" >/dev/null; 
     exit 0
 fi
 
-# Data in every state, made by the 0.1.0 functions.  Long ttls for what must
-# stay live; a 1-second ttl, then a sleep, for what must end EXPIRED.
-if ! q $old >"$work/setup.log" 2>&1 <<SQL; then
+# Data in every state, as 0.1.0 stored it.  The installed library is the
+# new one, which needs the 0.2.0 schema, so the 0.1.0 functions cannot make
+# it: it is written as they wrote it (rows, idempotency keys with the
+# fingerprint 0.1.0 computed, ledger rows), and 0.1.0's own hc_check(), plain
+# SQL, confirms it is consistent.  Live rows end in 30 minutes; ended ones
+# are an hour old; nothing depends on the machine's speed.
+if ! q $old >"$work/setup.log" 2>&1 <<'SQL'; then
 \set VERBOSITY terse
 CREATE EXTENSION holdcommit VERSION '0.1.0';
-SELECT hc_asset_add('UP-AVAILABLE', 'never held');
-SELECT hc_asset_add('UP-HELD', 'held for the test');
-SELECT hc_asset_add('UP-SOLD', 'sold');
-SELECT hc_asset_add('UP-RELEASED', 'held, then released');
-SELECT hc_asset_add('UP-EXPIRED', 'held, expired');
-SELECT hc_stock_set('UP-P1', 20);
-SELECT hc_stock_set('UP-P2', 10);
-SELECT hc_stock_adjust('UP-P2', 5, 'restock before the update');
--- ending EXPIRED: a hold and a two-product order with 1-second ttls
-SELECT hc_hold('UP-EXPIRED', 'erin', 'up-hold-expired', '1 second');
-SELECT hc_reserve_items('[{"product_id": "UP-P1", "qty": 1}, {"product_id": "UP-P2", "qty": 1}]',
-                        'erin', 'up-order-expired', '1 second');
--- live or ended by a call
-SELECT hc_hold('UP-HELD', 'alice', 'up-hold-held', '30 minutes');
-SELECT hc_commit((hc_hold('UP-SOLD', 'bob', 'up-hold-sold', '30 minutes')).reservation_id);
-SELECT hc_release((hc_hold('UP-RELEASED', 'carol', 'up-hold-released', '30 minutes')).reservation_id);
-SELECT hc_reserve_items('[{"product_id": "UP-P1", "qty": 2}, {"product_id": "UP-P2", "qty": 3}]',
-                        'dave', 'up-order-reserved', '30 minutes');
-SELECT hc_reserve('UP-P1', 1, 'dave', 'up-order-single', '30 minutes');
-SELECT hc_finalize((hc_reserve_items('[{"product_id": "UP-P2", "qty": 1}, {"product_id": "UP-P1", "qty": 4}]',
-                                     'frank', 'up-order-finalized', '30 minutes')).reservation_id);
-SELECT hc_unreserve((hc_reserve_items('[{"product_id": "UP-P1", "qty": 1}, {"product_id": "UP-P2", "qty": 2}]',
-                                      'grace', 'up-order-released', '30 minutes')).reservation_id);
-SELECT pg_sleep(1.2);
-SELECT hc_release(id) FROM hc_reservations WHERE asset_id = 'UP-EXPIRED';
-SELECT hc_unreserve(r.id) FROM hc_stock_reservations r
-  JOIN hc_idempotency_keys k ON k.reservation_id = r.id WHERE k.key = 'up-order-expired';
+BEGIN;  -- one now() for every row
+-- 0.1.0's fingerprint: SHA-256 of "len:value;" for the function and its arguments.
+CREATE FUNCTION pg_temp.fp(VARIADIC v text[]) RETURNS bytea LANGUAGE sql AS $$
+    SELECT sha256(convert_to(string_agg(octet_length(x) || ':' || x || ';', '' ORDER BY i), 'UTF8'))
+      FROM unnest(v) WITH ORDINALITY AS u (x, i) $$;
+CREATE FUNCTION pg_temp.ledger(kind text, entity text, event text, source text, fn text,
+                               rid text, buyer text, rdelta int, sdelta int, detail text DEFAULT NULL)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO hc_ledger (at, kind, entity_id, event, source, function, reservation_id,
+                           buyer_id, reserved_delta, stock_delta, actor, detail)
+    VALUES (now(), kind, entity, event, source, fn, rid, buyer, rdelta, sdelta, current_user, detail) $$;
+
+INSERT INTO hc_assets (id, name, status, hold_expires_at, current_reservation_id, version) VALUES
+    ('UP-AVAILABLE', 'never held', 'AVAILABLE', NULL, NULL, 1),
+    ('UP-HELD', 'held', 'HELD', now() + interval '30 minutes', 'res_01UPG000000000000000000001', 2),
+    ('UP-SOLD', 'sold', 'SOLD', NULL, 'res_01UPG000000000000000000002', 3),
+    ('UP-RELEASED', 'held, then released', 'AVAILABLE', NULL, NULL, 3),
+    ('UP-EXPIRED', 'held, expired, released late', 'AVAILABLE', NULL, NULL, 3);
+INSERT INTO hc_reservations (id, asset_id, buyer_id, idempotency_key, status, expires_at, created_at, ended_at) VALUES
+    ('res_01UPG000000000000000000001', 'UP-HELD', 'alice', 'up-hold-held', 'HELD',
+     now() + interval '30 minutes', now(), NULL),
+    ('res_01UPG000000000000000000002', 'UP-SOLD', 'bob', 'up-hold-sold', 'COMMITTED',
+     now() - interval '30 minutes', now() - interval '1 hour', now() - interval '50 minutes'),
+    ('res_01UPG000000000000000000003', 'UP-RELEASED', 'carol', 'up-hold-released', 'RELEASED',
+     now() - interval '30 minutes', now() - interval '1 hour', now() - interval '50 minutes'),
+    ('res_01UPG000000000000000000004', 'UP-EXPIRED', 'erin', 'up-hold-expired', 'EXPIRED',
+     now() - interval '30 minutes', now() - interval '1 hour', now() - interval '20 minutes');
+INSERT INTO hc_idempotency_keys (scope_id, key, function, fingerprint, reservation_id, status, expires_at, created_at)
+SELECT asset_id, idempotency_key, 'hc_hold',
+       pg_temp.fp('hc_hold', asset_id, buyer_id, '1800000000'), id, 'HELD', expires_at, created_at
+  FROM hc_reservations;
+SELECT pg_temp.ledger('asset', id, 'add', 'adjustment', 'hc_asset_add', NULL, NULL, 0, 1)
+  FROM hc_assets ORDER BY id;
+SELECT pg_temp.ledger('asset', asset_id, 'hold', 'call', 'hc_hold', id, buyer_id, 1, 0)
+  FROM hc_reservations ORDER BY id;
+SELECT pg_temp.ledger('asset', 'UP-SOLD', 'commit', 'call', 'hc_commit', 'res_01UPG000000000000000000002', 'bob', -1, -1);
+SELECT pg_temp.ledger('asset', 'UP-RELEASED', 'release', 'call', 'hc_release', 'res_01UPG000000000000000000003', 'carol', -1, 0);
+SELECT pg_temp.ledger('asset', 'UP-EXPIRED', 'expire', 'reclaim', 'hc_release', 'res_01UPG000000000000000000004', 'erin', -1, 0);
+
+-- Products: UP-P1 set to 20; UP-P2 set to 10 and restocked by 5.  Orders
+-- (scope = first product): one expired, two reserved (one a single-product
+-- hc_reserve), one finalized, one released.
+INSERT INTO hc_inventory (product_id, stock, reserved, version) VALUES
+    ('UP-P1', 16, 3, 8), ('UP-P2', 14, 3, 8);
+SELECT pg_temp.ledger('product', 'UP-P1', 'stock_set', 'adjustment', 'hc_stock_set', NULL, NULL, 0, 20, 'created');
+SELECT pg_temp.ledger('product', 'UP-P2', 'stock_set', 'adjustment', 'hc_stock_set', NULL, NULL, 0, 10, 'created');
+SELECT pg_temp.ledger('product', 'UP-P2', 'stock_adjust', 'adjustment', 'hc_stock_adjust', NULL, NULL, 0, 5,
+                      'restock before the update');
+CREATE TEMP TABLE orders (id text, fn text, buyer text, key text, status text, items text[][]);
+INSERT INTO orders VALUES
+    ('res_01UPG000000000000000000011', 'hc_reserve_items', 'erin', 'up-order-expired', 'EXPIRED',
+     '{{UP-P1,1},{UP-P2,1}}'),
+    ('res_01UPG000000000000000000012', 'hc_reserve_items', 'dave', 'up-order-reserved', 'RESERVED',
+     '{{UP-P1,2},{UP-P2,3}}'),
+    ('res_01UPG000000000000000000013', 'hc_reserve', 'dave', 'up-order-single', 'RESERVED',
+     '{{UP-P1,1}}'),
+    ('res_01UPG000000000000000000014', 'hc_reserve_items', 'frank', 'up-order-finalized', 'FINALIZED',
+     '{{UP-P1,4},{UP-P2,1}}'),
+    ('res_01UPG000000000000000000015', 'hc_reserve_items', 'grace', 'up-order-released', 'RELEASED',
+     '{{UP-P1,1},{UP-P2,2}}');
+CREATE TEMP VIEW lines AS
+SELECT o.*, o.items[n][1] AS product_id, o.items[n][2]::int AS qty
+  FROM orders o, generate_subscripts(o.items, 1) n;
+INSERT INTO hc_stock_reservations (scope_id, id, buyer_id, idempotency_key, status, expires_at, created_at, ended_at)
+SELECT items[1][1], id, buyer, key, status,
+       CASE WHEN status = 'RESERVED' THEN now() + interval '30 minutes' ELSE now() - interval '30 minutes' END,
+       CASE WHEN status = 'RESERVED' THEN now() ELSE now() - interval '1 hour' END,
+       CASE WHEN status = 'RESERVED' THEN NULL ELSE now() - interval '20 minutes' END
+  FROM orders;
+INSERT INTO hc_stock_reservation_lines (product_id, reservation_id, qty, status, expires_at)
+SELECT l.product_id, l.id, l.qty, l.status, r.expires_at
+  FROM lines l JOIN hc_stock_reservations r ON r.id = l.id;
+INSERT INTO hc_idempotency_keys (scope_id, key, function, fingerprint, reservation_id, status, expires_at, created_at)
+SELECT r.scope_id, r.idempotency_key, o.fn,
+       pg_temp.fp(VARIADIC ARRAY[o.fn, o.buyer, '1800000000'] ||
+                  ARRAY(SELECT v.x FROM lines l, LATERAL (VALUES (1, l.product_id), (2, l.qty::text)) v (k, x)
+                         WHERE l.id = o.id ORDER BY l.product_id COLLATE "C", v.k)),
+       r.id, 'RESERVED', r.expires_at, r.created_at
+  FROM orders o JOIN hc_stock_reservations r ON r.id = o.id;
+SELECT pg_temp.ledger('product', product_id, 'reserve', 'call', fn, id, buyer, qty, 0)
+  FROM lines ORDER BY id, product_id;
+SELECT pg_temp.ledger('product', product_id,
+                      CASE status WHEN 'EXPIRED' THEN 'expire' WHEN 'FINALIZED' THEN 'finalize' ELSE 'release' END,
+                      CASE status WHEN 'EXPIRED' THEN 'reclaim' ELSE 'call' END,
+                      CASE status WHEN 'FINALIZED' THEN 'hc_finalize' ELSE 'hc_unreserve' END,
+                      id, buyer, -qty, CASE status WHEN 'FINALIZED' THEN -qty ELSE 0 END)
+  FROM lines WHERE status <> 'RESERVED' ORDER BY id, product_id;
+COMMIT;
 SQL
     echo "not ok - data in every state under 0.1.0"
     sed 's/^/#   /' "$work/setup.log"
@@ -90,7 +155,10 @@ counts="SELECT concat_ws(' ',
     (SELECT count(*) FROM hc_stock_reservation_lines), (SELECT count(*) FROM hc_idempotency_keys),
     (SELECT count(*) FROM hc_ledger))"
 before=$(q $old -c "$counts")
-seq_before=$(q $old -c "SELECT max(seq) FROM hc_ledger")
+last_seq="SELECT string_agg(entity_id || ':' || seq, ' ' ORDER BY entity_id) FROM (
+    SELECT entity_id, max(seq) AS seq FROM hc_ledger
+     WHERE entity_id IN ('UP-HELD', 'UP-P1', 'UP-P2') GROUP BY entity_id) s"
+seq_before=$(q $old -c "$last_seq")
 
 if ! q $old -c "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" >"$work/update.log" 2>&1; then
     echo "not ok - ALTER EXTENSION holdcommit UPDATE TO '0.2.0'"
@@ -179,8 +247,10 @@ check "new calls work on the old data" \
     "$(q $old -c "SELECT status FROM hc_hold('UP-AVAILABLE', 'heidi', 'up-new-hold', '30 minutes')" \
               -c "SELECT status FROM hc_reserve('UP-P2', 11, 'heidi', 'up-new-order', '30 minutes')" 2>&1 | tr '\n' ' ')" \
     "HELD RESERVED "
-check "the ledger sequence continues" \
-    "$(q $old -c "SELECT count(*) > 0 AND min(seq) > $seq_before FROM hc_ledger WHERE function IN ('hc_commit', 'hc_finalize')
-                    AND reservation_id IN ('$held', '$order')")" "t"
+# Each entity's ledger order continues past what 0.1.0 wrote.
+seq_after=$(q $old -c "$last_seq")
+check "each entity's ledger order continues after the update" \
+    "$(for b in $seq_before; do a=$(tr ' ' '\n' <<<"$seq_after" | grep "^${b%%:*}:"); \
+         [ "${a##*:}" -gt "${b##*:}" ] && echo -n "${b%%:*} "; done)" "UP-HELD UP-P1 UP-P2 "
 check "hc_check() is empty after calls under 0.2.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
 exit 0
