@@ -24,6 +24,9 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# The headers are small and shared: a change to one rebuilds every object.
+$(OBJS): $(wildcard src/*.h)
+
 RUN_PORT = 54320
 
 .PHONY: run stop test bench deps

@@ -183,3 +183,39 @@ ALTER EXTENSION holdcommit DROP SEQUENCE @extschema@.hc_ledger_seq;
 DROP SEQUENCE @extschema@.hc_ledger_seq;
 DROP INDEX @extschema@.hc_ledger_at;
 CREATE INDEX hc_ledger_at ON @extschema@.hc_ledger USING brin (at);
+
+-- One CHECK per table at most where a call writes: PostgreSQL 15 prepares
+-- every CHECK afresh for each statement.  Ids and enumerations are the C
+-- code's to validate (only it writes these tables); the shapes stay.
+ALTER TABLE @extschema@.hc_assets
+    DROP CONSTRAINT hc_assets_id_check,
+    DROP CONSTRAINT hc_assets_status_check,
+    DROP CONSTRAINT hc_assets_hold_shape,
+    ADD CONSTRAINT hc_assets_hold_shape CHECK (
+        CASE status
+            WHEN 'HELD' THEN hold_expires_at IS NOT NULL AND current_reservation_id IS NOT NULL
+            WHEN 'AVAILABLE' THEN hold_expires_at IS NULL AND current_reservation_id IS NULL
+            WHEN 'SOLD' THEN hold_expires_at IS NULL
+            ELSE false
+        END);
+ALTER TABLE @extschema@.hc_reservations
+    DROP CONSTRAINT hc_reservations_buyer_id_check,
+    DROP CONSTRAINT hc_reservations_status_check,
+    DROP CONSTRAINT hc_reservations_check,
+    ADD CONSTRAINT hc_reservations_status_shape CHECK (
+        status IN ('HELD', 'COMMITTED', 'RELEASED', 'EXPIRED')
+        AND (status = 'HELD') = (ended_at IS NULL));
+ALTER TABLE @extschema@.hc_ledger
+    DROP CONSTRAINT hc_ledger_kind_check,
+    DROP CONSTRAINT hc_ledger_source_check;
+ALTER TABLE @extschema@.hc_inventory
+    DROP CONSTRAINT hc_inventory_product_id_check;
+ALTER TABLE @extschema@.hc_stock_reservations
+    DROP CONSTRAINT hc_stock_reservations_buyer_id_check,
+    DROP CONSTRAINT hc_stock_reservations_status_check,
+    DROP CONSTRAINT hc_stock_reservations_check,
+    ADD CONSTRAINT hc_stock_reservations_status_shape CHECK (
+        status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')
+        AND (status = 'RESERVED') = (ended_at IS NULL));
+ALTER TABLE @extschema@.hc_stock_reservation_lines
+    DROP CONSTRAINT hc_stock_reservation_lines_status_check;

@@ -11,22 +11,23 @@
 ------------------------------------------------------------------------------
 
 CREATE TABLE @extschema@.hc_assets (
-    id                      text PRIMARY KEY
-                            CHECK (octet_length(id) BETWEEN 1 AND 64),
+    id                      text PRIMARY KEY,
     name                    text NOT NULL DEFAULT '',
-    status                  text NOT NULL DEFAULT 'AVAILABLE'
-                            CHECK (status IN ('AVAILABLE', 'HELD', 'SOLD')),
+    status                  text NOT NULL DEFAULT 'AVAILABLE',
     hold_expires_at         timestamptz,
     current_reservation_id  text,
     version                 integer NOT NULL DEFAULT 1,
     created_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    -- A HELD asset names its hold and its end; nothing else has a hold.
+    -- AVAILABLE, HELD or SOLD; a HELD asset names its hold and its end,
+    -- nothing else has a hold.  (One CHECK, not three: PostgreSQL 15 prepares
+    -- every CHECK afresh for each statement that writes the table.)
     CONSTRAINT hc_assets_hold_shape CHECK (
         CASE status
             WHEN 'HELD' THEN hold_expires_at IS NOT NULL AND current_reservation_id IS NOT NULL
             WHEN 'AVAILABLE' THEN hold_expires_at IS NULL AND current_reservation_id IS NULL
-            ELSE hold_expires_at IS NULL
+            WHEN 'SOLD' THEN hold_expires_at IS NULL
+            ELSE false
         END)
 );
 COMMENT ON TABLE @extschema@.hc_assets IS
@@ -37,18 +38,20 @@ CREATE TABLE @extschema@.hc_reservations (
     -- No foreign key: every change locks the asset's row first, and
     -- hc_check() reports a reservation without its asset.
     asset_id            text NOT NULL,
-    buyer_id            text NOT NULL CHECK (octet_length(buyer_id) BETWEEN 1 AND 64),
+    buyer_id            text NOT NULL,
     -- The key the hold was made with; NULL once holdcommit.idempotency_retention
     -- has passed and the key was forgotten.
     idempotency_key     text,
-    status              text NOT NULL
-                        CHECK (status IN ('HELD', 'COMMITTED', 'RELEASED', 'EXPIRED')),
+    status              text NOT NULL,
     expires_at          timestamptz NOT NULL,
     created_at          timestamptz NOT NULL,
     ended_at            timestamptz,
     fingerprint         bytea,              -- SHA-256 of the request that made it
     PRIMARY KEY (asset_id, id),
-    CHECK ((status = 'HELD') = (ended_at IS NULL))
+    -- HELD until it ends as COMMITTED, RELEASED or EXPIRED.
+    CONSTRAINT hc_reservations_status_shape CHECK (
+        status IN ('HELD', 'COMMITTED', 'RELEASED', 'EXPIRED')
+        AND (status = 'HELD') = (ended_at IS NULL))
 );
 COMMENT ON TABLE @extschema@.hc_reservations IS
     'Holds of assets: HELD -> COMMITTED | RELEASED | EXPIRED.';
@@ -68,12 +71,12 @@ CREATE INDEX hc_reservations_expiry ON @extschema@.hc_reservations (expires_at)
 ------------------------------------------------------------------------------
 
 CREATE TABLE @extschema@.hc_ledger (
-    kind            text NOT NULL CHECK (kind IN ('asset', 'product', 'resource')),
+    kind            text NOT NULL,      -- asset, product or resource
     entity_id       text NOT NULL,      -- asset_id, product_id or resource
     seq             bigint NOT NULL,    -- the entity's version after the change
     at              timestamptz NOT NULL,
     event           text NOT NULL,      -- hold, commit, release, expire, extend, add, ...
-    source          text NOT NULL CHECK (source IN ('call', 'reclaim', 'sweep', 'adjustment')),
+    source          text NOT NULL,      -- call, reclaim, sweep or adjustment
     function        text NOT NULL,      -- the hc_* function that made the change
     reservation_id  text,
     buyer_id        text,
@@ -140,7 +143,7 @@ COMMENT ON FUNCTION @extschema@.hc_extend(text, interval) IS
 ------------------------------------------------------------------------------
 
 CREATE TABLE @extschema@.hc_inventory (
-    product_id  text PRIMARY KEY CHECK (octet_length(product_id) BETWEEN 1 AND 64),
+    product_id  text PRIMARY KEY,
     stock       integer NOT NULL,
     reserved    integer NOT NULL DEFAULT 0,
     available   integer GENERATED ALWAYS AS (stock - reserved) STORED,
@@ -156,16 +159,18 @@ COMMENT ON TABLE @extschema@.hc_inventory IS
 CREATE TABLE @extschema@.hc_stock_reservations (
     scope_id         text NOT NULL,     -- the order's first product_id: its distribution id
     id               text NOT NULL,
-    buyer_id         text NOT NULL CHECK (octet_length(buyer_id) BETWEEN 1 AND 64),
+    buyer_id         text NOT NULL,
     idempotency_key  text,              -- NULL once forgotten, as for holds
-    status           text NOT NULL
-                     CHECK (status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')),
+    status           text NOT NULL,
     expires_at       timestamptz NOT NULL,
     created_at       timestamptz NOT NULL,
     ended_at         timestamptz,
     fingerprint      bytea,             -- SHA-256 of the request that made it
     PRIMARY KEY (scope_id, id),
-    CHECK ((status = 'RESERVED') = (ended_at IS NULL))
+    -- RESERVED until it ends as FINALIZED, RELEASED or EXPIRED.
+    CONSTRAINT hc_stock_reservations_status_shape CHECK (
+        status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')
+        AND (status = 'RESERVED') = (ended_at IS NULL))
 );
 COMMENT ON TABLE @extschema@.hc_stock_reservations IS
     'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED.';
@@ -181,9 +186,9 @@ CREATE TABLE @extschema@.hc_stock_reservation_lines (
     product_id      text NOT NULL,
     reservation_id  text NOT NULL,
     qty             integer NOT NULL CHECK (qty > 0),
-    -- A line counts in its product's reserved exactly while it is RESERVED.
-    status          text NOT NULL
-                    CHECK (status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')),
+    -- RESERVED, FINALIZED, RELEASED or EXPIRED: a line counts in its
+    -- product's reserved exactly while it is RESERVED.
+    status          text NOT NULL,
     expires_at      timestamptz NOT NULL,
     buyer_id        text NOT NULL,      -- the order's, so the ledger needs no join
     PRIMARY KEY (product_id, reservation_id)

@@ -23,6 +23,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -37,7 +38,7 @@ static Oid	hc_schema = InvalidOid;
  * pg_catalog and the extension's schema only, connect SPI.
  */
 static void
-hc_call_start(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+hc_call_start(HcCall *call, FunctionCallInfo fcinfo, const char *function, bool point_lookups)
 {
 	HeapTuple	proctup;
 	Form_pg_proc proc;
@@ -60,6 +61,21 @@ hc_call_start(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 	call->actor = GetUserNameFromId(call->save_userid, false);
 	SetUserIdAndSecContext(owner, call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+
+	/*
+	 * Every statement of a call reaches its rows through an index.  A plan
+	 * made while a table was small (right after CREATE EXTENSION, or before
+	 * autoanalyze) must not be a sequential or bitmap scan that is kept for
+	 * the life of the backend, so those are off while our plans are made.
+	 */
+	call->guc_level = NewGUCNestLevel();
+	if (point_lookups)
+	{
+		(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
 
 	path.schemas = list_make1_oid(hc_schema);
 	path.addCatalog = true;
@@ -92,14 +108,17 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
 				 errdetail("holdcommit decides on the latest committed state, which only READ COMMITTED shows."),
 				 errhint("Call it in autocommit mode or in a READ COMMITTED transaction.")));
-	hc_call_start(call, fcinfo, function);
+	hc_call_start(call, fcinfo, function, true);
 }
 
-/* Start a call that only reads: any isolation level will do. */
+/*
+ * Start a call that only reads, whole tables perhaps (hc_check): any
+ * isolation level will do, and any plan.
+ */
 void
 hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 {
-	hc_call_start(call, fcinfo, function);
+	hc_call_start(call, fcinfo, function, false);
 }
 
 /*
@@ -111,6 +130,7 @@ hc_call_end(HcCall *call)
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 	PopOverrideSearchPath();
+	AtEOXact_GUC(true, call->guc_level);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 }
 

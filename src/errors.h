@@ -18,4 +18,6 @@
 #define ERRCODE_HC_NOT_FOUND				MAKE_SQLSTATE('R','S','0','0','6')	/* 404 */
 #define ERRCODE_HC_LOCK_NOT_HELD			MAKE_SQLSTATE('R','S','0','0','7')	/* 409 */
 
+extern void hc_install_log_hook(void);
+
 #endif							/* HOLDCOMMIT_ERRORS_H */

@@ -10,6 +10,7 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "errors.h"
 #include "holdcommit.h"
 
 PG_MODULE_MAGIC;
@@ -18,12 +19,14 @@ int			hc_idempotency_retention = 24 * 3600;
 int			hc_max_ttl = 24 * 3600;
 int			hc_max_hold = 2 * 3600;
 int			hc_max_items = 100;
+bool		hc_log_refusals = false;
 
 void		_PG_init(void);
 
 /*
  * Define the settings.  They are policy, so only a superuser (or the
- * configuration file, ALTER DATABASE/ROLE) may change them.
+ * configuration file, ALTER DATABASE/ROLE) may change them.  Then keep
+ * refusals out of the server log (errors.c).
  */
 void
 _PG_init(void)
@@ -57,5 +60,14 @@ _PG_init(void)
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("holdcommit.log_refusals",
+							 "Log refusals (RS001 asset unavailable, RS002 insufficient stock) in the server log.",
+							 "They are answers to the caller, not faults; off, they go to the client only.",
+							 &hc_log_refusals,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("holdcommit");
+	hc_install_log_hook();
 }

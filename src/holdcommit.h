@@ -9,5 +9,6 @@ extern int	hc_idempotency_retention;
 extern int	hc_max_ttl;
 extern int	hc_max_hold;
 extern int	hc_max_items;
+extern bool hc_log_refusals;
 
 #endif							/* HOLDCOMMIT_H */
