@@ -294,7 +294,6 @@ hc_hold(PG_FUNCTION_ARGS)
 	HcFingerprint fp;
 	bytea	   *digest;
 	HcKnownKey	known;
-	HcKeyVerdict verdict;
 	HoldReservation r = {0};
 	Datum		values[9];
 
@@ -322,15 +321,7 @@ hc_hold(PG_FUNCTION_ARGS)
 	values[7] = HC_TEXT(call.function);
 	values[8] = HC_TEXT(call.actor);
 
-	hc_idempotency_lock(key);
-	do
-	{
-		if (hc_run(&hold_asset, values, NULL, SPI_OK_SELECT) != 1)
-			elog(ERROR, "hold of asset \"%s\" returned no row", asset_id);
-		verdict = hc_idempotency_judge(&call, key, digest, 5, &known);
-	} while (verdict == HC_KEY_FORGOTTEN);
-
-	if (verdict == HC_KEY_REPLAY)
+	if (hc_idempotency_run(&call, &hold_asset, values, 1, key, digest, 5, &known))
 	{
 		/* The stored response: the reservation as this request made it. */
 		r.id = known.id;

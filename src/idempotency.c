@@ -30,6 +30,13 @@
  */
 #define HC_KEY_LOCK_SPACE	0x4843
 
+typedef enum HcKeyVerdict
+{
+	HC_KEY_NEW,					/* no call has used the key: go ahead */
+	HC_KEY_REPLAY,				/* the same request: return what it made */
+	HC_KEY_FORGOTTEN			/* past retention, now forgotten: run again */
+} HcKeyVerdict;
+
 static HcStatement forget_hold_key = {
 	"UPDATE hc_reservations SET idempotency_key = NULL"
 	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
@@ -78,7 +85,7 @@ hc_fingerprint_digest(HcFingerprint *fp)
  * Wait for any other transaction that is using the key, and keep others
  * waiting for ours.  Held until the transaction ends; in memory only.
  */
-void
+static void
 hc_idempotency_lock(const char *key)
 {
 	LOCKTAG		tag;
@@ -96,7 +103,7 @@ hc_idempotency_lock(const char *key)
  * (RS005), or a key past retention, which is forgotten here so that the
  * caller can run again.
  */
-HcKeyVerdict
+static HcKeyVerdict
 hc_idempotency_judge(HcCall *call, const char *key, bytea *digest, int first,
 					 HcKnownKey *known)
 {
@@ -133,4 +140,29 @@ hc_idempotency_judge(HcCall *call, const char *key, bytea *digest, int first,
 						   strcmp(kind, "hold") == 0 ? "hold" : "stock reservation"),
 				 errhint("Send a new idempotency key for a new request; reuse a key only to retry the same request.")));
 	return HC_KEY_REPLAY;
+}
+
+/*
+ * The one skeleton of every call that takes a key: take the key's lock, run
+ * the domain statement stmt (which must return rows rows, reading what the
+ * key already made with HC_KNOWN_KEY from column first on), and judge.
+ * Returns true for a replay of the same request (*known filled), false for
+ * a new one; RS005 for another request.  A key past retention is forgotten
+ * and stmt run again.
+ */
+bool
+hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
+				   const char *key, bytea *digest, int first, HcKnownKey *known)
+{
+	HcKeyVerdict verdict;
+
+	hc_idempotency_lock(key);
+	do
+	{
+		if (hc_run(stmt, values, NULL, SPI_OK_SELECT) != rows)
+			elog(ERROR, "%s read " UINT64_FORMAT " rows, not " UINT64_FORMAT,
+				 call->function, SPI_processed, rows);
+		verdict = hc_idempotency_judge(call, key, digest, first, known);
+	} while (verdict == HC_KEY_FORGOTTEN);
+	return verdict == HC_KEY_REPLAY;
 }

@@ -17,15 +17,8 @@ typedef struct HcFingerprint
 /*
  * The reservation a key already made, as a domain statement read it with
  * HC_KNOWN_KEY: the columns kind, id, scope_id, buyer_id, fingerprint,
- * created_at, in that order, from column first on.
+ * created_at, in that order.
  */
-typedef enum HcKeyVerdict
-{
-	HC_KEY_NEW,					/* no call has used the key: go ahead */
-	HC_KEY_REPLAY,				/* the same request: return what it made */
-	HC_KEY_FORGOTTEN			/* past retention, now forgotten: run again */
-} HcKeyVerdict;
-
 typedef struct HcKnownKey
 {
 	char	   *id;
@@ -51,8 +44,7 @@ typedef struct HcKnownKey
 extern void hc_fingerprint_init(HcFingerprint *fp, const char *function);
 extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
 extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
-extern void hc_idempotency_lock(const char *key);
-extern HcKeyVerdict hc_idempotency_judge(HcCall *call, const char *key, bytea *digest,
-										 int first, HcKnownKey *known);
+extern bool hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
+							   const char *key, bytea *digest, int first, HcKnownKey *known);
 
 #endif							/* HOLDCOMMIT_IDEMPOTENCY_H */

@@ -529,7 +529,6 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	HcFingerprint fp;
 	bytea	   *digest;
 	HcKnownKey	known;
-	HcKeyVerdict verdict;
 	StockReservation r = {0};
 	Datum		values[8];
 	int			i;
@@ -557,15 +556,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	values[1] = stock_quantities(lines, n);
 	values[2] = TimestampTzGetDatum(call.now);
 	values[3] = HC_TEXT(key);
-	hc_idempotency_lock(key);
-	do
-	{
-		if (hc_run(&read_order, values, NULL, SPI_OK_SELECT) != (uint64) n)
-			elog(ERROR, "could not read the products of the order");
-		verdict = hc_idempotency_judge(&call, key, digest, 5, &known);
-	} while (verdict == HC_KEY_FORGOTTEN);
-
-	if (verdict == HC_KEY_REPLAY)
+	if (hc_idempotency_run(&call, &read_order, values, n, key, digest, 5, &known))
 	{
 		/* The stored response: the reservation as this request made it. */
 		r.id = known.id;
