@@ -98,7 +98,7 @@ while IFS=$'\t' read -r file key; do
         grep -E "	$name(\(|$)" "$work/catalog" | sed 's/^/#   the catalog has: /'
     fi
 done <"$work/headings"
-# Every SQLSTATE the C code raises is documented: a table row "| `XXXXX` |".
+# Every SQLSTATE the C code raises is documented: a table row such as "| `RS001` |".
 errcodes=$(${PG_CONFIG:-pg_config} --includedir-server)/utils/errcodes.h
 for name in $(grep -oh 'errcode(ERRCODE_[A-Z0-9_]*)' src/*.c | sed 's/^errcode(//; s/)$//' | sort -u); do
     code=$(grep -hE "^#define $name[[:space:]]" src/errors.h "$errcodes" |
