@@ -80,6 +80,24 @@ for t in test/load/*.sh; do
     [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
 done
 
+# Scripts that print "ok - ..." / "not ok - ..." lines and exit 0.
+count_tap() {
+    local name=$1 rc
+    shift
+    "$@" >"$out/$name.log" 2>&1
+    rc=$?
+    cat "$out/$name.log"
+    ok=$(grep -cE '^ok ' "$out/$name.log")
+    bad=$(grep -cE '^not ok ' "$out/$name.log")
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+    [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+}
+
+echo "== example HTTP service, directly and through PgBouncer"
+count_tap http examples/http/test.sh
+
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
