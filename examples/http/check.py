@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 import psycopg
 
+sys.dont_write_bytecode = True
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 failures = 0
