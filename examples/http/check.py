@@ -17,7 +17,6 @@ import socket
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import psycopg
