@@ -29,7 +29,7 @@ listing=$("$python" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys
 check "every file of the archive is under $name/" "$(grep -vc "^$name/" <<<"$listing")" "0"
 check "the archive holds exactly the files of HEAD" \
     "$(grep -v '/$' <<<"$listing" | sed "s|^$name/||" | sort)" "$(git ls-tree -r --name-only HEAD | sort)"
-for f in META.json Makefile holdcommit.control README.md "sql/$name.sql"; do
+for f in META.json Makefile holdcommit.control README.md "sql/holdcommit--$version.sql"; do
     check "the archive has $f" "$(grep -cx "$name/$f" <<<"$listing")" "1"
 done
 meta_version=$("$python" -c 'import json, sys, zipfile

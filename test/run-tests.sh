@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make test: build, install, start a throwaway server, run every suite
-# (regression, isolation, pgTAP, load), remove the server, and end with
-# "N passed, N failed".  Exits non-zero on any failure.
+# (regression, isolation, pgTAP, load, the example HTTP service, the
+# postgres_exporter queries, the versions, the PGXN archive and the Debian
+# package), remove the server, and end with "N passed, N failed".  Exits
+# non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,6 +99,15 @@ count_tap() {
 
 echo "== example HTTP service, directly and through PgBouncer"
 count_tap http examples/http/test.sh
+
+echo "== postgres_exporter queries"
+count_tap exporter "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
+    --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
+
+echo "== versions, PGXN archive, Debian package"
+count_tap versions test/versions.sh
+count_tap dist test/dist.sh
+count_tap package test/package.sh
 
 echo
 echo "$passed passed, $failed failed"
