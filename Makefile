@@ -20,7 +20,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extensi
 PG_CONFIG ?= pg_config
 # make test builds with WERROR=-Werror; a user's build does not fail on a new compiler's warning.
 PG_CPPFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-missing-field-initializers
-EXTRA_CLEAN = results output_iso regression.diffs regression.out test/tmp
+EXTRA_CLEAN = results output_iso regression.diffs regression.out test/tmp $(BUILD_DIR)
 
 # No JIT bitcode: it needs clang, and the functions are not JIT candidates.
 override with_llvm = no

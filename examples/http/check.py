@@ -23,20 +23,10 @@ import psycopg
 
 sys.dont_write_bytecode = True
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-failures = 0
-
-
-def check(what, got, want):
-    global failures
-    if got == want:
-        print(f"ok - {what}")
-    else:
-        failures += 1
-        print(f"not ok - {what}")
-        print(f"#   got: {got!r}")
-        print(f"#   expected: {want!r}")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "test")]
+import tap  # noqa: E402  (test/tap.py)
+from tap import check  # noqa: E402
 
 
 class Client:
@@ -355,7 +345,7 @@ def main():
     test_disconnects(args.url, admin, args.app_role, p)
     check("hc_check() is empty", admin.execute("SELECT * FROM hc_check()").fetchall(), [])
     admin.close()
-    return 1 if failures else 0
+    return 1 if tap.failures else 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ import psycopg
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test"))
+from tap import check  # noqa: E402  (test/tap.py)
+
 DB = "hc_exporter"
 ROLE = "hc_exporter"
 USAGES = {"LABEL", "GAUGE", "COUNTER", "DISCARD", "DURATION", "MAPPEDMETRIC"}
@@ -36,13 +40,6 @@ EXPECTED = {
 }
 
 
-def check(what, got, want):
-    if got == want:
-        print(f"ok - {what}")
-    else:
-        print(f"not ok - {what}")
-        print(f"#   got: {got!r}")
-        print(f"#   expected: {want!r}")
 
 
 def set_up(admin_dsn):
@@ -125,7 +122,11 @@ def main():
     with open(args.queries, encoding="utf-8") as f:
         queries = yaml.safe_load(f)
     check("queries.yaml is a mapping of namespaces", isinstance(queries, dict) and len(queries) > 0, True)
-    admin = set_up(args.admin_dsn)
+    try:
+        admin = set_up(args.admin_dsn)
+    except psycopg.Error as e:
+        check("set up a database with the extension and the exporter's role", str(e).strip(), "no error")
+        return 0
     try:
         with psycopg.connect(args.admin_dsn, dbname=DB, user=ROLE, autocommit=True) as exporter:
             for name, spec in queries.items():
