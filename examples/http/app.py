@@ -30,7 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from pydantic import BaseModel
+from pydantic import BaseModel, StrictBool, StrictFloat, StrictInt, StrictStr
 
 log = logging.getLogger("holdcommit.example")
 
@@ -67,29 +67,35 @@ pool = AsyncConnectionPool(
 app = FastAPI(title="holdcommit example shop")
 
 
+# Request bodies.  Strict types: a quantity of 2.5 or a buyer id of 42 is bad input (400),
+# never silently made 2 or "42"; a missing field goes to the function as NULL, which refuses
+# it with 22004 (400) like any other bad argument.
+Seconds = StrictInt | StrictFloat
+
+
 class HoldBody(BaseModel):
-    buyer_id: str | None = None
-    ttl_seconds: float | None = None
+    buyer_id: StrictStr | None = None
+    ttl_seconds: Seconds | None = None
 
 
 class ReserveBody(BaseModel):
-    buyer_id: str | None = None
-    qty: int | None = None
-    ttl_seconds: float | None = None
+    buyer_id: StrictStr | None = None
+    qty: StrictInt | None = None
+    ttl_seconds: Seconds | None = None
 
 
 class OrderBody(BaseModel):
-    buyer_id: str | None = None
+    buyer_id: StrictStr | None = None
     items: list | None = None
-    ttl_seconds: float | None = None
+    ttl_seconds: Seconds | None = None
 
 
 class CommitBody(BaseModel):
-    late_ok: bool = False
+    late_ok: StrictBool = False
 
 
 class ExtendBody(BaseModel):
-    ttl_seconds: float | None = None
+    ttl_seconds: Seconds | None = None
 
 
 @app.on_event("startup")

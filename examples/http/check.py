@@ -112,6 +112,9 @@ def test_holds(c, admin, p):
           outcome(c.post(hold, {"buyer_id": "bob", "ttl_seconds": 0}, key=p + "k-5")), (400, "22023"))
     check("a body that is not JSON: 400",
           c.post(hold, raw='{"buyer_id":', key=p + "k-6")[0], 400)
+    check("a buyer_id that is not a string: 400, not made one",
+          c.post(hold, {"buyer_id": 42}, key=p + "k-6")[0], 400)
+    check("no buyer_id: 400 22004", outcome(c.post(hold, {}, key=p + "k-6")), (400, "22004"))
 
     rid = first[1]["reservation_id"]
     committed = c.post(f"/v1/reservations/{rid}/commit")
@@ -172,6 +175,8 @@ def test_stock(c, admin, p):
                          key=p + "s-3")), (404, "RS006"))
     check("qty 0: 400 22023", outcome(c.post(reserve, {"buyer_id": "frank", "qty": 0}, key=p + "s-4")),
           (400, "22023"))
+    check("qty 1.5: 400, not truncated to 1",
+          c.post(reserve, {"buyer_id": "frank", "qty": 1.5}, key=p + "s-4")[0], 400)
     rid = first[1]["reservation_id"]
     final = c.post(f"/v1/stock-reservations/{rid}/finalize")
     check("finalize: 200, FINALIZED", (final[0], final[1]["status"]), (200, "FINALIZED"))
