@@ -9,9 +9,10 @@ cd "$(dirname "$0")/.."
 
 port=${HC_TEST_PORT:-54330}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
-# The example service, its PgBouncer and the Debian package's server, next to the test server.
+# The example service, its PgBouncer, the Debian package's server and postgres_exporter,
+# next to the test server.
 export HC_HTTP_PORT=${HC_HTTP_PORT:-$((port + 5))} HC_PGBOUNCER_PORT=${HC_PGBOUNCER_PORT:-$((port + 6))}
-export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))}
+export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_PORT:-$((port + 8))}
 out=test/tmp
 passed=0
 failed=0

@@ -9,13 +9,21 @@ a live and an expired reservation.  Then, connected as that role, each query mus
 exactly the columns its metrics declare, numbers in the GAUGE/COUNTER columns, and for the
 holds and stock the figures of that state (the alert of the README rests on them).  A query
 that reads an hc_* relation this build does not have is skipped, with a "# SKIP" line.
+Then postgres_exporter itself (Debian's prometheus-postgres-exporter) runs the queries left,
+as that role, on --exporter-port (HC_EXPORTER_PORT, default 54338), and its metrics page must
+show every metric of the file with those figures.
 Prints "ok - ..." / "not ok - ..." lines (counted by make test); exits 0.
 """
 
 import argparse
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
 
 import psycopg
 import yaml
@@ -27,6 +35,7 @@ from tap import check  # noqa: E402  (test/tap.py)
 
 DB = "hc_exporter"
 ROLE = "hc_exporter"
+EXPORTER = "prometheus-postgres-exporter"
 USAGES = {"LABEL", "GAUGE", "COUNTER", "DISCARD", "DURATION", "MAPPEDMETRIC"}
 
 # The state set up below, as the metrics must show it (namespace -> {column or label: value}).
@@ -86,7 +95,7 @@ def check_namespace(name, spec, admin, exporter):
                if admin.execute("SELECT to_regclass(%s) IS NULL", [r]).fetchone()[0]]
     if missing:
         print(f"# SKIP {name}: {', '.join(missing)} does not exist in this build of holdcommit")
-        return
+        return False
 
     try:
         cur = exporter.execute(spec["query"])
@@ -94,7 +103,7 @@ def check_namespace(name, spec, admin, exporter):
         got_columns = [d.name for d in cur.description]
     except psycopg.Error as e:
         check(f"{name}: runs as a role given hc_grant_app()", str(e).strip(), "no error")
-        return
+        return True
     check(f"{name}: runs as a role given hc_grant_app(), returns rows", len(rows) > 0, True)
     check(f"{name}: returns exactly the declared columns", got_columns, columns)
     numbers = [r[i] for r in rows for i, c in enumerate(got_columns) if usages.get(c) in ("GAUGE", "COUNTER")]
@@ -110,13 +119,74 @@ def check_namespace(name, spec, admin, exporter):
         check(f"{name}: shows the state set up", got, EXPECTED[name])
         if name.endswith("_overdue"):
             seconds = rows[0][got_columns.index("oldest_seconds")]
-            check(f"{name}: the oldest expired 50 minutes ago (ttl 10 minutes, aged 1 hour)", 2990 < seconds < 3100, True)
+            check(f"{name}: the oldest expired 50 minutes ago (ttl 10 minutes, aged 1 hour)",
+                  2990 < seconds < 3100, True)
+    return True
+
+
+def scrape(url):
+    """The samples of a Prometheus text page: {'name{labels}': value}."""
+    samples = {}
+    with urllib.request.urlopen(url, timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                samples[re.sub(r'server="[^"]*",?', "", key).replace("{}", "")] = float(value)
+    return samples
+
+
+def check_with_exporter(queries, present, admin, port):
+    """Run postgres_exporter itself with the queries this build can answer, as the role, and
+    read its metrics page: the file loads, every query runs, every metric is there."""
+    if not shutil.which(EXPORTER):
+        print(f"# SKIP the real exporter: {EXPORTER} is not installed (test/deps.sh installs it)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "queries.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump({n: queries[n] for n in present}, f)
+        params = admin.info.get_parameters()
+        env = dict(os.environ, DATA_SOURCE_NAME=(f"host={params.get('host', '/var/run/postgresql')} "
+                                                 f"port={params.get('port', '5432')} dbname={DB} "
+                                                 f"user={ROLE} sslmode=disable"))
+        url = f"http://127.0.0.1:{port}/metrics"
+        with open(os.path.join(tmp, "exporter.log"), "w") as log:
+            proc = subprocess.Popen([EXPORTER, f"--extend.query-path={path}",
+                                     f"--web.listen-address=127.0.0.1:{port}",
+                                     "--disable-default-metrics", "--disable-settings-metrics"],
+                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                samples = None
+                for _ in range(100):
+                    try:
+                        samples = scrape(url)
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+            finally:
+                proc.terminate()
+                proc.wait()
+        if samples is None:
+            check(f"{EXPORTER} serves {url}", open(os.path.join(tmp, "exporter.log")).read()[-500:], "")
+            return
+    check("postgres_exporter loads the file and every query runs",
+          ([v for k, v in samples.items() if k.startswith("pg_exporter_user_queries_load_error")],
+           samples.get("pg_exporter_last_scrape_error")), ([0.0], 0.0))
+    wanted = sorted(f"{n}_{next(iter(m))}" for n in present for m in queries[n]["metrics"]
+                    if next(iter(m.values())).get("usage") in ("GAUGE", "COUNTER"))
+    names = {k.split("{")[0] for k in samples}
+    check("postgres_exporter publishes every metric of the file", [w for w in wanted if w not in names], [])
+    check("... with the figures of the state set up (the alert's: one overdue hold)",
+          (samples.get("holdcommit_holds_overdue_count"),
+           samples.get('holdcommit_assets_count{status="HELD_EXPIRED"}'),
+           samples.get("holdcommit_stock_reservations_overdue_units")), (1.0, 1.0, 2.0))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--admin-dsn", required=True)
     ap.add_argument("--queries", default=os.path.join(HERE, "queries.yaml"))
+    ap.add_argument("--exporter-port", type=int, default=int(os.environ.get("HC_EXPORTER_PORT", "54338")))
     args = ap.parse_args()
 
     with open(args.queries, encoding="utf-8") as f:
@@ -129,8 +199,8 @@ def main():
         return 0
     try:
         with psycopg.connect(args.admin_dsn, dbname=DB, user=ROLE, autocommit=True) as exporter:
-            for name, spec in queries.items():
-                check_namespace(name, spec, admin, exporter)
+            present = [name for name, spec in queries.items() if check_namespace(name, spec, admin, exporter)]
+        check_with_exporter(queries, present, admin, args.exporter_port)
     finally:
         admin.close()
         with psycopg.connect(args.admin_dsn, autocommit=True) as c:
