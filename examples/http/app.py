@@ -121,10 +121,12 @@ def error_response(sqlstate, message, detail=None, hint=None):
 
 @app.exception_handler(psycopg.Error)
 async def database_error(request: Request, e: psycopg.Error):
+    """The outcomes of the contract go to the client with the database's words; anything else
+    (a lost connection, a bug) is logged here and answered 500 without its details."""
     if e.sqlstate is None or not (e.sqlstate in ERRORS or e.sqlstate.startswith("22")):
-        log.error("%s %s: %s", request.method, request.url.path, e)
-    return error_response(e.sqlstate or "XX000", e.diag.message_primary or str(e),
-                          e.diag.message_detail, e.diag.message_hint)
+        log.error("%s %s: %s %s", request.method, request.url.path, e.sqlstate, e)
+        return error_response(e.sqlstate or "XX000", "internal error")
+    return error_response(e.sqlstate, e.diag.message_primary, e.diag.message_detail, e.diag.message_hint)
 
 
 @app.exception_handler(PoolTimeout)
