@@ -24,6 +24,7 @@ cleanup() {
     rm -rf "$root"
 }
 trap cleanup EXIT
+trap "exit 1" INT TERM
 
 status_before=$(git status --porcelain --untracked-files=all)
 t0=$(date +%s)

@@ -20,7 +20,6 @@ role=hc_http_app
 work=$(mktemp -d)
 chmod 755 "$work"
 service_pid=
-bouncer_pid=
 
 as_postgres() {
     if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
@@ -34,17 +33,28 @@ stop_service() {
     fi
 }
 
+# PgBouncer runs as a daemon (as postgres when we are root): stop it by its pidfile.
+stop_bouncer() {
+    local pid i
+    [ -s "$work/pgbouncer.pid" ] || return 0
+    pid=$(cat "$work/pgbouncer.pid")
+    kill "$pid" 2>/dev/null
+    for i in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null
+}
+
 cleanup() {
     stop_service
-    if [ -n "$bouncer_pid" ]; then
-        kill "$bouncer_pid" 2>/dev/null
-        wait "$bouncer_pid" 2>/dev/null
-    fi
+    stop_bouncer
     psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "DROP ROLE IF EXISTS $role" \
         >/dev/null 2>&1
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 1" INT TERM
 
 # start_service LABEL DSN [ENV...]: run the service on $http_port, wait until it answers.
 start_service() {
@@ -120,8 +130,7 @@ pidfile = $work/pgbouncer.pid
 INI
 printf '"%s" ""\n"%s" ""\n' "$role" "$PGUSER" >"$work/userlist.txt"
 [ "$(id -u)" -eq 0 ] && chown postgres: "$work" "$work/pgbouncer.ini" "$work/userlist.txt"
-as_postgres pgbouncer "$work/pgbouncer.ini" >/dev/null 2>&1 &
-bouncer_pid=$!
+as_postgres pgbouncer -d "$work/pgbouncer.ini" >/dev/null 2>&1
 for i in $(seq 1 50); do
     [ -S "$work/.s.PGSQL.$bouncer_port" ] && break
     sleep 0.1
