@@ -1,6 +1,10 @@
-# holdcommit: PGXS build, plus the two commands of the README (make run, make test)
+# holdcommit: PGXS build, plus the commands of the README (make run, make test, make deb,
+# make dist)
 
 EXTENSION = holdcommit
+# The version lives in holdcommit.control (default_version); META.json, debian/changelog and
+# the install script's name must agree with it (test/versions.sh checks).
+EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
 MODULE_big = holdcommit
 OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
 DATA = $(wildcard sql/holdcommit--*.sql)
@@ -16,7 +20,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extensi
 PG_CONFIG ?= pg_config
 # make test builds with WERROR=-Werror; a user's build does not fail on a new compiler's warning.
 PG_CPPFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-missing-field-initializers
-EXTRA_CLEAN = results output_iso regression.diffs regression.out test/tmp
+EXTRA_CLEAN = results output_iso regression.diffs regression.out test/tmp $(BUILD_DIR)
 
 # No JIT bitcode: it needs clang, and the functions are not JIT candidates.
 override with_llvm = no
@@ -28,8 +32,10 @@ include $(PGXS)
 $(OBJS): $(wildcard src/*.h)
 
 RUN_PORT = 54320
+# make deb and make dist put what they make here (ignored by git).
+BUILD_DIR = build
 
-.PHONY: run stop test bench deps
+.PHONY: run stop test bench deps deb dist version
 deps:
 	@test/deps.sh
 
@@ -45,3 +51,25 @@ test:
 # Against the server of make run: hc_hold vs a plain-SQL hold, and the ratio.
 bench:
 	@PGHOST=$${TMPDIR:-/tmp}/holdcommit-$(RUN_PORT) PGPORT=$(RUN_PORT) PGUSER=postgres test/bench/holds.sh
+
+version:
+	@echo $(EXTVERSION)
+
+# The Debian package postgresql-15-holdcommit, built by pg_buildext (debian/rules) in a copy of
+# the working tree (the files git tracks or would track), so the tree stays clean; the .deb
+# lands in build/deb/.
+deb: SHELL = /bin/bash
+deb: .SHELLFLAGS = -o pipefail -ec
+deb:
+	rm -rf $(BUILD_DIR)/deb && mkdir -p $(BUILD_DIR)/deb/$(EXTENSION)-$(EXTVERSION)
+	git ls-files -z --cached --others --exclude-standard | \
+	    while IFS= read -r -d '' f; do [ -e "$$f" ] && printf '%s\0' "$$f"; done | \
+	    tar --null -T - -cf - | tar -xf - -C $(BUILD_DIR)/deb/$(EXTENSION)-$(EXTVERSION)
+	cd $(BUILD_DIR)/deb/$(EXTENSION)-$(EXTVERSION) && dpkg-buildpackage -us -uc -b
+	@ls $(BUILD_DIR)/deb/*.deb
+
+# The PGXN release archive of the committed tree (HEAD): build/holdcommit-VERSION.zip.
+dist:
+	mkdir -p $(BUILD_DIR)
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(BUILD_DIR)/$(EXTENSION)-$(EXTVERSION).zip HEAD
+	@echo $(BUILD_DIR)/$(EXTENSION)-$(EXTVERSION).zip

@@ -58,10 +58,14 @@ static HcStatement add_asset = {
 /*
  * The whole hold, one statement.  If the key is new, take the asset if it is
  * AVAILABLE or its hold has expired, skipping (never waiting for) a row that
- * another transaction has locked; end the expired hold it replaces; insert
- * the reservation; write the ledger.  In any case, report what was taken,
- * the asset as it was, and the reservation the key already made, so that a
- * refusal or a replay costs this one read and writes nothing.
+ * another transaction has locked; insert the reservation; write the ledger.
+ * In any case, report what was taken, the asset as it was, and the
+ * reservation the key already made, so that a refusal or a replay costs
+ * this one read and writes nothing.  The expired hold a take replaces is
+ * ended by end_expired_hold, in a statement of its own: the asset row may
+ * have been locked in a newer version than this statement's snapshot shows
+ * (its hold made after the snapshot was taken), and the next statement's
+ * snapshot sees that hold.
  *   $1 asset  $2 new reservation id  $3 now  $4 expires_at  $5 buyer
  *   $6 key  $7 fingerprint  $8 function  $9 actor
  */
@@ -84,30 +88,36 @@ static HcStatement hold_asset = {
 	"    FROM target t"
 	"   WHERE a.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) t.id"
 	"  RETURNING t.status AS was, t.current_reservation_id AS old_id, a.version),"
-	" reclaimed AS ("
-	"  UPDATE hc_reservations r SET status = 'EXPIRED', ended_at = $3"
-	"    FROM taken t"
-	"   WHERE r.asset_id OPERATOR(pg_catalog.=) $1 AND r.id OPERATOR(pg_catalog.=) t.old_id"
-	"     AND t.was OPERATOR(pg_catalog.=) 'HELD' AND r.status OPERATOR(pg_catalog.=) 'HELD'"
-	"  RETURNING r.id, r.buyer_id),"
 	" held AS ("
 	"  INSERT INTO hc_reservations"
 	"    (id, asset_id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
 	"  SELECT $2, $1, $5, $6, $7, 'HELD', $4, $3 FROM taken),"
 	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'asset', $1, t.version OPERATOR(pg_catalog.-) 1, $3, 'reclaim', 'reclaim', $8,"
-	"         r.id, r.buyer_id, -1, 0, $9, NULL"
-	"    FROM taken t, reclaimed r"
-	"  UNION ALL"
 	"  SELECT 'asset', $1, t.version, $3, 'hold', 'call', $8, $2, $5, 1, 0, $9, NULL FROM taken t)"
-	" SELECT t.was, (SELECT pg_catalog.count(*) FROM reclaimed), a.status, a.hold_expires_at, "
-	HC_KNOWN_KEY_COLUMNS
+	" SELECT t.was, t.old_id, a.status, a.hold_expires_at, "
+	HC_KNOWN_KEY_COLUMNS ", (t.version OPERATOR(pg_catalog.-) 1)::pg_catalog.int8"
 	"  FROM (SELECT) one"
 	"  LEFT JOIN taken t ON true"
 	"  LEFT JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) $1"
 	"  LEFT JOIN known k ON true",
 	9, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BYTEAOID,
 	TEXTOID, TEXTOID}
+};
+
+/*
+ * End the expired hold $2 that a hold of asset $1 just took over (passive
+ * reclamation), with its ledger row at seq $4 (the one before the hold's).
+ * $3 now, $5 function, $6 actor.
+ */
+static HcStatement end_expired_hold = {
+	"WITH r AS ("
+	"  UPDATE hc_reservations SET status = 'EXPIRED', ended_at = $3"
+	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
+	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id)"
+	HC_LEDGER_INSERT
+	" SELECT 'asset', $1, $4, $3, 'reclaim', 'reclaim', $5, $2, r.buyer_id, -1, 0, $6, NULL"
+	"   FROM r RETURNING seq",
+	6, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID}
 };
 
 /* Lock the asset of a reservation; nothing if there is no such reservation. */
@@ -332,12 +342,25 @@ hc_hold(PG_FUNCTION_ARGS)
 	else
 	{
 		char	   *was = hc_text(&call, 0, 1);
-		bool		isnull;
 
 		if (was == NULL)
 			hold_refused(&call, asset_id);
-		if (strcmp(was, "HELD") == 0 && DatumGetInt64(hc_datum(0, 2, &isnull)) != 1)
-			elog(ERROR, "held asset \"%s\" had no held reservation to reclaim", asset_id);
+		if (strcmp(was, "HELD") == 0)
+		{
+			Datum		reclaim[6];
+			char	   *old_id = hc_text(&call, 0, 2);
+			bool		isnull;
+
+			/* Passive reclamation: the expired hold just taken over ends. */
+			reclaim[0] = HC_TEXT(asset_id);
+			reclaim[1] = HC_TEXT(old_id);
+			reclaim[2] = TimestampTzGetDatum(call.now);
+			reclaim[3] = hc_datum(0, 11, &isnull);
+			reclaim[4] = HC_TEXT(call.function);
+			reclaim[5] = HC_TEXT(call.actor);
+			if (hc_run(&end_expired_hold, reclaim, NULL, SPI_OK_INSERT_RETURNING) != 1)
+				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"", asset_id, old_id);
+		}
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # make test: build, install, start a throwaway server, run every suite
-# (regression, isolation, README, docs, upgrade, pgTAP, load), remove the
-# server, and end with "N passed, N failed".  Exits non-zero on any failure.
+# (regression, isolation, README, docs, upgrade, pgTAP, load, the example
+# HTTP service, the postgres_exporter queries, the versions, the PGXN archive
+# and the Debian package), remove the server, and end with "N passed, N
+# failed".  Exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 port=${HC_TEST_PORT:-54330}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
+# The example service, its PgBouncer, the Debian package's server and postgres_exporter,
+# next to the test server.
+export HC_HTTP_PORT=${HC_HTTP_PORT:-$((port + 5))} HC_PGBOUNCER_PORT=${HC_PGBOUNCER_PORT:-$((port + 6))}
+export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_PORT:-$((port + 8))}
 out=test/tmp
 passed=0
 failed=0
@@ -56,30 +62,29 @@ cat "$out/readme.log"
 passed=$((passed + $(grep -c '^ok ' "$out/readme.log")))
 failed=$((failed + $(grep -c '^not ok ' "$out/readme.log")))
 
-# Run a script that prints "ok - ..." / "not ok - ..." lines, and count them;
-# a script that fails without a "not ok" line counts as one failure.
-run_checks() {
-    local script=$1 log=$out/$(basename "$1").log rc ok bad
-    bash "$script" >"$log" 2>&1
+# Scripts that print "ok - ..." / "not ok - ..." lines and exit 0.
+count_tap() {
+    local name=$1 rc
+    shift
+    "$@" >"$out/$name.log" 2>&1
     rc=$?
-    cat "$log"
-    ok=$(grep -cE '^ok ' "$log")
-    bad=$(grep -cE '^not ok ' "$log")
+    cat "$out/$name.log"
+    ok=$(grep -cE '^ok ' "$out/$name.log")
+    bad=$(grep -cE '^not ok ' "$out/$name.log")
     passed=$((passed + ok))
     failed=$((failed + bad))
     [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
     [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
-    return 0
 }
 
 echo "== reference documentation"
 # Every function, setting, table and type of the extension has its heading in
 # doc/*.md, and every heading there names something that exists.
-run_checks test/docs.sh
+count_tap docs test/docs.sh
 
 echo "== upgrade"
 # 0.1.0 then ALTER EXTENSION UPDATE equals 0.2.0 installed, and keeps its data.
-run_checks test/upgrade.sh
+count_tap upgrade test/upgrade.sh
 
 echo "== pgTAP"
 psql -qX -d postgres -c "CREATE DATABASE hc_tap" >/dev/null
@@ -104,6 +109,18 @@ for t in test/load/*.sh; do
     failed=$((failed + bad))
     [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
 done
+
+echo "== example HTTP service, directly and through PgBouncer"
+count_tap http examples/http/test.sh
+
+echo "== postgres_exporter queries"
+count_tap exporter "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
+    --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
+
+echo "== versions, PGXN archive, Debian package"
+count_tap versions test/versions.sh
+count_tap dist test/dist.sh
+count_tap package test/package.sh
 
 echo
 echo "$passed passed, $failed failed"

@@ -4,6 +4,9 @@
 #   (b) throughput: 1,000 holds of 1,000 distinct assets from 20 clients
 #   (c) retry storm: 20 clients each send the same key 10 times for their own asset
 #   (d) same key at the same moment: 50 clients send one request: 1 reservation, 49 replays
+#   (e) reclaim race: 30 clients for 10 s on 5 assets with 1-20 ms holds, so
+#       that a hold often takes over an expired hold made after its
+#       statement began (the case 0.2.0's one-statement hold first got wrong)
 # Prints "ok - ..." / "not ok - ..." per assertion and "# ..." figures; exits 0.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
 # drops its own database.
@@ -28,7 +31,8 @@ CREATE TABLE load_results (
     at              timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE FUNCTION load_try_hold(phase text, client int, asset text, buyer text, key text,
-                              start_epoch double precision DEFAULT 0)
+                              start_epoch double precision DEFAULT 0,
+                              ttl interval DEFAULT '10 minutes')
 RETURNS text LANGUAGE plpgsql AS \$\$
 DECLARE
     r hc_reservation;
@@ -40,7 +44,7 @@ BEGIN
     END IF;
     t0 := clock_timestamp();
     BEGIN
-        r := hc_hold(asset, buyer, key);
+        r := hc_hold(asset, buyer, key, ttl);
         INSERT INTO load_results (phase, client, asset_id, idempotency_key, sqlstate, reservation_id, replayed, call_ms)
         VALUES (phase, client, asset, key, '00000', r.reservation_id, r.replayed,
                 extract(epoch FROM clock_timestamp() - t0) * 1000);
@@ -196,5 +200,23 @@ echo "# same key at once: errors: $other; call time (ms):" \
                          round(avg(call_ms) FILTER (WHERE replayed)::numeric, 2),
                          round(max(call_ms) FILTER (WHERE replayed)::numeric, 2))
              FROM load_results WHERE phase = 'samekey' AND sqlstate = '00000'")"
+
+##############################################################################
+# (e) reclaim race: expired holds taken over while they are being made
+##############################################################################
+q "SELECT count(hc_asset_add('race-' || i)) FROM generate_series(1, 5) i" >/dev/null
+cat >"$work/race.sql" <<'SQL'
+\set n random(1, 5)
+\set ttl random(1, 20)
+SELECT load_try_hold('race', :client_id, 'race-' || :n, 'buyer-' || :client_id,
+                     'race-' || :client_id || '-' || random(), 0, (:ttl || ' ms')::interval);
+SQL
+pgbench_phase race "reclaim race: pgbench ran 30 clients for 10 s" -c 30 -j 2 -T 10
+check "reclaim race: only successes and RS001" \
+    "$(q "SELECT coalesce(string_agg(DISTINCT sqlstate, ','), 'none') FROM load_results
+           WHERE phase = 'race' AND sqlstate NOT IN ('00000', 'RS001')")" "none"
+check "reclaim race: some holds took over an expired hold" \
+    "$(q "SELECT count(*) > 100 FROM hc_ledger WHERE event = 'reclaim' AND entity_id LIKE 'race-%'")" "t"
+check "reclaim race: hc_check() is empty" "$(q "SELECT count(*) FROM hc_check()")" "0"
 
 exit 0

@@ -37,15 +37,7 @@ load_setup() {
 
 q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
 
-check() {
-    if [ "$2" == "$3" ]; then
-        echo "ok - $1"
-    else
-        echo "not ok - $1"
-        echo "#   got: $2"
-        echo "#   expected: $3"
-    fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.bash"
 
 # pgbench_phase NAME WHAT PGBENCH-ARGS...: run $work/NAME.sql with pgbench in
 # DB (log in $work/NAME.log) and check that no client aborted.

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# End-to-end test of the example HTTP service (run by make test): start it
+# against the running test server, drive it with real HTTP requests
+# (examples/http/check.py), then do it all again through PgBouncer in
+# transaction pooling mode.  Prints "ok - ..." / "not ok - ..." and "# ..."
+# figures; exits 0 (the harness counts the lines).
+# Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server, Debian's
+# python3 with python3-fastapi, python3-uvicorn, python3-psycopg,
+# python3-psycopg-pool, and pgbouncer.
+#   HC_HTTP_PORT       the service's port on 127.0.0.1 (default 54335)
+#   HC_PGBOUNCER_PORT  PgBouncer's port, on a Unix socket only (default 54336)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+http_port=${HC_HTTP_PORT:-54335}
+bouncer_port=${HC_PGBOUNCER_PORT:-54336}
+python=${HC_PYTHON:-/usr/bin/python3}
+db=hc_http
+role=hc_http_app
+work=$(mktemp -d)
+chmod 755 "$work"
+service_pid=
+
+as_postgres() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+stop_service() {
+    if [ -n "$service_pid" ]; then
+        kill "$service_pid" 2>/dev/null
+        wait "$service_pid" 2>/dev/null
+        service_pid=
+    fi
+}
+
+# PgBouncer runs as a daemon (as postgres when we are root): stop it by its pidfile.
+stop_bouncer() {
+    local pid i
+    [ -s "$work/pgbouncer.pid" ] || return 0
+    pid=$(cat "$work/pgbouncer.pid")
+    kill "$pid" 2>/dev/null
+    for i in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null
+}
+
+cleanup() {
+    stop_service
+    stop_bouncer
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "DROP ROLE IF EXISTS $role" \
+        >/dev/null 2>&1
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+
+# start_service LABEL DSN [ENV...]: run the service on $http_port, wait until it answers.
+start_service() {
+    local label=$1 dsn=$2 i
+    shift 2
+    env HC_DATABASE_URL="$dsn" HC_POOL_SIZE=10 "$@" \
+        "$python" -m uvicorn --app-dir examples/http app:app --host 127.0.0.1 --port "$http_port" \
+        --no-access-log --log-level warning >"$work/service-$label.log" 2>&1 &
+    service_pid=$!
+    for i in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$http_port/healthz" >/dev/null 2>&1 && return 0
+        kill -0 "$service_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "not ok - the service starts ($label)"
+    sed 's/^/#   /' "$work/service-$label.log" | tail -20
+    return 1
+}
+
+# drive LABEL ARGS...: run the HTTP checks against the service.
+drive() {
+    local label=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    "$python" examples/http/check.py --url "http://127.0.0.1:$http_port" \
+        --admin-dsn "host=$PGHOST port=$PGPORT dbname=$db user=$PGUSER" --app-role "$role" \
+        --prefix "$label-" "$@" 2>&1 | sed "s/^ok - /ok - $label: /; s/^not ok - /not ok - $label: /"
+    t1=$(date +%s.%N)
+    echo "# $label: all checks in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+    if grep -qE 'Traceback|ERROR' "$work/service-$label.log"; then
+        echo "not ok - $label: the service logged no errors"
+        grep -E -A3 'Traceback|ERROR' "$work/service-$label.log" | head -20 | sed 's/^/#   /'
+    fi
+}
+
+"$python" -c 'import fastapi, uvicorn, psycopg, psycopg_pool' 2>/dev/null || {
+    echo "not ok - $python has fastapi, uvicorn, psycopg and psycopg_pool (test/deps.sh)"; exit 0; }
+command -v pgbouncer >/dev/null || { echo "not ok - pgbouncer is installed (test/deps.sh)"; exit 0; }
+
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "DROP ROLE IF EXISTS $role" >/dev/null 2>&1
+if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres \
+        -c "CREATE DATABASE $db" -c "CREATE ROLE $role LOGIN NOSUPERUSER" >/dev/null ||
+   ! psql -X -q -v ON_ERROR_STOP=1 -d "$db" \
+        -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$role')" >/dev/null; then
+    echo "not ok - set up database $db and the application role $role"
+    exit 0
+fi
+
+echo "# the service connects as $role, given hc_grant_app('$role')"
+if start_service direct "host=$PGHOST port=$PGPORT dbname=$db user=$role"; then
+    drive direct --readme README.md
+    stop_service
+fi
+
+# PgBouncer refuses to run as root: it runs as postgres, with its files in $work.
+cat >"$work/pgbouncer.ini" <<INI
+[databases]
+$db = host=$PGHOST port=$PGPORT dbname=$db
+
+[pgbouncer]
+listen_addr =
+listen_port = $bouncer_port
+unix_socket_dir = $work
+auth_type = trust
+auth_file = $work/userlist.txt
+admin_users = $PGUSER
+pool_mode = transaction
+default_pool_size = 20
+max_client_conn = 500
+ignore_startup_parameters = extra_float_digits
+logfile = $work/pgbouncer.log
+pidfile = $work/pgbouncer.pid
+INI
+printf '"%s" ""\n"%s" ""\n' "$role" "$PGUSER" >"$work/userlist.txt"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$work" "$work/pgbouncer.ini" "$work/userlist.txt"
+as_postgres pgbouncer -d "$work/pgbouncer.ini" >/dev/null 2>&1
+for i in $(seq 1 50); do
+    [ -S "$work/.s.PGSQL.$bouncer_port" ] && break
+    sleep 0.1
+done
+mode=$(psql -X -qAt -h "$work" -p "$bouncer_port" -U "$PGUSER" -d pgbouncer -c "SHOW CONFIG" 2>/dev/null |
+       awk -F'|' '$1 == "pool_mode" { print $2 }')
+if [ "$mode" != "transaction" ]; then
+    echo "not ok - pgbouncer runs in transaction pooling mode (got '$mode')"
+    sed 's/^/#   /' "$work/pgbouncer.log" 2>/dev/null | tail -10
+    exit 0
+fi
+echo "ok - pgbouncer runs in transaction pooling mode on port $bouncer_port"
+
+if start_service pgbouncer "host=$work port=$bouncer_port dbname=$db user=$role" HC_PGBOUNCER=1; then
+    drive pgbouncer
+    stop_service
+    xacts=$(psql -X -qAt -h "$work" -p "$bouncer_port" -U "$PGUSER" -d pgbouncer -c "SHOW STATS" |
+            awk -F'|' -v db="$db" '$1 == db { print $2 }')
+    if [ "${xacts:-0}" -ge 2000 ]; then
+        echo "ok - the requests went through pgbouncer ($xacts transactions)"
+    else
+        echo "not ok - the requests went through pgbouncer (got ${xacts:-no} transactions)"
+    fi
+fi
+exit 0

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The Debian package (run by make test): make deb builds postgresql-15-holdcommit
+# with pg_buildext; the package holds the module, the control file and every
+# install and upgrade script; and the regression and isolation suites
+# (make installcheck) pass against exactly the files it installs.  Nothing goes
+# into the system's PostgreSQL directories: the package is extracted
+# (dpkg-deb -x) over a private copy of the PostgreSQL 15 tree, with any
+# holdcommit files of that tree removed first, and a throwaway server runs
+# from that copy.
+# Prints "ok - ..." / "not ok - ..." lines and "# ..." figures; exits 0.
+#   HC_PKG_PORT  the throwaway server's port (default 54337)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. test/tap.bash
+
+port=${HC_PKG_PORT:-54337}
+version=$(make -s version)
+deb_dir=build/deb
+root=$(mktemp -d)
+chmod 755 "$root"
+
+cleanup() {
+    HC_PGROOT=$root test/server.sh stop "$port"
+    rm -rf "$root"
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+
+status_before=$(git status --porcelain --untracked-files=all)
+t0=$(date +%s)
+if ! make -s deb >"$root/deb.log" 2>&1; then
+    echo "not ok - make deb builds the package"
+    tail -20 "$root/deb.log" | sed 's/^/#   /'
+    exit 0
+fi
+echo "# make deb: $(($(date +%s) - t0)) s"
+deb=$deb_dir/postgresql-15-holdcommit_$version-$(dpkg-parsechangelog -l debian/changelog -S Version | sed 's/.*-//')_$(dpkg --print-architecture).deb
+check "make deb builds $(basename "$deb")" "$(test -f "$deb" && echo yes)" "yes"
+[ -f "$deb" ] || exit 0
+check "the package is postgresql-15-holdcommit" "$(dpkg-deb -f "$deb" Package)" "postgresql-15-holdcommit"
+check "its version is the changelog's" "$(dpkg-deb -f "$deb" Version)" \
+    "$(dpkg-parsechangelog -l debian/changelog -S Version)"
+check "it depends on postgresql-15" \
+    "$(dpkg-deb -f "$deb" Depends | grep -oE '(^|, )postgresql-15( |,|$)' | tr -d ', ')" "postgresql-15"
+
+contents=$(dpkg-deb -c "$deb" | awk '{ print $6 }' | sed 's|^\./|/|')
+for f in /usr/lib/postgresql/15/lib/holdcommit.so /usr/share/postgresql/15/extension/holdcommit.control \
+         $(for s in sql/holdcommit--*.sql; do echo "/usr/share/postgresql/15/extension/$(basename "$s")"; done); do
+    check "the package has $f" "$(grep -cx "$f" <<<"$contents")" "1"
+done
+check "the package has no JIT bitcode" "$(grep -c '/bitcode/' <<<"$contents")" "0"
+check "building it left the working tree as it was" "$(git status --porcelain --untracked-files=all)" "$status_before"
+
+# The private tree: the system's PostgreSQL 15, minus holdcommit, plus the package.
+mkdir -p "$root/usr/lib/postgresql" "$root/usr/share/postgresql"
+cp -a /usr/lib/postgresql/15 "$root/usr/lib/postgresql/" &&
+cp -a /usr/share/postgresql/15 "$root/usr/share/postgresql/" || { echo "not ok - copy the PostgreSQL tree"; exit 0; }
+rm -f "$root"/usr/lib/postgresql/15/lib/holdcommit.so "$root"/usr/share/postgresql/15/extension/holdcommit[.-]*
+dpkg-deb -x "$deb" "$root"
+check "the private tree's holdcommit files are exactly the package's" \
+    "$(cd "$root" && find usr -name 'holdcommit*' | sort | tr '\n' ' ')" \
+    "$(grep -E '/holdcommit[^/]*$' <<<"$contents" | sed 's|^/||' | sort | tr '\n' ' ')"
+
+if ! HC_PGROOT=$root test/server.sh start "$port"; then
+    echo "not ok - a server starts from the tree with the package"
+    exit 0
+fi
+export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
+check "that server runs from the private tree" \
+    "$(psql -X -qAt -d postgres -c "SELECT setting FROM pg_config WHERE name = 'PKGLIBDIR'" 2>&1)" \
+    "$root/usr/lib/postgresql/15/lib"
+check "the package's extension installs as $version, with holdcommit preloaded" \
+    "$(psql -X -qAt -d postgres -c "CREATE EXTENSION holdcommit" \
+            -c "SELECT extversion || ' ' || current_setting('shared_preload_libraries')
+                  FROM pg_extension WHERE extname = 'holdcommit'" -c "DROP EXTENSION holdcommit" 2>&1)" \
+    "$version holdcommit"
+
+# The regression and isolation suites of the packaged tree, against that server.
+t0=$(date +%s)
+(cd "$deb_dir/holdcommit-$version" && make -s installcheck) >"$root/installcheck.log" 2>&1
+sed -nE 's/^(test |     )? *([^ ]+) +\.\.\. ok.*/ok - package installcheck: \2/p
+         s/^(test |     )? *([^ ]+) +\.\.\. (FAILED|failed).*/not ok - package installcheck: \2/p' \
+    "$root/installcheck.log"
+grep -qE '\.\.\. (ok|FAILED|failed)' "$root/installcheck.log" || {
+    echo "not ok - package installcheck ran"; tail -20 "$root/installcheck.log" | sed 's/^/#   /'; }
+for d in regression.diffs output_iso/regression.diffs; do
+    [ -s "$deb_dir/holdcommit-$version/$d" ] && head -100 "$deb_dir/holdcommit-$version/$d" | sed 's/^/#   /'
+done
+echo "# installcheck against the package: $(($(date +%s) - t0)) s"
+exit 0
