@@ -6,12 +6,18 @@
 # pg_dump dumps an extension as one CREATE EXTENSION; --binary-upgrade makes
 # it dump every member object, which is what is compared.  Then the data made
 # under 0.1.0 must work under 0.2.0.
+# Both grant hc_upgrade_app with hc_grant_app (old: before the update and, as
+# the README says to, again after it), so the privileges an existing
+# application role ends up with are compared too: grants made by the update
+# script itself would be recorded as the extension's initial privileges,
+# which pg_dump leaves out.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
 
 bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
 old=hc_upgrade_old
 new=hc_upgrade_new
+app=hc_upgrade_app
 work=$(mktemp -d)
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
 check() {
@@ -27,13 +33,14 @@ drop_all() {
     for d in $old $new; do
         psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
     done
+    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" >/dev/null 2>&1
 }
 cleanup() { drop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 drop_all
-if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" >/dev/null; then
-    echo "not ok - scratch databases"
+if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" -c "CREATE ROLE $app" >/dev/null; then
+    echo "not ok - scratch databases and role"
     exit 0
 fi
 
@@ -139,6 +146,7 @@ SQL
     sed 's/^/#   /' "$work/setup.log"
     exit 0
 fi
+q $old -c "SELECT hc_grant_app('$app')" >/dev/null || echo "not ok - hc_grant_app under 0.1.0"
 
 states="SELECT string_agg(t, ' ' ORDER BY t) FROM (
     SELECT 'asset:' || status || '=' || count(*) t FROM hc_assets GROUP BY status UNION ALL
@@ -160,13 +168,14 @@ last_seq="SELECT string_agg(entity_id || ':' || seq, ' ' ORDER BY entity_id) FRO
      WHERE entity_id IN ('UP-HELD', 'UP-P1', 'UP-P2') GROUP BY entity_id) s"
 seq_before=$(q $old -c "$last_seq")
 
-if ! q $old -c "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" >"$work/update.log" 2>&1; then
+if ! q $old -c "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" -c "SELECT hc_grant_app('$app')" \
+        >"$work/update.log" 2>&1; then
     echo "not ok - ALTER EXTENSION holdcommit UPDATE TO '0.2.0'"
     sed 's/^/#   /' "$work/update.log"
     exit 0
 fi
 echo "ok - ALTER EXTENSION holdcommit UPDATE TO '0.2.0'"
-if ! q $new -c "CREATE EXTENSION holdcommit" >"$work/create.log" 2>&1; then
+if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app')" >"$work/create.log" 2>&1; then
     echo "not ok - CREATE EXTENSION holdcommit (0.2.0)"
     sed 's/^/#   /' "$work/create.log"
     exit 0
@@ -211,6 +220,18 @@ else
     cat "$work/$old.err" "$work/$new.err" | sed 's/^/#   /'
     diff -u --label "0.1.0 updated" --label "0.2.0 installed" "$work/$old.sql" "$work/$new.sql" |
         head -200 | sed 's/^/#   /'
+fi
+
+# What a plain pg_dump keeps of the application role's grants: the same.
+grants() { "$bin/pg_dump" --schema-only -d "$1" 2>&1 | grep -E "^(GRANT|REVOKE).* $app;\$" | sort; }
+grants $old >"$work/grants.old"
+grants $new >"$work/grants.new"
+if [ -s "$work/grants.new" ] && cmp -s "$work/grants.old" "$work/grants.new"; then
+    echo "ok - pg_dump keeps an application role's grants after the update"
+else
+    echo "not ok - pg_dump keeps an application role's grants after the update"
+    comm -13 "$work/grants.old" "$work/grants.new" | sed 's/^/#   only on a fresh install: /'
+    comm -23 "$work/grants.old" "$work/grants.new" | sed 's/^/#   only after the update: /'
 fi
 
 # The data survived and works.
