@@ -1,4 +1,4 @@
--- Unique assets: hold, commit, release, extend (SPEC section 2).
+-- Unique assets: hold, commit, release, extend.
 -- Reservation ids and times are random or moving, so the output shows
 -- statuses, buyers, flags and durations; ids are kept in psql variables.
 

@@ -34,23 +34,19 @@ DROP FUNCTION @extschema@.hc_grant(regrole, text[], text[]);
 ALTER TABLE @extschema@.hc_stock_reservation_lines
     DROP CONSTRAINT hc_stock_reservation_lines_reservation_id_fkey;
 
--- Application roles no longer read idempotency keys: a role granted by
--- 0.1.0's hc_grant_app (it can read the reservations but not the ledger)
--- keeps SELECT on every other column.
+-- Application roles no longer read idempotency keys: a role granted SELECT
+-- on the reservation tables by 0.1.0's hc_grant_app (it can read them but not
+-- the ledger) loses it here; run hc_grant_app for it again after the update,
+-- which grants every other column.  (A GRANT made by this script would count
+-- as the extension's own initial privilege, and pg_dump would leave it out.)
 DO $$
 DECLARE
     t regclass;
     grantee regrole;
-    columns text;
 BEGIN
     FOREACH t IN ARRAY ARRAY['@extschema@.hc_reservations'::regclass,
                              '@extschema@.hc_stock_reservations'::regclass]
     LOOP
-        SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
-          INTO columns
-          FROM pg_catalog.pg_attribute a
-         WHERE a.attrelid OPERATOR(pg_catalog.=) t AND a.attnum OPERATOR(pg_catalog.>) 0
-           AND NOT a.attisdropped AND a.attname OPERATOR(pg_catalog.<>) 'idempotency_key';
         FOR grantee IN
             SELECT DISTINCT acl.grantee::regrole
               FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) acl
@@ -62,7 +58,6 @@ BEGIN
                        '@extschema@.hc_ledger'::regclass, 'SELECT')
         LOOP
             EXECUTE pg_catalog.format('REVOKE SELECT ON TABLE %s FROM %s', t, grantee);
-            EXECUTE pg_catalog.format('GRANT SELECT (%s) ON TABLE %s TO %s', columns, t, grantee);
         END LOOP;
     END LOOP;
 END

@@ -1,4 +1,4 @@
--- The database owner's threat model (SPEC section 8).
+-- The database owner's threat model (doc/reference.md, Privileges).
 --
 -- A non-superuser role owns a database, so in PostgreSQL 15 it owns the
 -- schema public (through pg_database_owner), where the superuser installed

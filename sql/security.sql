@@ -1,4 +1,4 @@
--- Privileges and search_path safety (SPEC section 8).  The database owner's
+-- Privileges and search_path safety (doc/reference.md, Privileges).  The database owner's
 -- attacks (schema rename, re-plans, pg_temp) are in owner_attack.sql.
 
 -- Nothing is granted to PUBLIC: no function, no table.
@@ -52,7 +52,7 @@ LANGUAGE sql AS $$
 $$;
 
 -- What hc_grant_app and hc_grant_operator must give, and nothing more: the
--- calls of an application (SPEC sections 2-4, not the operator ones), read
+-- calls of an application (holds, stock and leases, not the operator calls), read
 -- access to the state without the idempotency keys; for an operator, also
 -- the operator calls and read access to everything.  The lease, attempt and
 -- sweep members count where they exist.

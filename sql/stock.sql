@@ -1,4 +1,4 @@
--- Counted stock: reserve, reserve_items, finalize, unreserve (SPEC section 3).
+-- Counted stock: reserve, reserve_items, finalize, unreserve.
 
 CREATE FUNCTION stock_state() RETURNS text LANGUAGE sql AS $$
     SELECT md5(concat_ws('|',

@@ -258,13 +258,15 @@ static HcStatement create_product = {
 };
 
 /*
- * Set a locked product's stock from $6 to $2, with ledger event $4 unless
- * nothing changes.  $1 product, $3 now, $5 function, $7 actor, $8 detail.
+ * Set a locked product's stock from $6 to $2, with ledger event $4 and a new
+ * version unless nothing changes.  $1 product, $3 now, $5 function, $7 actor, $8 detail.
  */
 static HcStatement set_stock = {
 	"WITH i AS ("
 	"  UPDATE hc_inventory"
-	"     SET stock = $2, version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
+	"     SET stock = $2, updated_at = $3,"
+	"         version = version OPERATOR(pg_catalog.+)"
+	"                   CASE WHEN $2 OPERATOR(pg_catalog.<>) $6 THEN 1 ELSE 0 END"
 	"   WHERE product_id OPERATOR(pg_catalog.=) $1 RETURNING *),"
 	" logged AS (" HC_LEDGER_INSERT
 	"  SELECT 'product', $1, i.version, $3, $4, 'adjustment', $5, NULL, NULL, 0,"
@@ -890,7 +892,19 @@ stock_lock_product(HcCall *call, const char *product_id, int32 *stock, int32 *re
 		product_not_found(product_id);
 	*stock = hc_int32(0, 1);
 	*reserved = hc_int32(0, 2);
-	*reserved -= (int32) stock_reclaim(call, product_id, PG_INT64_MAX);
+
+	/*
+	 * Reclaim all of them: a stock change is an operator's act, not the hot
+	 * path, and a backlog left behind could refuse it as below reserved.
+	 */
+	for (;;)
+	{
+		int64		freed = stock_reclaim(call, product_id, PG_INT64_MAX);
+
+		if (freed == 0)
+			break;
+		*reserved -= (int32) freed;
+	}
 }
 
 /* Set stock to new_stock, refusing to go below reserved; return the row. */

@@ -1,7 +1,7 @@
 /*
  * validate.c
  *		Argument checks, run before anything else so that bad input never
- *		changes state.  Each error names the argument (SPEC section 7).
+ *		changes state.  Each error names the argument.
  */
 #include "postgres.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pg_dump keeps holdcommit's data (SPEC section 8): dump a database with holds,
+# pg_dump keeps holdcommit's data: dump a database with holds,
 # reservations, keys and ledger, restore it into a new one, and check that
 # state, invariants, idempotency replays and each entity's ledger order carry over.
 set -uo pipefail

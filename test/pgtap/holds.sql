@@ -1,4 +1,4 @@
--- pgTAP: the unique-asset contract (SPEC sections 2, 6, 7, 8), tested from
+-- pgTAP: the unique-asset contract, tested from
 -- outside as an application's own suite would.  Everything runs in one
 -- transaction that is rolled back, roles included.
 --

@@ -1,4 +1,4 @@
--- pgTAP: the counted-stock contract (SPEC sections 3, 6, 7, 8), tested from
+-- pgTAP: the counted-stock contract, tested from
 -- outside as an application's own suite would.  Everything runs in one
 -- transaction that is rolled back, roles included.
 --
