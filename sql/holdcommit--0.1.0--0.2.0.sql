@@ -214,3 +214,151 @@ ALTER TABLE @extschema@.hc_stock_reservations
         AND (status = 'RESERVED') = (ended_at IS NULL));
 ALTER TABLE @extschema@.hc_stock_reservation_lines
     DROP CONSTRAINT hc_stock_reservation_lines_status_check;
+
+------------------------------------------------------------------------------
+-- Dual-layer locking: leases with fencing tokens (layer 1) and the
+-- point-of-no-return attempt guard (layer 2)
+------------------------------------------------------------------------------
+
+-- One row per resource, kept forever: a release clears the owner but keeps
+-- the token, so the next holder's token is higher than every earlier one.
+CREATE TABLE @extschema@.hc_locks (
+    resource        text PRIMARY KEY,
+    owner           text,               -- NULL: free
+    token           bigint NOT NULL,    -- the last token handed out; never decreases
+    acquired_at     timestamptz,        -- when the current owner acquired
+    heartbeat_at    timestamptz,        -- its last heartbeat (or acquire)
+    stale_after     interval,           -- as the current owner acquired
+    released_at     timestamptz,        -- the last release
+    version         bigint NOT NULL DEFAULT 1,  -- the resource's ledger seq
+    updated_at      timestamptz NOT NULL,
+    -- A held lease has an owner, its times and its stale_after; a free one
+    -- has none.  (One CHECK: PostgreSQL 15 prepares each per statement.)
+    CONSTRAINT hc_locks_lease_shape CHECK (
+        token >= 1 AND
+        CASE WHEN owner IS NULL
+             THEN acquired_at IS NULL AND heartbeat_at IS NULL AND stale_after IS NULL
+             ELSE COALESCE(heartbeat_at >= acquired_at AND stale_after > interval '0', false)
+        END)
+);
+COMMENT ON TABLE @extschema@.hc_locks IS
+    'Leases: who holds each resource, with its fencing token (never decreasing) and last heartbeat.';
+
+-- One row per resource that ever had an attempt: the count since the last
+-- reset, the last point-of-no-return marker, and the outcome.
+CREATE TABLE @extschema@.hc_attempts (
+    resource        text PRIMARY KEY,
+    status          text NOT NULL DEFAULT 'OPEN',   -- OPEN, MANUAL_REVIEW or COMPLETED
+    attempts        integer NOT NULL DEFAULT 0,     -- since the last reset
+    total_attempts  integer NOT NULL DEFAULT 0,     -- markers ever recorded
+    last_marker     text,
+    last_attempt_at timestamptz,
+    last_owner      text,               -- the lease holder of the last attempt
+    last_token      bigint,
+    cooldown        interval,           -- as the last begin asked
+    max_attempts    integer,
+    external_ref    text,
+    completed_at    timestamptz,
+    reset_at        timestamptz,
+    reset_note      text,
+    updated_at      timestamptz NOT NULL,
+    -- Every attempt left its marker; COMPLETED, and only COMPLETED, has its
+    -- external_ref.
+    CONSTRAINT hc_attempts_shape CHECK (
+        status IN ('OPEN', 'MANUAL_REVIEW', 'COMPLETED')
+        AND attempts >= 0 AND total_attempts >= attempts
+        AND (total_attempts = 0) = (last_marker IS NULL)
+        AND (last_marker IS NULL) = (last_attempt_at IS NULL)
+        AND (status = 'COMPLETED') = (external_ref IS NOT NULL AND completed_at IS NOT NULL))
+);
+COMMENT ON TABLE @extschema@.hc_attempts IS
+    'The point-of-no-return guard: attempts since the last reset, the last marker, the outcome.';
+
+CREATE TYPE @extschema@.hc_attempt AS (
+    resource        text,
+    status          text,
+    attempt         integer,
+    marker          text,
+    external_ref    text,
+    last_attempt_at timestamptz
+);
+
+CREATE FUNCTION @extschema@.hc_lock_acquire(resource text, owner text,
+                                            stale_after interval DEFAULT '3 minutes',
+                                            max_retries integer DEFAULT 5)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hc_lock_acquire' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_lock_acquire(text, text, interval, integer) IS
+    'Take the lease of a resource (free, ours, or stale), retrying with backoff; the fencing token, or NULL if still busy.';
+
+CREATE FUNCTION @extschema@.hc_lock_heartbeat(resource text, owner text, token bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'hc_lock_heartbeat' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_lock_heartbeat(text, text, bigint) IS
+    'Keep a held lease fresh; RS007 if the owner and token no longer hold it.';
+
+CREATE FUNCTION @extschema@.hc_lock_release(resource text, owner text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'hc_lock_release' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_lock_release(text, text, bigint) IS
+    'Free a lease if the owner and token still hold it (true); otherwise change nothing (false).';
+
+CREATE FUNCTION @extschema@.hc_attempt_begin(resource text, owner text, token bigint,
+                                             cooldown interval DEFAULT '10 minutes',
+                                             max_attempts integer DEFAULT 5)
+RETURNS @extschema@.hc_attempt
+AS 'MODULE_PATHNAME', 'hc_attempt_begin' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer) IS
+    'Before an external call: PROCEED with a new permanent marker, or COOLDOWN, MANUAL_REVIEW or COMPLETED.';
+
+CREATE FUNCTION @extschema@.hc_attempt_complete(resource text, owner text, token bigint,
+                                                external_ref text)
+RETURNS @extschema@.hc_attempt
+AS 'MODULE_PATHNAME', 'hc_attempt_complete' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_attempt_complete(text, text, bigint, text) IS
+    'Record the outcome of the external call (its external_ref); the resource is COMPLETED for good.';
+
+CREATE FUNCTION @extschema@.hc_attempt_reset(resource text, note text)
+RETURNS @extschema@.hc_attempt
+AS 'MODULE_PATHNAME', 'hc_attempt_reset' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_attempt_reset(text, text) IS
+    'Operator, after checking the external system: clear MANUAL_REVIEW and the cooldown, count attempts from zero.';
+
+-- Who holds what, and how fresh each lease is.
+CREATE VIEW @extschema@.hc_lease_status AS
+SELECT l.resource, l.owner, l.token, l.owner IS NOT NULL AS held,
+       l.acquired_at, l.heartbeat_at, l.stale_after,
+       pg_catalog.round(pg_catalog.date_part('epoch',
+           pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) l.heartbeat_at)::numeric, 3)
+           AS seconds_since_heartbeat,
+       COALESCE(l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after
+                    OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), false) AS stale,
+       l.released_at
+  FROM @extschema@.hc_locks l;
+COMMENT ON VIEW @extschema@.hc_lease_status IS
+    'Leases for operators: owner, token, seconds since the last heartbeat, stale or not.';
+
+-- What each guarded resource is waiting for.
+CREATE VIEW @extschema@.hc_attempt_status AS
+SELECT a.resource, a.status, a.attempts, a.max_attempts, a.last_marker, a.last_attempt_at,
+       CASE WHEN a.status OPERATOR(pg_catalog.=) 'OPEN' AND a.attempts OPERATOR(pg_catalog.>) 0
+            THEN a.last_attempt_at OPERATOR(pg_catalog.+) a.cooldown END AS cooldown_until,
+       a.status OPERATOR(pg_catalog.=) 'MANUAL_REVIEW' AS awaiting_review,
+       a.external_ref, a.completed_at, a.total_attempts, a.reset_at, a.reset_note,
+       l.owner AS lease_owner, l.token AS lease_token
+  FROM @extschema@.hc_attempts a
+  LEFT JOIN @extschema@.hc_locks l ON l.resource OPERATOR(pg_catalog.=) a.resource;
+COMMENT ON VIEW @extschema@.hc_attempt_status IS
+    'Attempt guards for operators: status, count, last marker, external_ref, and what awaits manual review.';
+
+-- Nothing for PUBLIC.
+REVOKE ALL ON FUNCTION @extschema@.hc_lock_acquire(text, text, interval, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_lock_heartbeat(text, text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_lock_release(text, text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_attempt_complete(text, text, bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_attempt_reset(text, text) FROM PUBLIC;
+
+-- pg_dump keeps the data of these tables.
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_locks', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_attempts', '');

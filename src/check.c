@@ -156,6 +156,69 @@ static HcStatement checks[] = {
 	 " WHERE NOT EXISTS (SELECT FROM hc_stock_reservations r"
 	 "                    WHERE r.id OPERATOR(pg_catalog.=) l.reservation_id)",
 	1, {TIMESTAMPTZOID}},
+	/*
+	 * A lease's token is the last one the ledger handed out for it: a token
+	 * never goes back, whatever was released, taken over or restored.
+	 */
+	{"SELECT 'lease token is the last one handed out', l.resource,"
+	 "       pg_catalog.format('token %s, last token in the ledger %s', l.token, g.token)"
+	 "  FROM hc_locks l"
+	 "  LEFT JOIN (SELECT entity_id,"
+	 "                    pg_catalog.max((detail::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'token')"
+	 "                                   ::pg_catalog.int8) AS token"
+	 "               FROM hc_ledger"
+	 "              WHERE kind OPERATOR(pg_catalog.=) 'resource'"
+	 "                AND event OPERATOR(pg_catalog.=) ANY ('{acquire,takeover}'::pg_catalog.text[])"
+	 "              GROUP BY entity_id) g"
+	 "         ON g.entity_id OPERATOR(pg_catalog.=) l.resource"
+	 " WHERE g.token IS DISTINCT FROM l.token",
+	1, {TIMESTAMPTZOID}},
+	/* Every acquire or takeover handed out a higher token than the one before. */
+	{"SELECT 'lease tokens strictly increase', t.entity_id,"
+	 "       pg_catalog.format('token %s after token %s (ledger seq %s)', t.token, t.previous, t.seq)"
+	 "  FROM (SELECT entity_id, seq,"
+	 "               (detail::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'token')::pg_catalog.int8 AS token,"
+	 "               pg_catalog.lag((detail::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'token')"
+	 "                              ::pg_catalog.int8)"
+	 "                   OVER (PARTITION BY entity_id ORDER BY seq) AS previous"
+	 "          FROM hc_ledger"
+	 "         WHERE kind OPERATOR(pg_catalog.=) 'resource'"
+	 "           AND event OPERATOR(pg_catalog.=) ANY ('{acquire,takeover}'::pg_catalog.text[])) t"
+	 " WHERE t.token OPERATOR(pg_catalog.<=) t.previous",
+	1, {TIMESTAMPTZOID}},
+	/* A COMPLETED resource has its external_ref. */
+	{"SELECT 'completed attempt has its external_ref', a.resource, 'external_ref is missing'"
+	 "  FROM hc_attempts a"
+	 " WHERE a.status OPERATOR(pg_catalog.=) 'COMPLETED'"
+	 "   AND (a.external_ref IS NULL OR a.external_ref OPERATOR(pg_catalog.=) '')",
+	1, {TIMESTAMPTZOID}},
+	/*
+	 * attempts counts the markers in the ledger since the last reset, no
+	 * marker is lost, and the last marker is one of them.
+	 */
+	{"SELECT 'attempts equal the markers since the last reset', a.resource,"
+	 "       pg_catalog.format('attempts %s of %s in all; the ledger has %s since the last reset,"
+	 " %s in all, last marker %s', a.attempts, a.total_attempts, m.since_reset, m.total,"
+	 "                         CASE WHEN m.last_found OPERATOR(pg_catalog.>) 0"
+	 "                              THEN 'found' ELSE 'missing' END)"
+	 "  FROM hc_attempts a"
+	 " CROSS JOIN LATERAL ("
+	 "      SELECT pg_catalog.count(*) FILTER (WHERE e.seq OPERATOR(pg_catalog.>) COALESCE("
+	 "                 (SELECT pg_catalog.max(r.seq) FROM hc_ledger r"
+	 "                   WHERE r.kind OPERATOR(pg_catalog.=) 'resource'"
+	 "                     AND r.entity_id OPERATOR(pg_catalog.=) a.resource"
+	 "                     AND r.event OPERATOR(pg_catalog.=) 'reset'), 0)) AS since_reset,"
+	 "             pg_catalog.count(*) AS total,"
+	 "             pg_catalog.count(*) FILTER (WHERE e.detail::pg_catalog.jsonb"
+	 "                 OPERATOR(pg_catalog.->>) 'marker' OPERATOR(pg_catalog.=) a.last_marker) AS last_found"
+	 "        FROM hc_ledger e"
+	 "       WHERE e.kind OPERATOR(pg_catalog.=) 'resource'"
+	 "         AND e.entity_id OPERATOR(pg_catalog.=) a.resource"
+	 "         AND e.event OPERATOR(pg_catalog.=) 'attempt') m"
+	 " WHERE m.since_reset OPERATOR(pg_catalog.<>) a.attempts"
+	 "    OR m.total OPERATOR(pg_catalog.<>) a.total_attempts"
+	 "    OR (a.last_marker IS NOT NULL AND m.last_found OPERATOR(pg_catalog.=) 0)",
+	1, {TIMESTAMPTZOID}},
 };
 
 /*

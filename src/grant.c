@@ -28,10 +28,13 @@ PG_FUNCTION_INFO_V1(hc_grant_operator);
 static const char *const app_functions[] = {
 	"hc_hold", "hc_commit", "hc_release", "hc_extend",
 	"hc_reserve", "hc_reserve_items", "hc_finalize", "hc_unreserve",
+	"hc_lock_acquire", "hc_lock_heartbeat", "hc_lock_release",
+	"hc_attempt_begin", "hc_attempt_complete",
 	"hc_check", NULL
 };
 static const char *const app_tables[] = {
-	"hc_assets", "hc_inventory", "hc_stock_reservation_lines", NULL
+	"hc_assets", "hc_inventory", "hc_stock_reservation_lines",
+	"hc_locks", "hc_attempts", "hc_lease_status", "hc_attempt_status", NULL
 };
 
 /*
@@ -43,9 +46,9 @@ static const char *const app_keyless_tables[] = {
 	"hc_reservations", "hc_stock_reservations", NULL
 };
 
-/* What an operator's tooling adds: stock, assets, and everything to read. */
+/* What an operator's tooling adds: stock, assets, resets, and everything to read. */
 static const char *const operator_functions[] = {
-	"hc_asset_add", "hc_stock_set", "hc_stock_adjust", NULL
+	"hc_asset_add", "hc_stock_set", "hc_stock_adjust", "hc_attempt_reset", NULL
 };
 static const char *const operator_tables[] = {
 	"hc_reservations", "hc_stock_reservations", "hc_idempotency_keys", "hc_ledger", NULL

@@ -21,6 +21,9 @@ test/server.sh start "$port"
 psql -qX -d postgres -c "CREATE DATABASE holdcommit_demo"
 psql -qX -d holdcommit_demo -c "CREATE EXTENSION holdcommit"
 psql -X -d holdcommit_demo <test/demo.sql 2>&1
+echo
+echo "== Dual-layer locking: the ERP story of one payment (test/erp-story.sh, about 20 s)"
+test/erp-story.sh holdcommit_demo
 
 cat <<MSG
 

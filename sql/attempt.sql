@@ -1,0 +1,208 @@
+-- Dual-layer locking, layer 2: the point-of-no-return guard (SPEC section 4).
+-- Markers carry the time, so the output checks their shape and compares them
+-- with what the database stored.  Errors are shown as the application sees
+-- them, then their SQLSTATE.
+\set VERBOSITY default
+
+-- A digest of the attempt and lease state and the ledger, to prove that a
+-- refused call changed nothing.
+CREATE FUNCTION attempt_digest() RETURNS text LANGUAGE sql AS $$
+    SELECT md5(concat_ws('|',
+        (SELECT string_agg(l::text, ';' ORDER BY l.resource) FROM hc_locks l),
+        (SELECT string_agg(a::text, ';' ORDER BY a.resource) FROM hc_attempts a),
+        (SELECT count(*) FROM hc_ledger)))
+$$;
+-- A marker with its time replaced by whether it is the call's own time.
+CREATE FUNCTION attempt_marker(p_marker text, p_at timestamptz) RETURNS text LANGUAGE sql AS $$
+    SELECT regexp_replace(p_marker, '-t([0-9]+)$', '') ||
+           CASE WHEN substring(p_marker FROM '-t([0-9]+)$')::bigint
+                     = floor(extract(epoch FROM p_at) * 1000)::bigint
+                THEN '-t<unix ms of last_attempt_at>' ELSE '-t<wrong time>' END
+$$;
+-- The ledger rows of one resource, markers shown as above.
+CREATE FUNCTION attempt_ledger(p_resource text)
+RETURNS TABLE (event text, function text, detail text) LANGUAGE sql AS $$
+    SELECT event, function, regexp_replace(detail, '-t[0-9]{13}"', '-t<ms>"')
+      FROM hc_ledger WHERE kind = 'resource' AND entity_id = p_resource ORDER BY seq
+$$;
+
+SELECT hc_lock_acquire('A-1', 'w1', '1 hour', 0) AS token;
+
+------------------------------------------------------------------------------
+-- begin requires the lease with its current token.
+------------------------------------------------------------------------------
+SELECT attempt_digest() AS before \gset
+SELECT * FROM hc_attempt_begin('A-1', 'w2', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-1', 'w1', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-never', 'w1', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT attempt_digest() = :'before' AS unchanged;
+
+------------------------------------------------------------------------------
+-- PROCEED records attempt n with a permanent marker; a second call within
+-- the cooldown gets COOLDOWN and records nothing.
+------------------------------------------------------------------------------
+SELECT resource, status, attempt, attempt_marker(marker, last_attempt_at) AS marker, external_ref
+  FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3);
+SELECT status, attempts, total_attempts, last_marker ~ '^ATTEMPTED-w1-r1-t[0-9]{13}$' AS marker_shape,
+       last_owner, last_token, cooldown, max_attempts
+  FROM hc_attempts WHERE resource = 'A-1';
+SELECT attempt_digest() AS before \gset
+SELECT resource, status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3);
+SELECT attempt_digest() = :'before' AS unchanged;
+-- The cooldown is the caller's: with none, the next attempt may go.
+SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-1', 'w1', 1, '0 seconds', 3);
+
+------------------------------------------------------------------------------
+-- The markers outlive the lease: released and taken by another worker, the
+-- resource still counts its attempts and keeps its cooldown.
+------------------------------------------------------------------------------
+SELECT hc_lock_release('A-1', 'w1', 1) AS released;
+SELECT status, attempts, last_marker ~ '^ATTEMPTED-w1-r2-' AS marker_kept FROM hc_attempts WHERE resource = 'A-1';
+SELECT hc_lock_acquire('A-1', 'w2', '1 hour', 0) AS token;
+SELECT status, attempt FROM hc_attempt_begin('A-1', 'w2', 2, '1 hour', 3);
+SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-1', 'w2', 2, '0 seconds', 3);
+-- The former holder is fenced off by its token.
+SELECT * FROM hc_attempt_begin('A-1', 'w1', 1, '0 seconds', 3);
+\echo :LAST_ERROR_SQLSTATE
+
+------------------------------------------------------------------------------
+-- The cap: MANUAL_REVIEW, sticky whatever later callers ask, until a reset.
+------------------------------------------------------------------------------
+SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-1', 'w2', 2, '0 seconds', 3);
+SELECT status, attempt FROM hc_attempt_begin('A-1', 'w2', 2, '0 seconds', 10);
+SELECT resource, status, attempts, awaiting_review, cooldown_until, lease_owner, lease_token
+  FROM hc_attempt_status WHERE resource = 'A-1';
+
+-- An operator checked the ERP: no invoice.  The count starts again from
+-- zero, the cooldown is gone, the markers stay in the ledger.
+SELECT resource, status, attempt, attempt_marker(marker, last_attempt_at) AS marker, external_ref
+  FROM hc_attempt_reset('A-1', 'ERP has no invoice for A-1');
+SELECT status, attempts, total_attempts, reset_note FROM hc_attempts WHERE resource = 'A-1';
+SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-1', 'w2', 2, '1 hour', 3);
+
+------------------------------------------------------------------------------
+-- complete: the outcome, for good.
+------------------------------------------------------------------------------
+SELECT attempt_digest() AS before \gset
+SELECT * FROM hc_attempt_complete('A-1', 'w1', 1, 'INV-0001');
+\echo :LAST_ERROR_SQLSTATE
+SELECT attempt_digest() = :'before' AS unchanged;
+SELECT resource, status, attempt, external_ref
+  FROM hc_attempt_complete('A-1', 'w2', 2, 'INV-0001');
+-- A replay with the same external_ref returns the row; it needs no lease.
+SELECT attempt_digest() AS before \gset
+SELECT resource, status, attempt, external_ref
+  FROM hc_attempt_complete('A-1', 'w2', 2, 'INV-0001');
+SELECT resource, status, attempt, external_ref
+  FROM hc_attempt_complete('A-1', 'w1', 1, 'INV-0001');
+-- Another external_ref: RS004 (one of the two is a duplicate).
+SELECT * FROM hc_attempt_complete('A-1', 'w2', 2, 'INV-0002');
+\echo :LAST_ERROR_SQLSTATE
+-- begin now says COMPLETED with the reference: never call out again.
+SELECT resource, status, attempt, external_ref FROM hc_attempt_begin('A-1', 'w2', 2, '0 seconds', 3);
+-- A completed resource cannot be reset: that would allow a second call.
+SELECT * FROM hc_attempt_reset('A-1', 'try again');
+\echo :LAST_ERROR_SQLSTATE
+SELECT attempt_digest() = :'before' AS unchanged;
+
+-- The outcome can be recorded without any attempt (found by an inquiry).
+SELECT hc_lock_acquire('A-2', 'scheduler', '1 hour', 0) AS token;
+SELECT resource, status, attempt, marker, external_ref, last_attempt_at
+  FROM hc_attempt_complete('A-2', 'scheduler', 1, 'INV-0002');
+
+------------------------------------------------------------------------------
+-- A takeover after a marker counts that attempt as made.
+------------------------------------------------------------------------------
+SELECT hc_lock_acquire('A-3', 'crashing', '1 second', 0) AS token;
+SELECT status, attempt FROM hc_attempt_begin('A-3', 'crashing', 1, '1 hour', 2);
+SELECT pg_sleep(1.5);
+SELECT hc_lock_acquire('A-3', 'rescuer', '1 hour', 0) AS token;
+SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-3', 'rescuer', 2, '1 hour', 2);
+SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-3', 'rescuer', 2, '0 seconds', 2);
+SELECT status, attempt FROM hc_attempt_begin('A-3', 'rescuer', 2, '0 seconds', 2);
+
+------------------------------------------------------------------------------
+-- Durability: a marker never depends on the caller committing later.
+------------------------------------------------------------------------------
+SELECT hc_lock_acquire('A-4', 'w4', '1 hour', 0) AS token;
+SELECT attempt_digest() AS before \gset
+BEGIN;
+SELECT * FROM hc_attempt_begin('A-4', 'w4', 1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SELECT * FROM hc_attempt_complete('A-4', 'w4', 1, 'INV-4');
+ROLLBACK;
+BEGIN;
+SELECT * FROM hc_attempt_reset('A-1', 'note');
+ROLLBACK;
+SELECT 1 AS first \; SELECT * FROM hc_attempt_begin('A-4', 'w4', 1);
+\echo :LAST_ERROR_SQLSTATE
+-- A statement that fails after begin rolls back whole: the caller never saw
+-- PROCEED, and no marker was recorded.
+SELECT (hc_attempt_begin('A-4', 'w4', 1)).status, 1 / (random() * 0)::int AS boom;
+\echo :LAST_ERROR_SQLSTATE
+SELECT attempt_digest() = :'before' AS unchanged;
+SELECT count(*) AS rows_for_a4 FROM hc_attempts WHERE resource = 'A-4';
+
+------------------------------------------------------------------------------
+-- Bad input (class 22) and unknown resources: nothing changes.
+------------------------------------------------------------------------------
+SELECT * FROM hc_attempt_begin(NULL, 'w4', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-4', '', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-4', 'w4', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-4', 'w4', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-4', 'w4', 1, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-4', 'w4', 1, '-1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-4', 'w4', 1, '1 minute', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-4', 'w4', 1, '1 minute', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_complete('A-4', 'w4', 1, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_complete('A-4', 'w4', 1, '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_complete('A-4', 'w4', 1, repeat('x', 256));
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_complete(repeat('r', 65), 'w4', 1, 'INV-4');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_reset('A-1', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_reset('A-1', '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_reset('', 'note');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_reset('A-4', 'nothing was ever attempted');
+\echo :LAST_ERROR_SQLSTATE
+SELECT attempt_digest() = :'before' AS unchanged;
+
+------------------------------------------------------------------------------
+-- What operators and auditors see.
+------------------------------------------------------------------------------
+SELECT resource, status, attempts, max_attempts, attempt_marker(last_marker, last_attempt_at) AS last_marker,
+       cooldown_until IS NOT NULL AS cooling, awaiting_review, external_ref, total_attempts,
+       reset_note, lease_owner, lease_token
+  FROM hc_attempt_status WHERE resource LIKE 'A-%' ORDER BY resource;
+SELECT * FROM attempt_ledger('A-1');
+SELECT * FROM attempt_ledger('A-3');
+SELECT * FROM hc_check();
+
+DROP FUNCTION attempt_digest();
+DROP FUNCTION attempt_marker(text, timestamptz);
+DROP FUNCTION attempt_ledger(text);

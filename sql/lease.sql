@@ -1,0 +1,208 @@
+-- Dual-layer locking, layer 1: leases with fencing tokens (SPEC section 4).
+-- Tokens are deterministic; times move, so the output shows durations,
+-- flags and comparisons with values read back from the database.  Errors
+-- are shown as the application sees them, then their SQLSTATE.
+\set VERBOSITY default
+
+-- A digest of the lease state and the ledger, to prove that a refused call
+-- changed nothing.
+CREATE FUNCTION lease_digest() RETURNS text LANGUAGE sql AS $$
+    SELECT md5(concat_ws('|',
+        (SELECT string_agg(l::text, ';' ORDER BY l.resource) FROM hc_locks l),
+        (SELECT string_agg(a::text, ';' ORDER BY a.resource) FROM hc_attempts a),
+        (SELECT count(*) FROM hc_ledger)))
+$$;
+-- The ledger rows of one resource, without times.
+CREATE FUNCTION lease_ledger(p_resource text)
+RETURNS TABLE (event text, function text, detail text) LANGUAGE sql AS $$
+    SELECT event, function, detail FROM hc_ledger
+     WHERE kind = 'resource' AND entity_id = p_resource ORDER BY seq
+$$;
+
+------------------------------------------------------------------------------
+-- Acquire a free resource: token 1; the same owner again: the same token.
+------------------------------------------------------------------------------
+SELECT hc_lock_acquire('L-1', 'webhook', '1 hour', 0) AS token;
+SELECT resource, owner, token, heartbeat_at = acquired_at AS fresh, stale_after, released_at
+  FROM hc_locks WHERE resource = 'L-1';
+SELECT heartbeat_at AS beat0 FROM hc_locks WHERE resource = 'L-1' \gset
+SELECT hc_lock_acquire('L-1', 'webhook', '1 hour', 0) AS token;
+SELECT token, heartbeat_at > :'beat0' AS heartbeat_refreshed, acquired_at < heartbeat_at AS acquired_kept
+  FROM hc_locks WHERE resource = 'L-1';
+
+-- Another owner: busy.  With max_retries 0 it tries once and returns NULL at
+-- once; with retries it backs off (200 ms, then 400 ms, plus jitter each)
+-- before giving up.
+SELECT lease_digest() AS before \gset
+SELECT hc_lock_acquire('L-1', 'scheduler', '1 hour', 0) IS NULL AS busy;
+-- Staleness is judged by the holder's stale_after, not the acquirer's.
+SELECT hc_lock_acquire('L-1', 'scheduler', '1 second', 0) IS NULL AS busy;
+SELECT clock_timestamp() AS t0 \gset
+SELECT hc_lock_acquire('L-1', 'scheduler', '1 hour', 2) IS NULL AS busy_after_2_retries;
+SELECT clock_timestamp() - :'t0'::timestamptz >= interval '600 ms' AS backed_off;
+SELECT lease_digest() = :'before' AS unchanged;
+
+-- A cancel or statement_timeout ends the backoff sleep at once.
+SET statement_timeout = '300ms';
+SELECT hc_lock_acquire('L-1', 'scheduler', '1 hour', 50);
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+
+------------------------------------------------------------------------------
+-- Heartbeat: only with the owner and token that hold the lease.
+------------------------------------------------------------------------------
+SELECT hc_lock_heartbeat('L-1', 'webhook', 1) AS beat \gset
+SELECT heartbeat_at = :'beat' AS heartbeat_stored, heartbeat_at > :'beat0' AS later
+  FROM hc_locks WHERE resource = 'L-1';
+SELECT lease_digest() AS before \gset
+SELECT hc_lock_heartbeat('L-1', 'scheduler', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_heartbeat('L-1', 'webhook', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_heartbeat('L-never', 'webhook', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT lease_digest() = :'before' AS unchanged;
+
+------------------------------------------------------------------------------
+-- Release: only the owner with its token; otherwise false, nothing changes.
+------------------------------------------------------------------------------
+SELECT hc_lock_release('L-1', 'scheduler', 1) AS released;
+SELECT hc_lock_release('L-1', 'webhook', 7) AS released;
+SELECT hc_lock_release('L-never', 'webhook', 1) AS released;
+SELECT lease_digest() = :'before' AS unchanged;
+SELECT hc_lock_release('L-1', 'webhook', 1) AS released;
+SELECT resource, owner, token, acquired_at, heartbeat_at, stale_after, released_at IS NOT NULL AS released
+  FROM hc_locks WHERE resource = 'L-1';
+-- Releasing again: false (it is no longer held); a heartbeat now: RS007.
+SELECT hc_lock_release('L-1', 'webhook', 1) AS released;
+SELECT hc_lock_heartbeat('L-1', 'webhook', 1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- After a release the next holder, even the same owner, gets a new token:
+-- the row and its token stay, tokens only grow.
+SELECT hc_lock_acquire('L-1', 'webhook', '1 hour', 0) AS token;
+SELECT hc_lock_heartbeat('L-1', 'webhook', 1);
+\echo :LAST_ERROR_SQLSTATE
+
+------------------------------------------------------------------------------
+-- Takeover: a lease whose heartbeat is older than its holder's stale_after.
+------------------------------------------------------------------------------
+SELECT hc_lock_acquire('L-2', 'worker-a', '1 second', 0) AS token;
+SELECT pg_sleep(1.5);
+SELECT stale FROM hc_lease_status WHERE resource = 'L-2';
+SELECT hc_lock_acquire('L-2', 'worker-b', '1 hour', 0) AS token;
+SELECT owner, token, stale_after, acquired_at = heartbeat_at AS fresh FROM hc_locks WHERE resource = 'L-2';
+-- The former holder is fenced off: its heartbeat raises RS007, its release is false.
+SELECT hc_lock_heartbeat('L-2', 'worker-a', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_release('L-2', 'worker-a', 1) AS released;
+SELECT owner, token FROM hc_locks WHERE resource = 'L-2';
+
+-- A stale lease that nobody took over is still its holder's: a heartbeat
+-- revives it.  The same owner acquiring its own stale lease gets a new token.
+SELECT hc_lock_acquire('L-3', 'worker-c', '1 second', 0) AS token;
+SELECT pg_sleep(1.5);
+SELECT stale FROM hc_lease_status WHERE resource = 'L-3';
+SELECT hc_lock_heartbeat('L-3', 'worker-c', 1) AS beat \gset
+SELECT owner, token, heartbeat_at = :'beat' AS revived FROM hc_locks WHERE resource = 'L-3';
+SELECT pg_sleep(1.5);
+SELECT hc_lock_acquire('L-3', 'worker-c', '1 second', 0) AS token;
+
+------------------------------------------------------------------------------
+-- Durability: a lease never depends on the caller committing later.
+------------------------------------------------------------------------------
+SELECT lease_digest() AS before \gset
+-- Inside an explicit transaction block: refused, nothing written.
+BEGIN;
+SELECT hc_lock_acquire('L-4', 'worker-d');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SELECT hc_lock_release('L-1', 'webhook', 2);
+ROLLBACK;
+BEGIN;
+SELECT hc_lock_heartbeat('L-1', 'webhook', 2);
+ROLLBACK;
+-- Several statements in one query are one implicit transaction block: refused.
+SELECT 1 AS first \; SELECT hc_lock_acquire('L-4', 'worker-d');
+\echo :LAST_ERROR_SQLSTATE
+-- In a subtransaction (a PL/pgSQL block with EXCEPTION): refused.
+DO $$
+BEGIN
+    BEGIN
+        PERFORM hc_lock_acquire('L-4', 'worker-d');
+    EXCEPTION WHEN division_by_zero THEN NULL;
+    END;
+END $$;
+\echo :LAST_ERROR_SQLSTATE
+SELECT lease_digest() = :'before' AS unchanged;
+-- A statement that fails after the call rolls back whole: the caller never
+-- saw the token, and the lease was never taken.
+SELECT hc_lock_acquire('L-4', 'worker-d', '1 hour', 0) AS token, 1 / (random() * 0)::int AS boom;
+\echo :LAST_ERROR_SQLSTATE
+SELECT lease_digest() = :'before' AS unchanged;
+SELECT count(*) AS rows_for_l4 FROM hc_locks WHERE resource = 'L-4';
+-- Autocommit, also from a DO block without an exception handler: allowed.
+DO $$ BEGIN PERFORM hc_lock_acquire('L-4', 'worker-d', '1 hour', 0); END $$;
+SELECT owner, token FROM hc_locks WHERE resource = 'L-4';
+
+------------------------------------------------------------------------------
+-- Bad input (class 22): checked first, nothing changes.
+------------------------------------------------------------------------------
+SELECT lease_digest() AS before \gset
+SELECT hc_lock_acquire(NULL, 'w');
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('', 'w');
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire(repeat('r', 65), 'w');
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', repeat('w', 65));
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', 'w', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', 'w', '0 seconds');
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', 'w', '-1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', 'w', '2 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', 'w', '1 minute', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_acquire('L-9', 'w', '1 minute', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_heartbeat('L-1', 'webhook', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_heartbeat('L-1', 'webhook', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_heartbeat(NULL, 'webhook', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_release('L-1', '', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT hc_lock_release('L-1', 'webhook', -2);
+\echo :LAST_ERROR_SQLSTATE
+-- Bad input inside a transaction block is still class 22: arguments first.
+BEGIN;
+SELECT hc_lock_acquire('', 'w');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT lease_digest() = :'before' AS unchanged;
+
+------------------------------------------------------------------------------
+-- What operators and auditors see.
+------------------------------------------------------------------------------
+SELECT resource, owner, token, held, stale_after, seconds_since_heartbeat < 3600 AS recent_beat, stale,
+       released_at IS NOT NULL AS ever_released
+  FROM hc_lease_status WHERE resource LIKE 'L-%' ORDER BY resource;
+SELECT * FROM lease_ledger('L-1');
+SELECT * FROM lease_ledger('L-2');
+SELECT * FROM lease_ledger('L-3');
+SELECT * FROM lease_ledger('L-4');
+SELECT DISTINCT actor, source FROM hc_ledger WHERE kind = 'resource' AND entity_id LIKE 'L-%';
+SELECT * FROM hc_check();
+
+DROP FUNCTION lease_digest();
+DROP FUNCTION lease_ledger(text);

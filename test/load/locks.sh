@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Load check for dual-layer locking: 50 workers compete for 5 resources for
+# several seconds with a short stale_after (400 ms) and heartbeats every
+# ~100 ms.  Some workers "crash" (stop heartbeating and never release), some
+# stall past stale_after and come back.  Afterwards the ledger and the
+# workers' own log are audited:
+#   - at every instant at most one worker believed it held each resource
+#     with a valid token: the interval from a token's acquire to its last
+#     confirmed call (heartbeat, attempt, release) never overlaps the next
+#     token's interval;
+#   - tokens strictly increase per resource;
+#   - no attempt marker is lost: every PROCEED a worker saw is in the ledger
+#     and in hc_attempts.total_attempts.
+# Each worker is one psql session running an unrolled loop (lock functions
+# refuse transaction blocks and subtransactions, so the loop lives in the
+# client, one call per statement, as an application's would).
+# Prints "ok - ..." / "not ok - ..." and "# ..." figures; exits 0.
+. "$(dirname "$0")/lib.bash"
+workers=${HC_LOCK_WORKERS:-50}
+seconds=${HC_LOCK_SECONDS:-8}
+load_setup hc_load_locks "$workers"
+
+q "
+CREATE EXTENSION holdcommit;
+-- What each worker saw, with the database time each call returned.
+CREATE TABLE lk_log (
+    worker      int NOT NULL,
+    resource    text NOT NULL,
+    owner       text NOT NULL,
+    token       bigint NOT NULL,
+    event       text NOT NULL,      -- acquired, heartbeat, fenced, proceed, cooldown, released, lost, crashed
+    at          timestamptz,        -- heartbeat: the time hc_lock_heartbeat returned
+    marker      text,
+    logged_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE lk_busy (worker int NOT NULL, resource text NOT NULL);
+" >/dev/null || { echo "not ok - load database set up"; exit 0; }
+
+# One iteration of a worker: pick a resource, acquire (2 retries), log,
+# heartbeat 3 times while "working", begin an attempt, then release, crash
+# (stop, no release) or stall past stale_after and try to carry on.
+iteration() {
+    cat <<'PSQL'
+SELECT extract(epoch FROM clock_timestamp()) < :deadline AS go,
+       'lk-' || (1 + floor(random() * 5))::int AS res,
+       'w' || :w || '-' || md5(random()::text) AS owner,
+       CASE WHEN random() < 0.10 THEN 'crash' WHEN random() < 0.08 THEN 'stall' ELSE 'release' END AS fate \gset
+\if :go
+SELECT coalesce(hc_lock_acquire(:'res', :'owner', '400 ms', 2), 0) AS token \gset
+SELECT :token > 0 AS got \gset
+\if :got
+INSERT INTO lk_log (worker, resource, owner, token, event) VALUES (:w, :'res', :'owner', :token, 'acquired');
+SELECT true AS alive \gset
+SELECT pg_sleep(0.05 + random() * 0.05);
+SELECT hc_lock_heartbeat(:'res', :'owner', :token) AS beat \gset
+SELECT :'SQLSTATE' = '00000' AS alive \gset
+\if :alive
+INSERT INTO lk_log (worker, resource, owner, token, event, at) VALUES (:w, :'res', :'owner', :token, 'heartbeat', :'beat');
+SELECT status, marker FROM hc_attempt_begin(:'res', :'owner', :token, '0 seconds', 1000000) \gset
+SELECT :'SQLSTATE' = '00000' AS alive \gset
+\if :alive
+INSERT INTO lk_log (worker, resource, owner, token, event, marker) VALUES (:w, :'res', :'owner', :token, lower(:'status'), :'marker');
+SELECT pg_sleep(0.05 + random() * 0.05);
+SELECT hc_lock_heartbeat(:'res', :'owner', :token) AS beat \gset
+SELECT :'SQLSTATE' = '00000' AS alive \gset
+\if :alive
+INSERT INTO lk_log (worker, resource, owner, token, event, at) VALUES (:w, :'res', :'owner', :token, 'heartbeat', :'beat');
+\endif
+\endif
+\else
+INSERT INTO lk_log (worker, resource, owner, token, event) VALUES (:w, :'res', :'owner', :token, 'fenced');
+\endif
+\if :alive
+SELECT :'fate' = 'crash' AS crash, :'fate' = 'stall' AS stall \gset
+\if :crash
+INSERT INTO lk_log (worker, resource, owner, token, event) VALUES (:w, :'res', :'owner', :token, 'crashed');
+\else
+\if :stall
+SELECT pg_sleep(0.6);
+SELECT hc_lock_heartbeat(:'res', :'owner', :token) AS beat \gset
+\if :ERROR
+INSERT INTO lk_log (worker, resource, owner, token, event) VALUES (:w, :'res', :'owner', :token, 'fenced');
+\else
+INSERT INTO lk_log (worker, resource, owner, token, event, at) VALUES (:w, :'res', :'owner', :token, 'heartbeat', :'beat');
+\endif
+\endif
+SELECT hc_lock_release(:'res', :'owner', :token) AS released \gset
+INSERT INTO lk_log (worker, resource, owner, token, event) VALUES (:w, :'res', :'owner', :token, CASE WHEN :'released'::boolean THEN 'released' ELSE 'lost' END);
+\endif
+\endif
+\else
+INSERT INTO lk_busy VALUES (:w, :'res');
+\endif
+\endif
+PSQL
+}
+{
+    echo '\set ON_ERROR_STOP 0'
+    echo '\set VERBOSITY sqlstate'
+    for _ in $(seq 1 200); do iteration; done
+} >"$work/worker.sql"
+
+deadline=$(q "SELECT extract(epoch FROM clock_timestamp()) + $seconds + 1")
+t0=$(date +%s.%N)
+pids=()
+for w in $(seq 1 "$workers"); do
+    psql -X -q -d "$db" -v w="$w" -v deadline="$deadline" -f "$work/worker.sql" \
+        >"$work/worker-$w.out" 2>"$work/worker-$w.err" &
+    pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+t1=$(date +%s.%N)
+check "50 workers ran to the end" "$rc" "0"
+unexpected=$(cat "$work"/worker-*.err | grep -v 'ERROR:  RS007$' | grep -c 'ERROR' || true)
+check "workers met no error but RS007 (a fenced-off heartbeat or attempt)" "$unexpected" "0"
+[ "$unexpected" != "0" ] && cat "$work"/worker-*.err | grep -v 'ERROR:  RS007$' | sed 's/^psql:[^ ]* //' | sort | uniq -c | head -5 | sed 's/^/#   /'
+
+# The belief interval of each token: from the moment its worker had it (the
+# worker logs it right after hc_lock_acquire returned) to its last call that
+# the database confirmed with that owner and token (a heartbeat's returned
+# time, an attempt's or release's ledger time).
+q "
+CREATE TABLE lk_interval AS
+WITH acquired AS (
+    SELECT g.entity_id AS resource, g.detail::jsonb ->> 'owner' AS owner,
+           (g.detail::jsonb ->> 'token')::bigint AS token, g.seq,
+           coalesce(l.logged_at, g.at) AS start_at
+      FROM hc_ledger g
+      LEFT JOIN lk_log l ON l.event = 'acquired' AND l.resource = g.entity_id
+                        AND l.owner = g.detail::jsonb ->> 'owner'
+                        AND l.token = (g.detail::jsonb ->> 'token')::bigint
+     WHERE g.kind = 'resource' AND g.event IN ('acquire', 'takeover')),
+confirmed AS (
+    SELECT resource, owner, token, at FROM lk_log WHERE event = 'heartbeat'
+    UNION ALL
+    SELECT entity_id, detail::jsonb ->> 'owner', (detail::jsonb ->> 'token')::bigint, at
+      FROM hc_ledger WHERE kind = 'resource' AND event IN ('attempt', 'release'))
+SELECT a.resource, a.owner, a.token, a.seq, a.start_at,
+       greatest(a.start_at, max(c.at)) AS end_at
+  FROM acquired a LEFT JOIN confirmed c USING (resource, owner, token)
+ GROUP BY a.resource, a.owner, a.token, a.seq, a.start_at;
+" >/dev/null
+
+check "at every instant at most one worker held each resource with a valid token" \
+    "$(q "SELECT count(*) FROM lk_interval x JOIN lk_interval y
+             ON y.resource = x.resource AND y.token > x.token AND y.start_at < x.end_at")" "0"
+check "tokens strictly increase per resource, in ledger order and in time" \
+    "$(q "SELECT count(*) FROM (
+            SELECT token, start_at,
+                   lag(token) OVER (PARTITION BY resource ORDER BY seq) AS prev_token,
+                   lag(start_at) OVER (PARTITION BY resource ORDER BY seq) AS prev_at
+              FROM lk_interval) s
+           WHERE token <= prev_token OR start_at < prev_at")" "0"
+check "every token a worker was given is one the ledger handed to that worker, once" \
+    "$(q "SELECT count(*) FILTER (WHERE i.token IS NULL) || '/' ||
+                 (SELECT count(*) - count(DISTINCT (resource, token)) FROM lk_log WHERE event = 'acquired')
+            FROM lk_log l LEFT JOIN lk_interval i USING (resource, owner, token)
+           WHERE l.event = 'acquired'")" "0/0"
+check "a heartbeat confirmed by the database lies inside its token's interval, before the next token" \
+    "$(q "SELECT count(*) FROM lk_log l JOIN lk_interval n
+             ON n.resource = l.resource AND n.token > l.token AND l.at >= n.start_at
+           WHERE l.event = 'heartbeat'")" "0"
+check "no attempt marker lost: every PROCEED a worker saw is in the ledger" \
+    "$(q "SELECT count(*) FROM lk_log l
+           WHERE l.event = 'proceed' AND NOT EXISTS (
+                 SELECT FROM hc_ledger g WHERE g.kind = 'resource' AND g.entity_id = l.resource
+                    AND g.event = 'attempt' AND g.detail::jsonb ->> 'marker' = l.marker)")" "0"
+check "attempts recorded = markers in the ledger = PROCEEDs the workers saw" \
+    "$(q "SELECT (SELECT coalesce(sum(total_attempts), 0) FROM hc_attempts) || '/' ||
+                 (SELECT count(*) FROM hc_ledger WHERE kind = 'resource' AND event = 'attempt') || '/' ||
+                 (SELECT count(*) FROM lk_log WHERE event = 'proceed')")" \
+    "$(q "SELECT count(*) || '/' || count(*) || '/' || count(*) FROM lk_log WHERE event = 'proceed'")"
+check "crashed workers' leases were taken over" \
+    "$(q "SELECT (SELECT count(*) FROM hc_ledger WHERE kind = 'resource' AND event = 'takeover') > 0")" "t"
+check "hc_check() is empty" "$(q "SELECT count(*) FROM hc_check()")" "0"
+
+echo "# $workers workers, 5 resources, stale_after 400 ms: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+echo "# $(q "SELECT string_agg(format('%s %s', event, n), ', ' ORDER BY event)
+              FROM (SELECT event, count(*) n FROM hc_ledger WHERE kind = 'resource' GROUP BY event) s") (ledger)"
+echo "# $(q "SELECT string_agg(format('%s %s', event, n), ', ' ORDER BY event)
+              FROM (SELECT event, count(*) n FROM lk_log GROUP BY event) s"), busy $(q "SELECT count(*) FROM lk_busy") (workers' log)"
+echo "# highest token per resource: $(q "SELECT string_agg(format('%s=%s', resource, token), ' ' ORDER BY resource) FROM hc_locks")"
+exit 0
