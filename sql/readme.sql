@@ -31,6 +31,21 @@ SELECT buyer_id, status, items
 -- the buyer cancels:  hc_unreserve(reservation_id)   -- reserved goes down once
 -- the buyer walks away: after ttl the next hc_reserve of that product reclaims the units
 
+-- the payment webhook and the inquiry scheduler race: one gets the fencing token
+SELECT hc_lock_acquire('PAY-7781', 'webhook', stale_after => '3 minutes') AS token;
+SELECT hc_lock_acquire('PAY-7781', 'scheduler', max_retries => 0) AS token;  -- NULL: busy
+-- right before the ERP call: PROCEED, COOLDOWN, MANUAL_REVIEW or COMPLETED
+SELECT status, attempt FROM hc_attempt_begin('PAY-7781', 'webhook', 1);
+-- every minute while the ERP works; RS007 = the lease was lost: stop
+SELECT hc_lock_heartbeat('PAY-7781', 'webhook', 1) IS NOT NULL AS alive;
+-- the ERP answered: record the invoice, then release (in a finally block)
+SELECT status, external_ref FROM hc_attempt_complete('PAY-7781', 'webhook', 1, 'INV-2026-0042');
+SELECT hc_lock_release('PAY-7781', 'webhook', 1) AS released;
+-- operators: who holds what, what awaits manual review
+SELECT resource, owner, token, stale FROM hc_lease_status WHERE resource = 'PAY-7781';
+SELECT resource, status, attempts, awaiting_review, external_ref
+  FROM hc_attempt_status WHERE resource = 'PAY-7781';
+
 CREATE ROLE shop_app LOGIN;
 SELECT hc_grant_app('shop_app');        -- the hc_* calls, hc_check(), SELECT on the state tables
 CREATE ROLE shop_ops LOGIN;
