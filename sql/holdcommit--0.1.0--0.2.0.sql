@@ -229,15 +229,19 @@ CREATE TABLE @extschema@.hc_locks (
     acquired_at     timestamptz,        -- when the current owner acquired
     heartbeat_at    timestamptz,        -- its last heartbeat (or acquire)
     stale_after     interval,           -- as the current owner acquired
+    session_pid     integer,            -- a session-bound lease: its backend's pid
+    session_started timestamptz,        -- ... and that backend's start
     released_at     timestamptz,        -- the last release
     version         bigint NOT NULL DEFAULT 1,  -- the resource's ledger seq
     updated_at      timestamptz NOT NULL,
-    -- A held lease has an owner, its times and its stale_after; a free one
-    -- has none.  (One CHECK: PostgreSQL 15 prepares each per statement.)
+    -- A held lease has an owner, its times and its stale_after, and maybe
+    -- the session it is bound to; a free one has none of them.  (One CHECK:
+    -- PostgreSQL 15 prepares each per statement.)
     CONSTRAINT hc_locks_lease_shape CHECK (
-        token >= 1 AND
+        token >= 1 AND (session_pid IS NULL) = (session_started IS NULL) AND
         CASE WHEN owner IS NULL
              THEN acquired_at IS NULL AND heartbeat_at IS NULL AND stale_after IS NULL
+                  AND session_pid IS NULL
              ELSE COALESCE(heartbeat_at >= acquired_at AND stale_after > interval '0', false)
         END)
 );
@@ -291,6 +295,14 @@ AS 'MODULE_PATHNAME', 'hc_lock_acquire' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_lock_acquire(text, text, interval, integer) IS
     'Take the lease of a resource (free, ours, or stale), retrying with backoff; the fencing token, or NULL if still busy.';
 
+CREATE FUNCTION @extschema@.hc_lock_acquire_session(resource text, owner text,
+                                                    stale_after interval DEFAULT '3 minutes',
+                                                    max_retries integer DEFAULT 5)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hc_lock_acquire_session' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_lock_acquire_session(text, text, interval, integer) IS
+    'hc_lock_acquire, with the lease bound to the calling session: free for the next acquirer as soon as that session ends.';
+
 CREATE FUNCTION @extschema@.hc_lock_heartbeat(resource text, owner text, token bigint)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'hc_lock_heartbeat' LANGUAGE C VOLATILE;
@@ -333,6 +345,10 @@ SELECT l.resource, l.owner, l.token, l.owner IS NOT NULL AS held,
            AS seconds_since_heartbeat,
        COALESCE(l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after
                     OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), false) AS stale,
+       l.session_pid,
+       CASE WHEN l.session_pid IS NOT NULL
+            THEN EXISTS (SELECT FROM pg_catalog.pg_stat_get_activity(l.session_pid) a
+                          WHERE a.pid OPERATOR(pg_catalog.=) l.session_pid) END AS session_alive,
        l.released_at
   FROM @extschema@.hc_locks l;
 COMMENT ON VIEW @extschema@.hc_lease_status IS
@@ -353,6 +369,7 @@ COMMENT ON VIEW @extschema@.hc_attempt_status IS
 
 -- Nothing for PUBLIC.
 REVOKE ALL ON FUNCTION @extschema@.hc_lock_acquire(text, text, interval, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_lock_acquire_session(text, text, interval, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.hc_lock_heartbeat(text, text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.hc_lock_release(text, text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer) FROM PUBLIC;

@@ -204,5 +204,37 @@ SELECT * FROM lease_ledger('L-4');
 SELECT DISTINCT actor, source FROM hc_ledger WHERE kind = 'resource' AND entity_id LIKE 'L-%';
 SELECT * FROM hc_check();
 
+------------------------------------------------------------------------------
+-- A session-bound lease: free for the next acquirer as soon as its session
+-- ends, without waiting for stale_after.
+------------------------------------------------------------------------------
+SELECT hc_lock_acquire_session('L-5', 'worker-e', '1 hour', 0) AS token;
+SELECT owner, token, session_pid = pg_backend_pid() AS bound_to_me FROM hc_locks WHERE resource = 'L-5';
+SELECT owner, session_alive, stale FROM hc_lease_status WHERE resource = 'L-5';
+-- While the session lives, the lease is held like any other.
+SELECT hc_lock_acquire('L-5', 'worker-f', '1 hour', 0) IS NULL AS busy;
+SELECT hc_lock_heartbeat('L-5', 'worker-e', 1) IS NOT NULL AS beat;
+-- The same owner again from the same session: its token back, still bound.
+SELECT hc_lock_acquire_session('L-5', 'worker-e', '1 hour', 0) AS token;
+SELECT pg_backend_pid() AS old_pid \gset
+-- The session ends (a new connection: the old backend exits; the new session
+-- has pg_regress's settings, so this section shows no intervals or times).
+\c -
+SELECT owner, session_pid = :old_pid AS bound_to_old FROM hc_lease_status WHERE resource = 'L-5';
+-- The next acquirer takes it over at once (a retry covers the old backend's exit).
+SELECT hc_lock_acquire('L-5', 'worker-f', '1 hour', 10) AS token;
+SELECT owner, token, session_pid FROM hc_locks WHERE resource = 'L-5';
+SELECT event, detail FROM hc_ledger WHERE kind = 'resource' AND entity_id = 'L-5' ORDER BY seq;
+-- A released session-bound lease is unbound.
+SELECT hc_lock_acquire_session('L-6', 'worker-g', '1 hour', 0) AS token;
+SELECT hc_lock_release('L-6', 'worker-g', 1) AS released;
+SELECT owner, token, session_pid, session_started FROM hc_locks WHERE resource = 'L-6';
+BEGIN;
+SELECT hc_lock_acquire_session('L-6', 'worker-g');
+ROLLBACK;
+\echo :LAST_ERROR_SQLSTATE
+
+SELECT * FROM hc_check();
+
 DROP FUNCTION lease_digest();
 DROP FUNCTION lease_ledger(text);

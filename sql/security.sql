@@ -70,6 +70,7 @@ SELECT g, p, o
                ('EXECUTE', 'hc_unreserve(text)'),
                ('EXECUTE', 'hc_check()'),
                ('EXECUTE', 'hc_lock_acquire(text,text,interval,integer)'),
+               ('EXECUTE', 'hc_lock_acquire_session(text,text,interval,integer)'),
                ('EXECUTE', 'hc_lock_heartbeat(text,text,bigint)'),
                ('EXECUTE', 'hc_lock_release(text,text,bigint)'),
                ('EXECUTE', 'hc_attempt_begin(text,text,bigint,interval,integer)'),

@@ -28,7 +28,7 @@ PG_FUNCTION_INFO_V1(hc_grant_operator);
 static const char *const app_functions[] = {
 	"hc_hold", "hc_commit", "hc_release", "hc_extend",
 	"hc_reserve", "hc_reserve_items", "hc_finalize", "hc_unreserve",
-	"hc_lock_acquire", "hc_lock_heartbeat", "hc_lock_release",
+	"hc_lock_acquire", "hc_lock_acquire_session", "hc_lock_heartbeat", "hc_lock_release",
 	"hc_attempt_begin", "hc_attempt_complete",
 	"hc_check", NULL
 };

@@ -21,7 +21,9 @@
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/latch.h"
+#include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/resowner.h"
@@ -35,6 +37,7 @@
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_lock_acquire);
+PG_FUNCTION_INFO_V1(hc_lock_acquire_session);
 PG_FUNCTION_INFO_V1(hc_lock_heartbeat);
 PG_FUNCTION_INFO_V1(hc_lock_release);
 
@@ -59,31 +62,34 @@ typedef struct LeaseTaken
  */
 static HcStatement take_lease = {
 	"WITH target AS ("
-	"  SELECT resource, owner, token, heartbeat_at, stale_after"
+	"  SELECT resource, owner, token, heartbeat_at, stale_after,"
+	"         COALESCE(session_pid OPERATOR(pg_catalog.=) $5"
+	"                  AND session_started OPERATOR(pg_catalog.=) $6, false) AS session_ended"
 	"    FROM hc_locks"
 	"   WHERE resource OPERATOR(pg_catalog.=) $1"
 	"     AND (owner IS NULL OR owner OPERATOR(pg_catalog.=) $2"
-	"          OR heartbeat_at OPERATOR(pg_catalog.+) stale_after OPERATOR(pg_catalog.<=) $3)"
-	"     FOR NO KEY UPDATE)"
+	"          OR heartbeat_at OPERATOR(pg_catalog.+) stale_after OPERATOR(pg_catalog.<=) $3"
+	"          OR (session_pid OPERATOR(pg_catalog.=) $5"
+	"              AND session_started OPERATOR(pg_catalog.=) $6))"
+	"     FOR NO KEY UPDATE),"
+	" judged AS ("
+	"  SELECT t.*, t.owner OPERATOR(pg_catalog.=) $2"
+	"              AND t.heartbeat_at OPERATOR(pg_catalog.+) t.stale_after OPERATOR(pg_catalog.>) $3"
+	"              AND NOT t.session_ended AS same_live"
+	"    FROM target t)"
 	" UPDATE hc_locks l"
 	"    SET owner = $2,"
-	"        token = CASE WHEN t.owner OPERATOR(pg_catalog.=) $2"
-	"                      AND t.heartbeat_at OPERATOR(pg_catalog.+) t.stale_after"
-	"                          OPERATOR(pg_catalog.>) $3"
-	"                     THEN t.token ELSE t.token OPERATOR(pg_catalog.+) 1 END,"
-	"        acquired_at = CASE WHEN t.owner OPERATOR(pg_catalog.=) $2"
-	"                            AND t.heartbeat_at OPERATOR(pg_catalog.+) t.stale_after"
-	"                                OPERATOR(pg_catalog.>) $3"
-	"                           THEN l.acquired_at ELSE $3 END,"
-	"        version = CASE WHEN t.owner OPERATOR(pg_catalog.=) $2"
-	"                        AND t.heartbeat_at OPERATOR(pg_catalog.+) t.stale_after"
-	"                            OPERATOR(pg_catalog.>) $3"
-	"                       THEN l.version ELSE l.version OPERATOR(pg_catalog.+) 1 END,"
-	"        heartbeat_at = $3, stale_after = $4, updated_at = $3"
-	"   FROM target t"
-	"  WHERE l.resource OPERATOR(pg_catalog.=) $1 AND l.resource OPERATOR(pg_catalog.=) t.resource"
-	" RETURNING l.token, t.owner, t.token, l.version",
-	4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID}
+	"        token = CASE WHEN j.same_live THEN j.token ELSE j.token OPERATOR(pg_catalog.+) 1 END,"
+	"        acquired_at = CASE WHEN j.same_live THEN l.acquired_at ELSE $3 END,"
+	"        version = CASE WHEN j.same_live THEN l.version"
+	"                       ELSE l.version OPERATOR(pg_catalog.+) 1 END,"
+	"        heartbeat_at = $3, stale_after = $4, session_pid = $7, session_started = $8,"
+	"        updated_at = $3"
+	"   FROM judged j"
+	"  WHERE l.resource OPERATOR(pg_catalog.=) $1 AND l.resource OPERATOR(pg_catalog.=) j.resource"
+	" RETURNING l.token, j.owner, j.token, l.version",
+	8, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, INT4OID,
+	TIMESTAMPTZOID}
 };
 
 /*
@@ -93,10 +99,12 @@ static HcStatement take_lease = {
  */
 static HcStatement new_lease = {
 	"INSERT INTO hc_locks"
-	" (resource, owner, token, acquired_at, heartbeat_at, stale_after, updated_at)"
-	" VALUES ($1, $2, 1, $3, $3, $4, $3)"
+	" (resource, owner, token, acquired_at, heartbeat_at, stale_after,"
+	"  session_pid, session_started, updated_at)"
+	" VALUES ($1, $2, 1, $3, $3, $4, $7, $8, $3)"
 	" ON CONFLICT (resource) DO NOTHING RETURNING token, version",
-	4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID}
+	8, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, INT4OID,
+	TIMESTAMPTZOID}
 };
 
 static HcStatement beat_lease = {
@@ -110,11 +118,19 @@ static HcStatement beat_lease = {
 static HcStatement free_lease = {
 	"UPDATE hc_locks"
 	"   SET owner = NULL, acquired_at = NULL, heartbeat_at = NULL, stale_after = NULL,"
+	"       session_pid = NULL, session_started = NULL,"
 	"       released_at = $4, updated_at = $4, version = version OPERATOR(pg_catalog.+) 1"
 	" WHERE resource OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
 	"   AND token OPERATOR(pg_catalog.=) $3"
 	" RETURNING version",
 	4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
+};
+
+/* The session a lease is bound to, if any, without locking it. */
+static HcStatement peek_session = {
+	"SELECT session_pid, session_started FROM hc_locks"
+	" WHERE resource OPERATOR(pg_catalog.=) $1 AND session_pid IS NOT NULL",
+	1, {TEXTOID}
 };
 
 /* The lease as it is, without locking it: for error details. */
@@ -301,32 +317,76 @@ hc_detail_done(StringInfo buf)
 }
 
 /*
+ * Is the backend with this pid, started at this time, still there?  The
+ * start time tells a new backend that reuses the pid from the old one.
+ */
+static bool
+lease_session_alive(int32 pid, TimestampTz started)
+{
+	int			n;
+	int			i;
+
+	pgstat_clear_snapshot();	/* the backends as they are now */
+	n = pgstat_fetch_stat_numbackends();
+	for (i = 1; i <= n; i++)
+	{
+		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+
+		if (local != NULL && local->backendStatus.st_procpid == pid &&
+			local->backendStatus.st_proc_start_timestamp == started)
+			return true;
+	}
+	return false;
+}
+
+/*
  * One acquire attempt at its own instant (the clock is read again), in a
  * subtransaction: if the attempt fails, rolling the subtransaction back
  * drops any row lock its statements took (a row that changed under us is
  * locked before it is re-checked), so nobody waits on an acquirer that is
- * sleeping in backoff.
+ * sleeping in backoff.  A lease bound to a session that has ended counts as
+ * stale; a session-bound acquire binds the lease to this backend.
  */
 static bool
 lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_after,
-		  LeaseTaken *taken)
+		  bool session, LeaseTaken *taken)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
-	Datum		values[4];
+	Datum		values[8];
+	char		nulls[8];
 	bool		got = false;
 	bool		isnull;
 
+	memset(nulls, ' ', sizeof(nulls));
 	call->now = GetCurrentTimestamp();
 	values[0] = HC_TEXT(resource);
 	values[1] = HC_TEXT(owner);
 	values[2] = TimestampTzGetDatum(call->now);
 	values[3] = stale_after;
+	nulls[4] = nulls[5] = 'n';
+	values[4] = values[5] = (Datum) 0;
+	if (hc_run(&peek_session, values, NULL, SPI_OK_SELECT) == 1)
+	{
+		int32		pid = DatumGetInt32(hc_datum(0, 1, &isnull));
+		TimestampTz started = DatumGetTimestampTz(hc_datum(0, 2, &isnull));
+
+		if (!lease_session_alive(pid, started))
+		{
+			values[4] = Int32GetDatum(pid);
+			values[5] = TimestampTzGetDatum(started);
+			nulls[4] = nulls[5] = ' ';
+		}
+	}
+	values[6] = Int32GetDatum(MyProcPid);
+	values[7] = TimestampTzGetDatum(MyStartTimestamp);
+	if (!session)
+		nulls[6] = nulls[7] = 'n';
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 
-	if (hc_run(&take_lease, values, NULL, SPI_OK_UPDATE_RETURNING) == 1)
+	if (hc_run(&take_lease, values, nulls, SPI_OK_UPDATE_RETURNING) == 1)
 	{
 		taken->token = DatumGetInt64(hc_datum(0, 1, &isnull));
 		taken->previous_owner = hc_text(call, 0, 2);
@@ -334,7 +394,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 		taken->version = DatumGetInt64(hc_datum(0, 4, &isnull));
 		got = true;
 	}
-	else if (hc_run(&new_lease, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
+	else if (hc_run(&new_lease, values, nulls, SPI_OK_INSERT_RETURNING) == 1)
 	{
 		taken->token = DatumGetInt64(hc_datum(0, 1, &isnull));
 		taken->previous_owner = NULL;
@@ -404,11 +464,11 @@ lease_ledger(HcCall *call, const char *resource, int64 seq, const char *event,
 }
 
 /*
- * hc_lock_acquire(resource, owner, stale_after, max_retries): the fencing
- * token of the lease, or NULL if it is still busy after max_retries retries.
+ * The acquire of hc_lock_acquire and hc_lock_acquire_session: the fencing
+ * token, or NULL if the lease is still busy after max_retries retries.
  */
-Datum
-hc_lock_acquire(PG_FUNCTION_ARGS)
+static Datum
+lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 {
 	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
 	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
@@ -426,10 +486,10 @@ hc_lock_acquire(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_retries must not be negative"),
 				 errhint("Use 0 to try once.")));
-	hc_lease_refuse_in_transaction("hc_lock_acquire");
+	hc_lease_refuse_in_transaction(function);
 
-	hc_call_begin(&call, fcinfo, "hc_lock_acquire");
-	for (retry = 0; !lease_try(&call, resource, owner, stale_after, &taken); retry++)
+	hc_call_begin(&call, fcinfo, function);
+	for (retry = 0; !lease_try(&call, resource, owner, stale_after, session, &taken); retry++)
 	{
 		if (retry >= max_retries)
 		{
@@ -446,6 +506,29 @@ hc_lock_acquire(PG_FUNCTION_ARGS)
 	/* else: the owner acquired its own live lease again, a heartbeat */
 	hc_call_end(&call);
 	PG_RETURN_INT64(taken.token);
+}
+
+/*
+ * hc_lock_acquire(resource, owner, stale_after, max_retries): the fencing
+ * token of the lease, or NULL if it is still busy after max_retries retries.
+ */
+Datum
+hc_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return lease_acquire(fcinfo, "hc_lock_acquire", false);
+}
+
+/*
+ * hc_lock_acquire_session(resource, owner, stale_after, max_retries): the
+ * same, with the lease bound to this session: as soon as the session ends
+ * (disconnect or crash), the next acquirer takes the lease over without
+ * waiting for stale_after.  Heartbeats still keep it; stale_after still
+ * frees it from a session that hangs.
+ */
+Datum
+hc_lock_acquire_session(PG_FUNCTION_ARGS)
+{
+	return lease_acquire(fcinfo, "hc_lock_acquire_session", true);
 }
 
 /*

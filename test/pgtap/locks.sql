@@ -27,7 +27,8 @@ SELECT function_returns('hc_attempt_begin', ARRAY['text', 'text', 'bigint', 'int
 SELECT function_returns('hc_attempt_complete', ARRAY['text', 'text', 'bigint', 'text'], 'hc_attempt', 'hc_attempt_complete returns hc_attempt');
 SELECT function_returns('hc_attempt_reset', ARRAY['text', 'text'], 'hc_attempt', 'hc_attempt_reset returns hc_attempt');
 SELECT columns_are('hc_locks', ARRAY['resource', 'owner', 'token', 'acquired_at', 'heartbeat_at',
-                   'stale_after', 'released_at', 'version', 'updated_at'], 'hc_locks has the contract''s columns');
+                   'stale_after', 'session_pid', 'session_started', 'released_at', 'version', 'updated_at'],
+                   'hc_locks has the contract''s columns');
 SELECT is(ARRAY(SELECT attname::text FROM pg_attribute WHERE attrelid = 'hc_attempt'::regclass
                     AND attnum > 0 ORDER BY attnum),
           ARRAY['resource', 'status', 'attempt', 'marker', 'external_ref', 'last_attempt_at'],
