@@ -9,7 +9,8 @@
 #     protects nothing: another client, landing on the same server backend,
 #     "takes" it too, and it outlives the client that took it.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server, and the
-# pgbouncer package.  HC_PGBOUNCER_PORT names its socket (default 54335).
+# pgbouncer package.  HC_LOCK_PGBOUNCER_PORT names its socket (default: the
+# server port + 9; the socket lives in a private directory, no TCP port).
 # Prints "ok - ..." / "not ok - ..." and "# ..." figures; exits 0.
 . "$(dirname "$0")/lib.bash"
 load_setup hc_load_bouncer 10
@@ -19,7 +20,7 @@ if [ ! -x "$bouncer" ]; then
     echo "not ok - pgbouncer is installed (test/deps.sh installs it)"
     exit 0
 fi
-port=${HC_PGBOUNCER_PORT:-54335}
+port=${HC_LOCK_PGBOUNCER_PORT:-$((PGPORT + 9))}
 dir=$(mktemp -d)
 as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 bouncer_stop() {
