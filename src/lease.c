@@ -280,6 +280,12 @@ hc_lease_next_seq(const char *resource, int64 *seq)
 	return true;
 }
 
+/*
+ * The ledger detail of a lease or attempt row, a small JSON object built key
+ * by key: hc_detail_init, then hc_detail_text / hc_detail_int, then
+ * hc_detail_done for the string.  hc_check() reads owner, token and marker
+ * back from it.
+ */
 void
 hc_detail_init(StringInfo buf)
 {
@@ -287,6 +293,7 @@ hc_detail_init(StringInfo buf)
 	appendStringInfoChar(buf, '{');
 }
 
+/* A text member ("key": "value", or null). */
 void
 hc_detail_text(StringInfo buf, const char *key, const char *value)
 {
@@ -300,6 +307,7 @@ hc_detail_text(StringInfo buf, const char *key, const char *value)
 		escape_json(buf, value);
 }
 
+/* An integer member. */
 void
 hc_detail_int(StringInfo buf, const char *key, int64 value)
 {
@@ -309,6 +317,7 @@ hc_detail_int(StringInfo buf, const char *key, int64 value)
 	appendStringInfo(buf, ": " INT64_FORMAT, value);
 }
 
+/* The finished object. */
 char *
 hc_detail_done(StringInfo buf)
 {
