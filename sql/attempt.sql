@@ -1,4 +1,4 @@
--- Dual-layer locking, layer 2: the point-of-no-return guard (SPEC section 4).
+-- Dual-layer locking, layer 2: the point-of-no-return guard.
 -- Markers carry the time, so the output checks their shape and compares them
 -- with what the database stored.  Errors are shown as the application sees
 -- them, then their SQLSTATE.

@@ -1,4 +1,4 @@
--- Dual-layer locking, layer 1: leases with fencing tokens (SPEC section 4).
+-- Dual-layer locking, layer 1: leases with fencing tokens.
 -- Tokens are deterministic; times move, so the output shows durations,
 -- flags and comparisons with values read back from the database.  Errors
 -- are shown as the application sees them, then their SQLSTATE.

@@ -1,4 +1,4 @@
--- pgTAP: the dual-layer locking contract (SPEC sections 4, 6, 7, 8), tested
+-- pgTAP: the dual-layer locking contract (leases, attempts, ledger, errors, grants), tested
 -- from outside as an application's own suite would.
 --
 -- Unlike the other suites this one cannot run in one rolled-back
@@ -17,7 +17,7 @@
 SELECT plan(82);
 
 ------------------------------------------------------------------------------
--- The API as the SPEC gives it
+-- The API as documented
 ------------------------------------------------------------------------------
 SELECT has_function('hc_lock_acquire', ARRAY['text', 'text', 'interval', 'integer'], 'hc_lock_acquire(resource, owner, stale_after, max_retries) exists');
 SELECT function_returns('hc_lock_acquire', ARRAY['text', 'text', 'interval', 'integer'], 'bigint', 'hc_lock_acquire returns the token (bigint)');
