@@ -24,6 +24,8 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -31,6 +33,9 @@
 
 /* The schema of the extension, from the function being called. */
 static Oid	hc_schema = InvalidOid;
+
+/* Does the current call plan for point lookups (every call but hc_check)? */
+static bool hc_point_lookups = true;
 
 /*
  * Start a call: read the clock, remember the caller, become the owner of the
@@ -62,21 +67,7 @@ hc_call_start(HcCall *call, FunctionCallInfo fcinfo, const char *function, bool 
 	SetUserIdAndSecContext(owner, call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
-	/*
-	 * Every statement of a call reaches its rows through an index.  A plan
-	 * made while a table was small (right after CREATE EXTENSION, or before
-	 * autoanalyze) must not be a sequential or bitmap scan that is kept for
-	 * the life of the backend, so those are off while our plans are made.
-	 */
-	call->guc_level = NewGUCNestLevel();
-	if (point_lookups)
-	{
-		(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-	}
-
+	hc_point_lookups = point_lookups;
 	path.schemas = list_make1_oid(hc_schema);
 	path.addCatalog = true;
 	path.addTemp = false;
@@ -130,17 +121,24 @@ hc_call_end(HcCall *call)
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 	PopOverrideSearchPath();
-	AtEOXact_GUC(true, call->guc_level);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 }
 
 /*
  * Prepare the statement for the current schema if not done yet, keep it.
+ *
+ * A call's statements reach their rows through indexes, by parameters: they
+ * get one generic plan, made now with sequential and bitmap scans off, so
+ * that a plan made while the tables are empty (right after CREATE EXTENSION)
+ * is not a scan kept for the life of the backend.  A later re-plan (after an
+ * ANALYZE) is the planner's, with real statistics.  hc_check's statements,
+ * which read whole tables, are planned as usual.
  */
 static SPIPlanPtr
 hc_prepare(HcStatement *stmt)
 {
 	SPIPlanPtr	plan;
+	int			guc_level = 0;
 
 	if (stmt->plan != NULL && stmt->schema == hc_schema)
 		return stmt->plan;
@@ -148,12 +146,26 @@ hc_prepare(HcStatement *stmt)
 		SPI_freeplan(stmt->plan);
 	stmt->plan = NULL;
 
-	plan = SPI_prepare(stmt->sql, stmt->nargs, stmt->argtypes);
+	if (hc_point_lookups)
+	{
+		guc_level = NewGUCNestLevel();
+		(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
+	plan = SPI_prepare_cursor(stmt->sql, stmt->nargs, stmt->argtypes,
+							  hc_point_lookups ? CURSOR_OPT_GENERIC_PLAN : 0);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s", stmt->sql,
 			 SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "SPI_keepplan failed");
+	if (hc_point_lookups)
+	{
+		ReleaseCachedPlan(SPI_plan_get_cached_plan(plan), CurrentResourceOwner);
+		AtEOXact_GUC(true, guc_level);
+	}
 	stmt->plan = plan;
 	stmt->schema = hc_schema;
 	return plan;

@@ -23,7 +23,6 @@ typedef struct HcCall
 	MemoryContext outer;		/* where results outlive SPI_finish */
 	Oid			save_userid;
 	int			save_sec_context;
-	int			guc_level;
 } HcCall;
 
 extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);

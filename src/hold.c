@@ -56,12 +56,26 @@ static HcStatement add_asset = {
 };
 
 /*
- * The whole hold, one statement.  If the key is new, take the asset if it is
- * AVAILABLE or its hold has expired, skipping (never waiting for) a row that
- * another transaction has locked; insert the reservation; write the ledger.
- * In any case, report what was taken, the asset as it was, and the
- * reservation the key already made, so that a refusal or a replay costs
- * this one read and writes nothing.  The expired hold a take replaces is
+ * What a hold looks at first, one read that writes nothing: the asset, and
+ * the reservation the key already made.  A replay, and a refusal of an asset
+ * that is sold or held, end here.  $1 asset, $2 key.
+ */
+static HcStatement peek_hold = {
+	"WITH " HC_KNOWN_KEY("$2")
+	" SELECT a.status, a.hold_expires_at, " HC_KNOWN_KEY_COLUMNS
+	"   FROM (SELECT) one"
+	"   LEFT JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) $1"
+	"   LEFT JOIN known k ON true",
+	2, {TEXTOID, TEXTOID}
+};
+
+/*
+ * The hold itself, one statement, for a new key (which the key's lock keeps
+ * new): take the asset if it is AVAILABLE or its hold has expired, skipping
+ * (never waiting for) a row that another transaction has locked; insert the
+ * reservation; write the ledger.  Report what was taken, and the asset as it
+ * was, for a refusal after all (another call was quicker).  The expired hold
+ * a take replaces is
  * ended by end_expired_hold, in a statement of its own: the asset row may
  * have been locked in a newer version than this statement's snapshot shows
  * (its hold made after the snapshot was taken), and the next statement's
@@ -70,14 +84,12 @@ static HcStatement add_asset = {
  *   $6 key  $7 fingerprint  $8 function  $9 actor
  */
 static HcStatement hold_asset = {
-	"WITH " HC_KNOWN_KEY("$6") ","
-	" target AS ("
+	"WITH target AS ("
 	"  SELECT id, status, current_reservation_id FROM hc_assets"
 	"   WHERE id OPERATOR(pg_catalog.=) $1"
 	"     AND (status OPERATOR(pg_catalog.=) 'AVAILABLE'"
 	"          OR (status OPERATOR(pg_catalog.=) 'HELD'"
 	"              AND hold_expires_at OPERATOR(pg_catalog.<=) $3))"
-	"     AND NOT EXISTS (SELECT FROM known)"
 	"     FOR NO KEY UPDATE SKIP LOCKED),"
 	" taken AS ("
 	"  UPDATE hc_assets a"
@@ -94,12 +106,11 @@ static HcStatement hold_asset = {
 	"  SELECT $2, $1, $5, $6, $7, 'HELD', $4, $3 FROM taken),"
 	" logged AS (" HC_LEDGER_INSERT
 	"  SELECT 'asset', $1, t.version, $3, 'hold', 'call', $8, $2, $5, 1, 0, $9, NULL FROM taken t)"
-	" SELECT t.was, t.old_id, a.status, a.hold_expires_at, "
-	HC_KNOWN_KEY_COLUMNS ", (t.version OPERATOR(pg_catalog.-) 1)::pg_catalog.int8"
+	" SELECT t.was, t.old_id, a.status, a.hold_expires_at,"
+	"        (t.version OPERATOR(pg_catalog.-) 1)::pg_catalog.int8"
 	"  FROM (SELECT) one"
 	"  LEFT JOIN taken t ON true"
-	"  LEFT JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) $1"
-	"  LEFT JOIN known k ON true",
+	"  LEFT JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) $1",
 	9, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BYTEAOID,
 	TEXTOID, TEXTOID}
 };
@@ -253,15 +264,16 @@ hc_asset_add(PG_FUNCTION_ARGS)
 }
 
 /*
- * Raise RS001 or RS006 for a hold that could not take the asset, from the
- * asset as hold_asset read it (columns 3 and 4).
+ * Raise RS006 or RS001 for a hold that cannot take the asset, from the asset
+ * as a statement read it: its status and hold_expires_at in columns col and
+ * col + 1.  An asset that looks free is being held by a call in flight.
  */
 static void
-hold_refused(HcCall *call, const char *asset_id)
+hold_refuse(HcCall *call, const char *asset_id, int col)
 {
-	char	   *status = hc_text(call, 0, 3);
+	char	   *status = hc_text(call, 0, col);
 	bool		isnull;
-	Datum		until = hc_datum(0, 4, &isnull);
+	Datum		until = hc_datum(0, col + 1, &isnull);
 
 	if (status == NULL)
 		ereport(ERROR,
@@ -322,16 +334,8 @@ hc_hold(PG_FUNCTION_ARGS)
 	r.expires_at = call.now + ttl;
 
 	values[0] = HC_TEXT(asset_id);
-	values[1] = HC_TEXT(r.id);
-	values[2] = TimestampTzGetDatum(call.now);
-	values[3] = TimestampTzGetDatum(r.expires_at);
-	values[4] = HC_TEXT(buyer_id);
-	values[5] = HC_TEXT(key);
-	values[6] = PointerGetDatum(digest);
-	values[7] = HC_TEXT(call.function);
-	values[8] = HC_TEXT(call.actor);
-
-	if (hc_idempotency_run(&call, &hold_asset, values, 1, key, digest, 5, &known))
+	values[1] = HC_TEXT(key);
+	if (hc_idempotency_run(&call, &peek_hold, values, 1, key, digest, 3, &known))
 	{
 		/* The stored response: the reservation as this request made it. */
 		r.id = known.id;
@@ -341,21 +345,38 @@ hc_hold(PG_FUNCTION_ARGS)
 	}
 	else
 	{
-		char	   *was = hc_text(&call, 0, 1);
+		char	   *status = hc_text(&call, 0, 1);
+		char	   *was;
+		bool		isnull;
 
+		if (status == NULL || strcmp(status, "SOLD") == 0 ||
+			(strcmp(status, "HELD") == 0 &&
+			 DatumGetTimestampTz(hc_datum(0, 2, &isnull)) > call.now))
+			hold_refuse(&call, asset_id, 1);
+
+		values[1] = HC_TEXT(r.id);
+		values[2] = TimestampTzGetDatum(call.now);
+		values[3] = TimestampTzGetDatum(r.expires_at);
+		values[4] = HC_TEXT(buyer_id);
+		values[5] = HC_TEXT(key);
+		values[6] = PointerGetDatum(digest);
+		values[7] = HC_TEXT(call.function);
+		values[8] = HC_TEXT(call.actor);
+		if (hc_run(&hold_asset, values, NULL, SPI_OK_SELECT) != 1)
+			elog(ERROR, "hold of asset \"%s\" returned no row", asset_id);
+		was = hc_text(&call, 0, 1);
 		if (was == NULL)
-			hold_refused(&call, asset_id);
+			hold_refuse(&call, asset_id, 3);
 		if (strcmp(was, "HELD") == 0)
 		{
 			Datum		reclaim[6];
 			char	   *old_id = hc_text(&call, 0, 2);
-			bool		isnull;
 
 			/* Passive reclamation: the expired hold just taken over ends. */
 			reclaim[0] = HC_TEXT(asset_id);
 			reclaim[1] = HC_TEXT(old_id);
 			reclaim[2] = TimestampTzGetDatum(call.now);
-			reclaim[3] = hc_datum(0, 11, &isnull);
+			reclaim[3] = hc_datum(0, 5, &isnull);
 			reclaim[4] = HC_TEXT(call.function);
 			reclaim[5] = HC_TEXT(call.actor);
 			if (hc_run(&end_expired_hold, reclaim, NULL, SPI_OK_INSERT_RETURNING) != 1)
