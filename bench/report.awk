@@ -5,7 +5,8 @@
 # memory.  Writes the targets' ratios to chart_data for bench/chart.gp.
 # Variables: commit, subject, date, cores, pg, rounds, seconds, elapsed, chart_data.
 # Ratios are holdcommit (the scenario's first variant) ÷ the variant, in
-# calls/s, each from the medians of the same run.
+# calls/s: one per round, from the two runs of that round (close in time, so
+# that a change in the machine's load touches both), and their median.
 
 BEGIN {
     FS = "\t"
@@ -59,6 +60,9 @@ function fmt_rate(x) {
     k = sc SUBSEP va SUBSEP sy
     n = ++runs[k]
     tps[k, n] = kv(line, "calls_per_s") + 0
+    by_round[k, $1] = tps[k, n]
+    if ($1 + 0 > maxround)
+        maxround = $1 + 0
     p50[k, n] = kv(line, "p50_ms") + 0
     p99[k, n] = kv(line, "p99_ms") + 0
     calls[k] += kv(line, "calls")
@@ -100,10 +104,22 @@ function outcomes_of(k,    n, c, i, s) {
     return s
 }
 
-function ratio(sc, va, sy,    a, b) {
-    a = med[sc, vas[sc, 1], sy]
-    b = med[sc, va, sy]
-    return b > 0 ? a / b : 0
+# holdcommit ÷ variant per round; sets rlo, rhi; returns the median
+function ratio(sc, va, sy,    h, k, r, n, v) {
+    h = sc SUBSEP vas[sc, 1] SUBSEP sy
+    k = sc SUBSEP va SUBSEP sy
+    n = 0
+    for (r = 1; r <= maxround; r++)
+        if (((h, r) in by_round) && ((k, r) in by_round) && by_round[k, r] > 0)
+            v[++n] = by_round[h, r] / by_round[k, r]
+    if (n == 0) {
+        rlo = rhi = 0
+        return 0
+    }
+    r = median(v, n)
+    rlo = v[1]
+    rhi = v[n]
+    return r
 }
 
 END {
@@ -120,13 +136,14 @@ END {
     printf "# make bench: holdcommit against what an application would write\n\n"
     printf "Figures of the code at commit `%s` (%s), measured %s on %s cores, PostgreSQL %s.\n", commit, subject, date, cores, pg
     printf "Each variant ran %s rounds of %s s (pools: until used up), the order of the variants and of\n", rounds, seconds
-    printf "synchronous_commit flipping between rounds, each on data loaded fresh for it; figures are the\n"
-    printf "medians of the rounds, ratios are holdcommit ÷ the variant in calls/s. The whole run took %s s.\n", elapsed
+    printf "synchronous_commit flipping between rounds, each on data loaded fresh for it. Figures are the\n"
+    printf "medians of the rounds; a ratio is holdcommit ÷ the variant in calls/s, taken in each round from\n"
+    printf "its two runs, close in time, and its median over the rounds. The whole run took %s s.\n", elapsed
     printf "The machine is shared: compare ratios, not absolute figures; \"rounds\" shows the spread.\n\n"
 
     printf "## Targets of issue 9\n\n"
-    printf "| target | synchronous_commit | holdcommit ÷ alternative | goal | met |\n"
-    printf "|---|---|---|---|---|\n"
+    printf "| target | synchronous_commit | holdcommit ÷ alternative | rounds (min–max) | goal | met |\n"
+    printf "|---|---|---|---|---|---|\n"
     for (s = 1; s <= nsc; s++) {
         sc = scs[s]
         for (v = 2; v <= nva[sc]; v++) {
@@ -137,7 +154,8 @@ END {
             for (y = 1; y <= nsy[sc]; y++) {
                 sy = sys[sc, y]
                 r = ratio(sc, va, sy)
-                printf "| %s | %s | %.2f | ≥ %.1f | %s |\n", lbl, sy, r, goal[sc, va], (r >= goal[sc, va]) ? "yes" : "**no**"
+                printf "| %s | %s | %.2f | %.2f–%.2f | ≥ %.1f | %s |\n", lbl, sy, r, rlo, rhi, goal[sc, va],
+                    (r >= goal[sc, va]) ? "yes" : "**no**"
                 chart[lbl, sy] = r
             }
             if (chart_data != "") {
@@ -147,12 +165,12 @@ END {
     }
     if (memline != "") {
         grow = kv(memline, "mem_end") - kv(memline, "mem_warm")
-        printf "| backend memory over %d calls | off | %+.0f kB after warm-up | flat | %s |\n",
+        printf "| backend memory over %d calls | off | %+.0f kB after warm-up | | flat | %s |\n",
             2 * kv(memline, "calls"), grow / 1024, (grow <= 1048576) ? "yes" : "**no**"
     }
 
     printf "\n## Every variant\n\n"
-    printf "| scenario | variant | synchronous_commit | clients | calls/s | rounds (min–max) | p50 ms | p99 ms | outcomes | server log B/call | holdcommit ÷ this |\n"
+    printf "| scenario | variant | synchronous_commit | clients | calls/s | rounds (min–max) | p50 ms | p99 ms | outcomes | server log B/call | holdcommit ÷ this (rounds) |\n"
     printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
     for (s = 1; s <= nsc; s++) {
         sc = scs[s]
@@ -170,7 +188,7 @@ END {
                     sc, va, sy, clients[k], fmt_rate(med[k]), lo_hi(k),
                     stat_of(k, p50), stat_of(k, p99), outcomes_of(k), extra,
                     (calls[k] > 0) ? logb[k] / calls[k] : 0,
-                    (v == 1) ? "—" : sprintf("%.2f", ratio(sc, va, sy))
+                    (v == 1) ? "—" : sprintf("%.2f (%.2f–%.2f)", ratio(sc, va, sy), rlo, rhi)
             }
         }
     }

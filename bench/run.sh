@@ -10,8 +10,8 @@
 #   bench/results/latest.png  the ratios as a chart (gnuplot)
 # Settings (environment):
 #   HC_BENCH_PORT          the server's port (default 54340)
-#   HC_BENCH_SECONDS       seconds per variant and round (default 3)
-#   HC_BENCH_ROUNDS        rounds (default 3)
+#   HC_BENCH_SECONDS       seconds per variant and round (default 2)
+#   HC_BENCH_ROUNDS        rounds (default 4)
 #   HC_BENCH_SCENARIOS     only these scenarios (default: all)
 #   HC_BENCH_MEMORY_CALLS  calls of the memory scenario (default 1000000; 0: skip it)
 #   HC_BENCH_ASSETS, HC_BENCH_POOL  see bench/scenarios.bash
@@ -20,8 +20,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 port=${HC_BENCH_PORT:-54340}
-seconds=${HC_BENCH_SECONDS:-3}
-rounds=${HC_BENCH_ROUNDS:-3}
+seconds=${HC_BENCH_SECONDS:-2}
+rounds=${HC_BENCH_ROUNDS:-4}
 only=${HC_BENCH_SCENARIOS:-}
 memory_calls=${HC_BENCH_MEMORY_CALLS:-1000000}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres

@@ -24,8 +24,9 @@ bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bench_db=${bench_db:-hc_bench}
 bench_work=${bench_work:-$(mktemp -d)}
 bench_driver=${bench_driver:-$bench_work/driver}
-# Distinct assets per hold client; a pool's reservations or leases per client.
-bench_assets=${HC_BENCH_ASSETS:-25000}
+# Distinct assets per hold client; a pool's reservations or leases per client
+# (sized for runs of a few seconds: a pool's run ends when it is used up).
+bench_assets=${HC_BENCH_ASSETS:-12000}
 bench_pool=${HC_BENCH_POOL:-3000}
 
 bench_build_driver() {
@@ -112,6 +113,19 @@ asset_ids() {
                    generate_series(0, $bench_assets - 1) i) ids"
 }
 
+# fill_pool CLIENTS ROWS COLUMNS VALUES: a fresh bench_pool (c, n, COLUMNS)
+# with ROWS rows per client, made by CLIENTS clients at once through the
+# driver (as fast as the calls go); VALUES is the SQL of the columns, with the
+# driver's patterns ({c}, {i}).  Fails unless every row was made.
+fill_pool() {
+    echo "DROP TABLE IF EXISTS bench_pool; CREATE TABLE bench_pool (c integer, n integer, $3)" |
+        bq || return 1
+    echo "rows:XXPOL INSERT INTO bench_pool SELECT :'{c}'::integer, :'{i}'::integer, $4" \
+        >"$bench_work/pool-steps"
+    "$bench_driver" -d "dbname=$bench_db" -c "$1" -n $(($1 * $2)) -l pool "$bench_work/pool-steps" |
+        grep -q " outcomes=00000:$(($1 * $2)) "
+}
+
 # Write the scenario file of SCENARIO/VARIANT to $bench_work/steps and load
 # its data; set pool_sql (empty: no pool) and pool_cycle.
 bench_prepare() {
@@ -181,12 +195,9 @@ STEPS
 
     commit/* | release/*)
         echo "INSERT INTO $assets (id) SELECT 'p-' || c || '-' || n FROM generate_series(0, $clients - 1) c,
-                     generate_series(0, $pool - 1) n;
-              DROP TABLE IF EXISTS bench_pool;
-              CREATE TABLE bench_pool AS
-                  SELECT c, n, (${fn}hold('p-' || c || '-' || n, 'buyer-' || c,
-                                          'pool-' || c || '-' || n)).reservation_id
-                    FROM generate_series(0, $clients - 1) c, generate_series(0, $pool - 1) n;" | bq || return 1
+                     generate_series(0, $pool - 1) n" | bq || return 1
+        fill_pool "$clients" "$pool" "reservation_id text" \
+            "(${fn}hold(:'p-{c}-{i}', :'buyer-{c}', :'pool-{c}-{i}')).reservation_id" || return 1
         pool_sql="SELECT reservation_id FROM bench_pool WHERE c = \$1::integer ORDER BY n"
         echo "- SELECT ${fn}$scenario(:'{p1}')" ;;
 
@@ -198,11 +209,8 @@ STEPS
             echo "SELECT count(hc_stock_set('p-' || c, 100000000)) FROM generate_series(0, $clients - 1) c" |
                 bq >/dev/null || return 1
         fi
-        echo "DROP TABLE IF EXISTS bench_pool;
-              CREATE TABLE bench_pool AS
-                  SELECT c, n, (${fn}reserve('p-' || c, 1, 'buyer-' || c,
-                                             'pool-' || c || '-' || n)).reservation_id
-                    FROM generate_series(0, $clients - 1) c, generate_series(0, $pool - 1) n;" | bq || return 1
+        fill_pool "$clients" "$pool" "reservation_id text" \
+            "(${fn}reserve(:'p-{c}', 1, :'buyer-{c}', :'pool-{c}-{i}')).reservation_id" || return 1
         pool_sql="SELECT reservation_id FROM bench_pool WHERE c = \$1::integer ORDER BY n"
         echo "- SELECT ${fn}$scenario(:'{p1}')" ;;
 
@@ -216,12 +224,9 @@ STEPS
             leases=1
             pool_cycle=-C
         fi
-        echo "DROP TABLE IF EXISTS bench_pool;
-              CREATE TABLE bench_pool AS
-                  SELECT c, n, 'r-' || c || '-' || n AS resource, 'owner-' || c AS owner,
-                         ${fn}lock_acquire('r-' || c || '-' || n, 'owner-' || c, '3 minutes', 0) AS token
-                    FROM generate_series(0, $clients - 1) c, generate_series(0, $leases - 1) n;" |
-            bq || return 1
+        fill_pool "$clients" "$leases" "resource text, owner text, token bigint" \
+            ":'r-{c}-{i}', :'owner-{c}', ${fn}lock_acquire(:'r-{c}-{i}', :'owner-{c}', '3 minutes', 0)" ||
+            return 1
         pool_sql="SELECT resource, owner, token FROM bench_pool WHERE c = \$1::integer ORDER BY n"
         echo "- SELECT ${fn}lock_${scenario#lease_}(:'{p1}', :'{p2}', :'{p3}')" ;;
 
