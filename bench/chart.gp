@@ -18,6 +18,7 @@ set grid ytics
 set xtics rotate by -30 left
 set key top right
 set bmargin 9
+set rmargin 12
 plot data using 2:xtic(1) title "synchronous_commit off" lc rgb "#4a7ebb", \
      '' using 3 title "synchronous_commit on" lc rgb "#e08a2c", \
      '' using ($0):4 with points pt 7 ps 1.4 lc rgb "#c0392b" title "goal", \

@@ -289,11 +289,24 @@ expand(const Client *c, long i, const CallState *cs, const char *pattern,
 			continue;
 		}
 		if (p[1] == 'c' && close == p + 2)
-			snprintf(num, sizeof(num), "%d", c->number), value = num;
+		{
+			snprintf(num, sizeof(num), "%d", c->number);
+			value = num;
+		}
 		else if (p[1] == 'i' && close == p + 2)
-			snprintf(num, sizeof(num), "%ld", i), value = num;
+		{
+			snprintf(num, sizeof(num), "%ld", i);
+			value = num;
+		}
 		else if (p[1] == 'i' && p[2] == '%')
-			snprintf(num, sizeof(num), "%ld", i % atol(p + 3)), value = num;
+		{
+			long		modulus = atol(p + 3);
+
+			if (modulus <= 0)
+				die("pattern \"%s\": {i%%N} needs N > 0", pattern);
+			snprintf(num, sizeof(num), "%ld", i % modulus);
+			value = num;
+		}
 		else if (p[1] == 'p')
 		{
 			int			col = atoi(p + 2) - 1;

@@ -110,9 +110,11 @@ elapsed=$(($(date +%s) - started))
 
 mkdir -p "$results"
 cp "$raw" "$results/latest.tsv"
-commit=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- src sql 2>/dev/null || commit="$commit with uncommitted changes to src/ or sql/"
-bench/report.awk -v commit="$commit" -v subject="$(git log -1 --format=%s)" \
+# The code measured: the last commit that changed the extension itself.
+code="src sql holdcommit.control"
+commit=$(git log -1 --format=%h -- $code)
+git diff --quiet HEAD -- $code 2>/dev/null || commit="$commit with uncommitted changes"
+bench/report.awk -v commit="$commit" \
     -v date="$(date -u '+%Y-%m-%d %H:%M UTC')" -v cores="$(nproc)" \
     -v pg="$(psql -X -qAt -d postgres -c 'SHOW server_version')" \
     -v rounds="$rounds" -v seconds="$seconds" -v elapsed="$elapsed" \
