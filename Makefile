@@ -48,9 +48,10 @@ stop:
 test:
 	@test/run-tests.sh
 
-# Against the server of make run: hc_hold vs a plain-SQL hold, and the ratio.
+# Every scenario of issue 9 against the PL/pgSQL port and the seeds' plain SQL,
+# on its own throwaway server: bench/results/latest.md and latest.png.
 bench:
-	@PGHOST=$${TMPDIR:-/tmp}/holdcommit-$(RUN_PORT) PGPORT=$(RUN_PORT) PGUSER=postgres test/bench/holds.sh
+	@bench/run.sh
 
 version:
 	@echo $(EXTVERSION)

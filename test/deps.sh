@@ -8,7 +8,9 @@ packages=(build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
           # the example HTTP service (examples/http) and PgBouncer in front of it
           python3-fastapi python3-uvicorn python3-psycopg python3-psycopg-pool curl pgbouncer
           # make deb (pg_buildext), make dist, the postgres_exporter queries check
-          postgresql-server-dev-all debhelper dpkg-dev git python3-yaml prometheus-postgres-exporter)
+          postgresql-server-dev-all debhelper dpkg-dev git python3-yaml prometheus-postgres-exporter
+          # the benchmark's load driver (bench/driver.c)
+          libpq-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

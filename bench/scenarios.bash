@@ -1,0 +1,287 @@
+# The scenarios of make bench, shared by bench/run.sh and the smoke test
+# test/load/bench-smoke.sh (sourced, not run by itself).
+# Needs PGHOST, PGPORT, PGUSER (a superuser) of a running server with
+# holdcommit installed in the PostgreSQL tree it runs from.
+#
+#   bench_build_driver OUT       compile bench/driver.c to OUT
+#   bench_install DB             (re)create DB with holdcommit, bench/plpgsql.sql
+#                                and bench/seed.sql
+#   bench_scenarios              the scenarios to run (the lease ones only when
+#                                hc_lock_acquire exists)
+#   bench_variants SCENARIO      its variants, holdcommit's first
+#   bench_run SCENARIO VARIANT SYNC SECONDS CLIENTS [DRIVER-ARGS...]
+#                                fresh data for the variant, then one driver
+#                                run; prints the driver's result line
+#   bench_expected SCENARIO VARIANT
+#                                the only outcomes the variant may have
+#
+# Every variant of a scenario does the same work from the caller's side: the
+# same number of clients, the same ids and keys per call (client {c}, call
+# counter {i}), on data loaded fresh just before its run.
+set -uo pipefail
+
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bench_db=${bench_db:-hc_bench}
+bench_work=${bench_work:-$(mktemp -d)}
+bench_driver=${bench_driver:-$bench_work/driver}
+# Distinct assets per hold client; a pool's reservations or leases per client
+# (sized for runs of a few seconds: a pool's run ends when it is used up).
+bench_assets=${HC_BENCH_ASSETS:-12000}
+bench_pool=${HC_BENCH_POOL:-3000}
+
+bench_build_driver() {
+    cc -O2 -Wall -Wextra -o "$1" "$bench_dir/driver.c" \
+        -I"$(pg_config --includedir)" -L"$(pg_config --libdir)" -lpq -pthread
+}
+
+# bq: run the SQL on stdin in the benchmark database, print rows unaligned.
+bq() { PGOPTIONS="-c client_min_messages=warning" psql -X -qAt -v ON_ERROR_STOP=1 -d "$bench_db" "$@"; }
+
+bench_install() {
+    bench_db=$1
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $bench_db WITH (FORCE)" >/dev/null 2>&1
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $bench_db" >/dev/null &&
+        echo "CREATE EXTENSION holdcommit;" | bq >/dev/null &&
+        bq <"$bench_dir/plpgsql.sql" >/dev/null 2>&1 &&
+        bq <"$bench_dir/seed.sql" >/dev/null 2>&1
+}
+
+bench_has_leases() {
+    [ "$(echo "SELECT to_regprocedure('hc_lock_acquire(text,text,interval,integer)') IS NOT NULL" | bq)" = t ]
+}
+
+bench_scenarios() {
+    local s="hold refusal hot_product commit release finalize unreserve"
+    bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release"
+    echo "$s first_call"
+}
+
+bench_variants() {
+    case $1 in
+    hold)        echo "holdcommit plpgsql seed_update_insert bare_update" ;;
+    refusal)     echo "holdcommit plpgsql point_select" ;;
+    hot_product) echo "holdcommit plpgsql pessimistic optimistic" ;;
+    first_call)  echo "after_create after_analyze" ;;
+    memory)      echo "holdcommit" ;;
+    *)           echo "holdcommit plpgsql" ;;
+    esac
+}
+
+bench_clients() {
+    case $1 in
+    refusal | hot_product) echo 64 ;;
+    memory) echo 1 ;;
+    *) echo 8 ;;
+    esac
+}
+
+bench_expected() {
+    case $1/$2 in
+    refusal/holdcommit | refusal/plpgsql) echo "RS001" ;;
+    *) echo "00000" ;;
+    esac
+}
+
+# Fresh, empty tables for one implementation.
+fresh_holdcommit() {
+    bq <<'SQL'
+DO $$
+DECLARE
+    tables text;
+BEGIN
+    SELECT string_agg(c.oid::regclass::text, ', ') INTO tables
+      FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+     WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_extension'::regclass
+       AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'holdcommit')
+       AND d.deptype = 'e' AND c.relkind = 'r';
+    EXECUTE 'TRUNCATE ' || tables || ' CASCADE';
+END
+$$;
+SQL
+}
+fresh_plpgsql() {
+    echo "TRUNCATE bench_plpgsql.assets, bench_plpgsql.reservations, bench_plpgsql.inventory,
+          bench_plpgsql.stock_reservations, bench_plpgsql.locks, bench_plpgsql.ledger RESTART IDENTITY" | bq
+}
+fresh_seed() {
+    echo "TRUNCATE bench_seed.assets, bench_seed.reservations, bench_seed.inventories" | bq
+}
+
+# The asset ids a-{c}-{i} of CLIENTS clients, as a FROM item.
+asset_ids() {
+    echo "(SELECT 'a-' || c || '-' || i AS id FROM generate_series(0, $1 - 1) c,
+                   generate_series(0, $bench_assets - 1) i) ids"
+}
+
+# fill_pool CLIENTS ROWS COLUMNS VALUES: a fresh bench_pool (c, n, COLUMNS)
+# with ROWS rows per client, made by CLIENTS clients at once through the
+# driver (as fast as the calls go); VALUES is the SQL of the columns, with the
+# driver's patterns ({c}, {i}).  Fails unless every row was made.
+fill_pool() {
+    echo "DROP TABLE IF EXISTS bench_pool; CREATE TABLE bench_pool (c integer, n integer, $3)" |
+        bq || return 1
+    echo "rows:XXPOL INSERT INTO bench_pool SELECT :'{c}'::integer, :'{i}'::integer, $4" \
+        >"$bench_work/pool-steps"
+    "$bench_driver" -d "dbname=$bench_db" -c "$1" -n $(($1 * $2)) -l pool "$bench_work/pool-steps" |
+        grep -q " outcomes=00000:$(($1 * $2)) "
+}
+
+# Write the scenario file of SCENARIO/VARIANT to $bench_work/steps and load
+# its data; set pool_sql (empty: no pool) and pool_cycle.
+bench_prepare() {
+    local scenario=$1 variant=$2 clients=$3 pool=$bench_pool
+    # impl: whose tables; fn: the prefix of its functions (hc_hold, bench_plpgsql.hold)
+    local impl=holdcommit fn=hc_ assets=hc_assets
+    pool_sql=""
+    pool_cycle=""
+    case $variant in
+    plpgsql) impl=plpgsql fn=bench_plpgsql. assets=bench_plpgsql.assets ;;
+    seed_update_insert | bare_update | pessimistic | optimistic) impl=seed ;;
+    esac
+    "fresh_$impl" || return 1
+
+    case $scenario/$variant in
+    hold/holdcommit | first_call/*)
+        echo "INSERT INTO hc_assets (id) SELECT id FROM $(asset_ids "$clients")" | bq || return 1
+        echo "- SELECT hc_hold(:'a-{c}-{i}', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    hold/plpgsql)
+        echo "INSERT INTO bench_plpgsql.assets (id) SELECT id FROM $(asset_ids "$clients")" | bq || return 1
+        echo "- SELECT bench_plpgsql.hold(:'a-{c}-{i}', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    hold/seed_update_insert)
+        echo "INSERT INTO bench_seed.assets (id) SELECT id FROM $(asset_ids "$clients")" | bq || return 1
+        cat <<'STEPS' ;;
+- BEGIN
+rows:RS001 UPDATE bench_seed.assets SET status = 'HELD', hold_expires_at = now() + interval '10 minutes', current_reservation_id = :'res-{c}-{i}', version = version + 1 WHERE id = :'a-{c}-{i}' AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at < now()))
+- INSERT INTO bench_seed.reservations (id, asset_id, buyer_id, idempotency_key, status, expires_at, created_at) VALUES (:'res-{c}-{i}', :'a-{c}-{i}', :'buyer-{c}', :'key-{c}-{i}', 'HELD', now() + interval '10 minutes', now())
+- COMMIT
+STEPS
+    hold/bare_update)
+        echo "INSERT INTO bench_seed.assets (id) SELECT id FROM $(asset_ids "$clients")" | bq || return 1
+        echo "rows:RS006 UPDATE bench_seed.assets SET status = 'HELD', hold_expires_at = now() + interval '10 minutes', version = version + 1 WHERE id = :'a-{c}-{i%$bench_assets}'" ;;
+
+    refusal/holdcommit)
+        echo "INSERT INTO hc_assets (id) VALUES ('held');
+              SELECT count(hc_hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
+        echo "- SELECT hc_hold(:'held', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    refusal/plpgsql)
+        echo "INSERT INTO bench_plpgsql.assets (id) VALUES ('held');
+              SELECT count(bench_plpgsql.hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
+        echo "- SELECT bench_plpgsql.hold(:'held', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    refusal/point_select)
+        echo "INSERT INTO hc_assets (id) VALUES ('held');
+              SELECT count(hc_hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
+        echo "rows:RS006 SELECT status, hold_expires_at FROM hc_assets WHERE id = :'held'" ;;
+
+    hot_product/holdcommit)
+        echo "SELECT count(hc_stock_set('hot', 100000000))" | bq >/dev/null || return 1
+        echo "- SELECT hc_reserve(:'hot', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    hot_product/plpgsql)
+        echo "INSERT INTO bench_plpgsql.inventory (product_id, stock) VALUES ('hot', 100000000)" | bq || return 1
+        echo "- SELECT bench_plpgsql.reserve(:'hot', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    hot_product/pessimistic)
+        echo "INSERT INTO bench_seed.inventories (product_id, stock) VALUES (1, 100000000)" | bq || return 1
+        cat <<'STEPS' ;;
+- BEGIN
+true:RS002 SELECT stock - reserved >= 1 FROM bench_seed.inventories WHERE product_id = :'1' FOR UPDATE
+- UPDATE bench_seed.inventories SET reserved = reserved + 1, updated_at = now() WHERE product_id = :'1'
+- COMMIT
+STEPS
+    hot_product/optimistic)
+        echo "INSERT INTO bench_seed.inventories (product_id, stock) VALUES (1, 100000000)" | bq || return 1
+        cat <<'STEPS' ;;
+true:RS002 SELECT stock - reserved >= 1, version FROM bench_seed.inventories WHERE product_id = :'1'
+retry UPDATE bench_seed.inventories SET reserved = reserved + 1, version = version + 1, updated_at = now() WHERE product_id = :'1' AND version = :'{s1.2}'
+STEPS
+
+    commit/* | release/*)
+        echo "INSERT INTO $assets (id) SELECT 'p-' || c || '-' || n FROM generate_series(0, $clients - 1) c,
+                     generate_series(0, $pool - 1) n" | bq || return 1
+        fill_pool "$clients" "$pool" "reservation_id text" \
+            "(${fn}hold(:'p-{c}-{i}', :'buyer-{c}', :'pool-{c}-{i}')).reservation_id" || return 1
+        pool_sql="SELECT reservation_id FROM bench_pool WHERE c = \$1::integer ORDER BY n"
+        echo "- SELECT ${fn}$scenario(:'{p1}')" ;;
+
+    finalize/* | unreserve/*)
+        if [ "$impl" = plpgsql ]; then
+            echo "INSERT INTO bench_plpgsql.inventory (product_id, stock)
+                  SELECT 'p-' || c, 100000000 FROM generate_series(0, $clients - 1) c" | bq || return 1
+        else
+            echo "SELECT count(hc_stock_set('p-' || c, 100000000)) FROM generate_series(0, $clients - 1) c" |
+                bq >/dev/null || return 1
+        fi
+        fill_pool "$clients" "$pool" "reservation_id text" \
+            "(${fn}reserve(:'p-{c}', 1, :'buyer-{c}', :'pool-{c}-{i}')).reservation_id" || return 1
+        pool_sql="SELECT reservation_id FROM bench_pool WHERE c = \$1::integer ORDER BY n"
+        echo "- SELECT ${fn}$scenario(:'{p1}')" ;;
+
+    lease_acquire/*)
+        echo "- SELECT ${fn}lock_acquire(:'r-{c}-{i}', :'owner-{c}', :'3 minutes', :'0')" ;;
+    lease_heartbeat/* | lease_release/*)
+        # A heartbeat beats one lease per client over and over; a release ends
+        # a lease of the pool per call.
+        local leases=$pool
+        if [ "$scenario" = lease_heartbeat ]; then
+            leases=1
+            pool_cycle=-C
+        fi
+        fill_pool "$clients" "$leases" "resource text, owner text, token bigint" \
+            ":'r-{c}-{i}', :'owner-{c}', ${fn}lock_acquire(:'r-{c}-{i}', :'owner-{c}', '3 minutes', 0)" ||
+            return 1
+        pool_sql="SELECT resource, owner, token FROM bench_pool WHERE c = \$1::integer ORDER BY n"
+        echo "- SELECT ${fn}lock_${scenario#lease_}(:'{p1}', :'{p2}', :'{p3}')" ;;
+
+    memory/holdcommit)
+        echo "INSERT INTO hc_assets (id) SELECT 'm-' || i FROM generate_series(0, 999) i" | bq || return 1
+        cat <<'STEPS' ;;
+- SELECT (hc_hold(:'m-{i%1000}', :'buyer', :'mem-{i}')).reservation_id
+- SELECT hc_release(:'{s1.1}')
+STEPS
+    *)
+        echo "bench: unknown scenario $scenario/$variant" >&2
+        return 1 ;;
+    esac >"$bench_work/steps" || return 1
+
+    # Statistics for the tables that hold data, as after a normal load; the
+    # empty ones keep "never analyzed" (TRUNCATE resets it), so that plans
+    # made while they fill up assume a size, not an empty table whose plans
+    # would stay on sequential scans for the session's life.  first_call's
+    # first run (no ANALYZE at all) is the exception it measures.
+    if [ "$scenario/$variant" = first_call/after_create ]; then
+        return 0
+    fi
+    bq <<'SQL'
+DO $$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+                AND pg_relation_size(c.oid) > 0
+    LOOP
+        EXECUTE format('ANALYZE %s', t);
+    END LOOP;
+END
+$$;
+SQL
+}
+
+# bench_run SCENARIO VARIANT SYNC SECONDS CLIENTS [EXTRA-DRIVER-ARGS...]
+# (CLIENTS "": the scenario's number)
+bench_run() {
+    local scenario=$1 variant=$2 sync=$3 seconds=$4
+    local clients=${5:-$(bench_clients "$scenario")}
+    shift 5
+    local conninfo="dbname=$bench_db options='-c synchronous_commit=$sync'"
+
+    if [ "$scenario" = first_call ]; then
+        # A new install: the extension created just now, its tables empty
+        # but for the assets loaded right after, no ANALYZE (after_create)
+        # or an ANALYZE before the first call (after_analyze).
+        echo "DROP EXTENSION holdcommit CASCADE; CREATE EXTENSION holdcommit;" | bq >/dev/null 2>&1 ||
+            return 1
+    fi
+    bench_prepare "$scenario" "$variant" "$clients" || return 1
+    echo "CHECKPOINT" | bq
+    "$bench_driver" -d "$conninfo" -c "$clients" -T "$seconds" -l "$scenario/$variant/$sync" \
+        ${pool_sql:+-P "$pool_sql"} $pool_cycle "$@" "$bench_work/steps"
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Smoke test of make bench's instrument, so that it cannot rot: the driver
+# builds without warnings, every scenario and variant of bench/scenarios.bash
+# runs a few hundred calls with 2 clients, its result line parses, and every
+# call ends with the outcome the variant must have (RS001 for refused holds,
+# 00000 otherwise); the PL/pgSQL port keeps its idempotency promises.
+# Prints "ok - ..." / "not ok - ..." per assertion; exits 0.
+# Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
+# drops its own database.
+. "$(dirname "$0")/lib.bash"
+load_setup hc_bench_smoke 10
+
+export HC_BENCH_ASSETS=300 HC_BENCH_POOL=250
+bench_db=$db
+bench_work=$work
+. "$(dirname "$0")/../../bench/scenarios.bash"
+calls=400
+
+warnings=$(bench_build_driver "$bench_driver" 2>&1)
+check "driver builds with -Wall -Wextra and no warning" "$? ${warnings:-none}" "0 none"
+[ -x "$bench_driver" ] || exit 0
+bench_install "$db"
+check "holdcommit, the PL/pgSQL port and the seed tables install" "$?" "0"
+
+# run_smoke SCENARIO VARIANT SYNC [DRIVER-ARGS...]: one short run with CLIENTS
+# clients (default 2), checked; EXPECT_CALLS: the calls it makes (default $calls)
+run_smoke() {
+    local scenario=$1 variant=$2 sync=$3 line want got
+    shift 3
+    line=$(bench_run "$scenario" "$variant" "$sync" 10 "${CLIENTS:-2}" "$@" 2>"$work/stderr")
+    want="label=$scenario/$variant/$sync clients=N seconds=N calls=N calls_per_s=N p50_ms=N p99_ms=N max_ms=N"
+    got=$(echo "$line" | sed -E 's/=[0-9]+(\.[0-9]+)?/=N/g' | cut -d' ' -f1-8)
+    check "$scenario/$variant/$sync: the result line parses" "$got" "$want"
+    got=$(echo "$line" | sed -nE 's/.* calls=([0-9]+) .*outcomes=([^ ]*) .*failed_clients=([0-9]+).*/\1 \2 \3/p')
+    want="${EXPECT_CALLS:-$calls} $(bench_expected "$scenario" "$variant"):${EXPECT_CALLS:-$calls} 0"
+    check "$scenario/$variant/$sync: every call ends with $(bench_expected "$scenario" "$variant")" "$got" "$want"
+    [ -s "$work/stderr" ] && sed 's/^/#   /' "$work/stderr" | head -5
+    RESULT=$line
+}
+
+for scenario in $(bench_scenarios); do
+    for variant in $(bench_variants "$scenario"); do
+        run_smoke "$scenario" "$variant" off -n "$calls"
+    done
+done
+run_smoke hold holdcommit on -n "$calls"
+check "synchronous_commit = on reaches the session" \
+    "$(psql -X -qAt -d "dbname=$db options='-c synchronous_commit=on'" -c "SHOW synchronous_commit")" "on"
+
+CLIENTS=1 EXPECT_CALLS=100 run_smoke memory holdcommit off -n 100 -m 25
+mem=$(echo "$RESULT" | sed -nE 's/.* mem_start=([0-9]+) mem_warm=([0-9]+) mem_end=([0-9]+) mem_max=([0-9]+) .*/\1 \2 \3 \4/p')
+check "memory: four samples of the backend's memory contexts" "$(echo "$mem" | wc -w)" "4"
+
+# The PL/pgSQL port keeps the contract's idempotency promises.
+check "plpgsql hold: the same key and arguments replay the stored row" "$(bq <<'SQL'
+INSERT INTO bench_plpgsql.assets (id) VALUES ('idem-1');
+SELECT a.reservation_id = b.reservation_id AND NOT a.replayed AND b.replayed
+  FROM bench_plpgsql.hold('idem-1', 'b1', 'idem-key') a, bench_plpgsql.hold('idem-1', 'b1', 'idem-key') b;
+SQL
+)" "t"
+check "plpgsql hold: the same key with other arguments is RS005" "$(bq <<'SQL' 2>&1
+DO $$
+BEGIN
+    PERFORM bench_plpgsql.hold('idem-1', 'b2', 'idem-key');
+EXCEPTION WHEN OTHERS THEN
+    RAISE WARNING 'sqlstate %', SQLSTATE;
+END
+$$;
+SQL
+)" "WARNING:  sqlstate RS005"
+exit 0
