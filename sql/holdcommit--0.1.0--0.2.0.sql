@@ -379,3 +379,96 @@ REVOKE ALL ON FUNCTION @extschema@.hc_attempt_reset(text, text) FROM PUBLIC;
 -- pg_dump keeps the data of these tables.
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_locks', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_attempts', '');
+
+------------------------------------------------------------------------------
+-- Sweeping: expired holds and reservations, forgotten keys
+------------------------------------------------------------------------------
+
+-- The sweeper forgets keys past holdcommit.idempotency_retention, oldest
+-- first; a forgotten key leaves these indexes.
+CREATE INDEX hc_reservations_key_age ON @extschema@.hc_reservations (created_at)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX hc_stock_reservations_key_age ON @extschema@.hc_stock_reservations (created_at)
+    WHERE idempotency_key IS NOT NULL;
+
+CREATE FUNCTION @extschema@.hc_sweep(batch_size integer DEFAULT 1000)
+RETURNS TABLE (expired_holds bigint, expired_reservations bigint, purged_keys bigint)
+AS 'MODULE_PATHNAME', 'hc_sweep' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_sweep(integer) IS
+    'End expired holds and stock reservations and forget keys past retention, in batches, skipping rows live calls hold (operator).';
+
+-- Written by the background sweeper of this database after every run; its
+-- state, not data: pg_dump leaves it out.
+CREATE TABLE @extschema@.hc_sweeper_status (
+    database              name PRIMARY KEY,  -- this database
+    pid                   integer,           -- the worker's process
+    actor                 text,              -- the role it sweeps as (the extension's owner)
+    last_start            timestamptz,       -- the last run
+    last_end              timestamptz,
+    expired_holds         bigint NOT NULL DEFAULT 0,  -- what the last run swept
+    expired_reservations  bigint NOT NULL DEFAULT 0,
+    purged_keys           bigint NOT NULL DEFAULT 0,
+    runs                  bigint NOT NULL DEFAULT 0,  -- runs recorded so far, and what they swept
+    total_expired_holds   bigint NOT NULL DEFAULT 0,
+    total_expired_reservations bigint NOT NULL DEFAULT 0,
+    total_purged_keys     bigint NOT NULL DEFAULT 0,
+    last_error            text,              -- the last run that failed, and when
+    last_error_at         timestamptz,
+    next_run              timestamptz        -- NULL once the sweeper is turned off
+);
+COMMENT ON TABLE @extschema@.hc_sweeper_status IS
+    'The background sweeper''s last run in this database: when, what it swept, its last error, its next run.';
+
+-- One view for operators: numbers that say whether the shop is healthy.
+CREATE VIEW @extschema@.hc_overview AS
+    WITH t AS (SELECT pg_catalog.clock_timestamp() AS now)
+    SELECT 'assets'::text AS area, s.status AS item,
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_assets a
+             WHERE a.status OPERATOR(pg_catalog.=) s.status) AS value
+      FROM (VALUES ('AVAILABLE'::text), ('HELD'), ('SOLD')) s (status)
+    UNION ALL
+    SELECT 'holds', 'active', pg_catalog.count(*)
+      FROM @extschema@.hc_reservations r, t
+     WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.expires_at OPERATOR(pg_catalog.>) t.now
+    UNION ALL
+    SELECT 'holds', 'expiring within a minute', pg_catalog.count(*)
+      FROM @extschema@.hc_reservations r, t
+     WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.expires_at OPERATOR(pg_catalog.>) t.now
+       AND r.expires_at OPERATOR(pg_catalog.<=) (t.now OPERATOR(pg_catalog.+) '1 minute'::pg_catalog.interval)
+    UNION ALL
+    SELECT 'holds', 'expired, not yet swept', pg_catalog.count(*)
+      FROM @extschema@.hc_reservations r, t
+     WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.expires_at OPERATOR(pg_catalog.<=) t.now
+    UNION ALL
+    SELECT 'stock', 'active reservations', pg_catalog.count(*)
+      FROM @extschema@.hc_stock_reservations r, t
+     WHERE r.status OPERATOR(pg_catalog.=) 'RESERVED' AND r.expires_at OPERATOR(pg_catalog.>) t.now
+    UNION ALL
+    SELECT 'stock', 'reserved units', COALESCE(pg_catalog.sum(i.reserved), 0)::pg_catalog.int8
+      FROM @extschema@.hc_inventory i
+    UNION ALL
+    SELECT 'stock', 'expired, not yet swept', pg_catalog.count(*)
+      FROM @extschema@.hc_stock_reservations r, t
+     WHERE r.status OPERATOR(pg_catalog.=) 'RESERVED' AND r.expires_at OPERATOR(pg_catalog.<=) t.now
+    UNION ALL
+    SELECT 'leases', 'held', pg_catalog.count(*)
+      FROM @extschema@.hc_locks l
+     WHERE l.owner IS NOT NULL
+    UNION ALL
+    SELECT 'leases', 'stale', pg_catalog.count(*)
+      FROM @extschema@.hc_locks l, t
+     WHERE l.owner IS NOT NULL
+       AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after OPERATOR(pg_catalog.<=) t.now
+    UNION ALL
+    SELECT 'attempts', 'MANUAL_REVIEW', pg_catalog.count(*)
+      FROM @extschema@.hc_attempts a
+     WHERE a.status OPERATOR(pg_catalog.=) 'MANUAL_REVIEW'
+    UNION ALL
+    SELECT 'ledger, last hour', l.event, pg_catalog.count(*)
+      FROM @extschema@.hc_ledger l, t
+     WHERE l.at OPERATOR(pg_catalog.>) (t.now OPERATOR(pg_catalog.-) '1 hour'::pg_catalog.interval)
+     GROUP BY l.event;
+COMMENT ON VIEW @extschema@.hc_overview IS
+    'For operators: assets by status, holds and stock reservations active and expiring, leases held and stale, attempts awaiting manual review, ledger events of the last hour.';
+
+REVOKE ALL ON FUNCTION @extschema@.hc_sweep(integer) FROM PUBLIC;

@@ -93,7 +93,8 @@ VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expir
        ('operator', 'SELECT', 'hc_stock_reservations'),
        ('operator', 'SELECT', 'hc_idempotency_keys'),
        ('operator', 'SELECT', 'hc_ledger'),
-       ('operator', 'SELECT', 'hc_sweeper_status');
+       ('operator', 'SELECT', 'hc_sweeper_status'),
+       ('operator', 'SELECT', 'hc_overview');
 DELETE FROM regress_hc_expected
  WHERE CASE privilege WHEN 'EXECUTE' THEN to_regprocedure(object) IS NULL
                       ELSE to_regclass(split_part(object, ' ', 1)) IS NULL END;
@@ -108,7 +109,7 @@ ALTER FUNCTION public.lookalike(text) RENAME TO hc_lock_acquire;
 CREATE SCHEMA elsewhere;
 CREATE FUNCTION elsewhere.hc_commit(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
 ALTER FUNCTION elsewhere.hc_commit(varchar) SET SCHEMA public;
-CREATE VIEW public.hc_overview AS SELECT 1 AS one;
+CREATE VIEW public.hc_dashboard AS SELECT 1 AS one;
 CREATE DOMAIN public.hc_money AS integer;
 SELECT count(*) AS strangers FROM pg_proc
  WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'hc\_%'

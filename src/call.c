@@ -38,32 +38,23 @@ static Oid	hc_schema = InvalidOid;
 static bool hc_point_lookups = true;
 
 /*
- * Start a call: read the clock, remember the caller, become the owner of the
- * called function in a security-restricted operation whose names resolve in
- * pg_catalog and the extension's schema only, connect SPI.
+ * Start a call: read the clock, become the extension's owner in a
+ * security-restricted operation whose names resolve in pg_catalog and the
+ * extension's schema only, connect SPI.  actor is who the ledger names.
  */
 static void
-hc_call_start(HcCall *call, FunctionCallInfo fcinfo, const char *function, bool point_lookups)
+hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const char *actor,
+			  bool point_lookups)
 {
-	HeapTuple	proctup;
-	Form_pg_proc proc;
-	Oid			owner;
 	OverrideSearchPath path = {0};
 
 	call->function = function;
 	call->now = GetCurrentTimestamp();
 	call->outer = CurrentMemoryContext;
-
-	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(proctup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(proctup);
-	owner = proc->proowner;
-	hc_schema = proc->pronamespace;
-	ReleaseSysCache(proctup);
+	hc_schema = schema;
 
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
-	call->actor = GetUserNameFromId(call->save_userid, false);
+	call->actor = actor ? actor : GetUserNameFromId(call->save_userid, false);
 	SetUserIdAndSecContext(owner, call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
@@ -84,13 +75,26 @@ hc_call_start(HcCall *call, FunctionCallInfo fcinfo, const char *function, bool 
 }
 
 /*
- * Start a call that changes state.  Every check must see the latest
- * committed state, as each statement of a READ COMMITTED transaction does; a
- * transaction snapshot would see an asset as held after its hold was
- * released.
+ * The owner and schema of the function being called: the extension's.
  */
-void
-hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+static void
+hc_call_function(FunctionCallInfo fcinfo, Oid *owner, Oid *schema)
+{
+	HeapTuple	proctup;
+	Form_pg_proc proc;
+
+	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	if (!HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	proc = (Form_pg_proc) GETSTRUCT(proctup);
+	*owner = proc->proowner;
+	*schema = proc->pronamespace;
+	ReleaseSysCache(proctup);
+}
+
+/* Refuse a transaction snapshot for a call that changes state. */
+static void
+hc_call_require_read_committed(const char *function)
 {
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -99,7 +103,23 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
 				 errdetail("holdcommit decides on the latest committed state, which only READ COMMITTED shows."),
 				 errhint("Call it in autocommit mode or in a READ COMMITTED transaction.")));
-	hc_call_start(call, fcinfo, function, true);
+}
+
+/*
+ * Start a call that changes state.  Every check must see the latest
+ * committed state, as each statement of a READ COMMITTED transaction does; a
+ * transaction snapshot would see an asset as held after its hold was
+ * released.
+ */
+void
+hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+{
+	Oid			owner;
+	Oid			schema;
+
+	hc_call_require_read_committed(function);
+	hc_call_function(fcinfo, &owner, &schema);
+	hc_call_start(call, owner, schema, function, NULL, true);
 }
 
 /*
@@ -109,7 +129,23 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 void
 hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 {
-	hc_call_start(call, fcinfo, function, false);
+	Oid			owner;
+	Oid			schema;
+
+	hc_call_function(fcinfo, &owner, &schema);
+	hc_call_start(call, owner, schema, function, NULL, false);
+}
+
+/*
+ * Start a call that changes state without a SQL function call behind it
+ * (the background sweeper): the extension's owner and schema are given, and
+ * the ledger names actor.
+ */
+void
+hc_call_begin_as(HcCall *call, Oid owner, Oid schema, const char *function, const char *actor)
+{
+	hc_call_require_read_committed(function);
+	hc_call_start(call, owner, schema, function, actor, true);
 }
 
 /*

@@ -27,6 +27,8 @@ typedef struct HcCall
 
 extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);
 extern void hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char *function);
+extern void hc_call_begin_as(HcCall *call, Oid owner, Oid schema, const char *function,
+							 const char *actor);
 extern void hc_call_end(HcCall *call);
 
 /*

@@ -22,6 +22,7 @@
 #include "idempotency.h"
 #include "ids.h"
 #include "ledger.h"
+#include "notify.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
@@ -449,6 +450,7 @@ hold_free(HcCall *call, HoldReservation *r, const char *status, const char *even
 	if (hc_run(&free_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
 		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
 	r->status = pstrdup(status);
+	hc_notify("asset", r->asset_id, "AVAILABLE");
 }
 
 /* RS004 and RS003 for a hold. */
@@ -521,6 +523,7 @@ hc_commit(PG_FUNCTION_ARGS)
 		if (hc_run(&sell_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
 			elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
 		r.status = "COMMITTED";
+		hc_notify("asset", r.asset_id, "SOLD");
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));

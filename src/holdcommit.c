@@ -8,10 +8,12 @@
 #include <limits.h>
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "errors.h"
 #include "holdcommit.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -20,13 +22,19 @@ int			hc_max_ttl = 24 * 3600;
 int			hc_max_hold = 2 * 3600;
 int			hc_max_items = 100;
 bool		hc_log_refusals = false;
+int			hc_sweep_interval = 30;
+int			hc_sweep_batch_size = 1000;
+char	   *hc_sweep_databases = NULL;
+bool		hc_notify_enabled = false;
 
 void		_PG_init(void);
 
 /*
  * Define the settings.  They are policy, so only a superuser (or the
- * configuration file, ALTER DATABASE/ROLE) may change them.  Then keep
- * refusals out of the server log (errors.c).
+ * configuration file, ALTER DATABASE/ROLE) may change them; the sweeper's
+ * are read from the configuration file (SIGHUP).  Keep refusals out of the
+ * server log (errors.c).  Then, only while shared_preload_libraries is
+ * processed, set up the background sweeper (worker.c).
  */
 void
 _PG_init(void)
@@ -68,6 +76,40 @@ _PG_init(void)
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("holdcommit.notify",
+							 "Send a NOTIFY on channel holdcommit when an asset or a product's units become available or sold.",
+							 "The payload is JSON with the kind (asset or product), the id and the status.",
+							 &hc_notify_enabled,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("holdcommit.sweep_interval",
+							"How often the background sweeper runs in each database; 0 turns it off.",
+							"Takes effect on reload; needs holdcommit in shared_preload_libraries.",
+							&hc_sweep_interval,
+							30, 0, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.sweep_batch",
+							"The most rows of each kind one batch of the background sweeper takes.",
+							"Each batch is one transaction.",
+							&hc_sweep_batch_size,
+							1000, 1, 1000000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("holdcommit.databases",
+							   "The databases the background sweeper works in (comma-separated); empty: every database where holdcommit is installed.",
+							   NULL,
+							   &hc_sweep_databases,
+							   "",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("holdcommit");
 	hc_install_log_hook();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	hc_worker_init();
 }

@@ -10,5 +10,9 @@ extern int	hc_max_ttl;
 extern int	hc_max_hold;
 extern int	hc_max_items;
 extern bool hc_log_refusals;
+extern int	hc_sweep_interval;
+extern int	hc_sweep_batch_size;
+extern char *hc_sweep_databases;
+extern bool hc_notify_enabled;
 
 #endif							/* HOLDCOMMIT_H */

@@ -39,6 +39,8 @@
 #include "idempotency.h"
 #include "ids.h"
 #include "ledger.h"
+#include "notify.h"
+#include "stock.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);
@@ -146,8 +148,9 @@ static HcStatement take_stock = {
  * we have locked: just enough of them to free $3 units, and never more than
  * STOCK_RECLAIM_MAX_LINES lines, so that no caller pays for a backlog the
  * sweeper should clear.  Each line stops counting once (its own status is
- * checked), gets its ledger row, and its reservation becomes EXPIRED unless
- * another reclaim has that row locked.  Returns the units freed, or no row.
+ * checked), gets its ledger row (event $6 from source $7), and its
+ * reservation becomes EXPIRED unless another transaction has that row
+ * locked.  Returns the units freed and the reservations ended, or no row.
  * $1 product, $2 now, $3 units wanted, $4 function, $5 actor.
  */
 static HcStatement reclaim_lines = {
@@ -179,7 +182,7 @@ static HcStatement reclaim_lines = {
 	"  RETURNING i.version, t.total, t.n),"
 	" logged AS (" HC_LEDGER_INSERT
 	"  SELECT 'product', $1, m.version OPERATOR(pg_catalog.-) m.n OPERATOR(pg_catalog.+) e.k,"
-	"         $2, 'reclaim', 'reclaim', $4, e.reservation_id, e.buyer_id,"
+	"         $2, $6, $7, $4, e.reservation_id, e.buyer_id,"
 	"         OPERATOR(pg_catalog.-) e.qty, 0, $5, NULL"
 	"    FROM moved m, (SELECT *, pg_catalog.row_number() OVER () AS k FROM expired) e),"
 	" ended AS ("
@@ -188,9 +191,17 @@ static HcStatement reclaim_lines = {
 	"     SELECT r.id FROM hc_stock_reservations r"
 	"      WHERE r.id OPERATOR(pg_catalog.=) ANY (SELECT reservation_id FROM expired)"
 	"        AND r.status OPERATOR(pg_catalog.=) 'RESERVED'"
-	"        FOR NO KEY UPDATE SKIP LOCKED))"
-	" SELECT total FROM moved",
-	5, {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID}
+	"        FOR NO KEY UPDATE SKIP LOCKED)"
+	"  RETURNING id)"
+	" SELECT total, (SELECT pg_catalog.count(*) FROM ended) FROM moved",
+	7, {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+};
+
+/* Lock a product's row for the sweeper, unless a live call has it. */
+static HcStatement lock_product_skip = {
+	"SELECT 1 FROM hc_inventory"
+	" WHERE product_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE SKIP LOCKED",
+	1, {TEXTOID}
 };
 
 /* The products of a reservation, in the order they are locked in. */
@@ -302,21 +313,58 @@ stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 reserve
 /*
  * Reclaim expired lines of a product whose row we have locked, enough to
  * free needed units if there are that many (at most STOCK_RECLAIM_MAX_LINES
- * lines).  Returns the units freed.
+ * lines), with ledger event and source as given.  Returns the units freed;
+ * *ended counts the reservations that became EXPIRED.
  */
 static int64
-stock_reclaim(HcCall *call, const char *product_id, int64 needed)
+stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, const char *event,
+				 const char *source, int64 *ended)
 {
-	Datum		values[5];
+	Datum		values[7];
+	bool		isnull;
 
 	values[0] = HC_TEXT(product_id);
 	values[1] = TimestampTzGetDatum(call->now);
 	values[2] = Int64GetDatum(needed);
 	values[3] = HC_TEXT(call->function);
 	values[4] = HC_TEXT(call->actor);
+	values[5] = HC_TEXT(event);
+	values[6] = HC_TEXT(source);
+	*ended = 0;
 	if (hc_run(&reclaim_lines, values, NULL, SPI_OK_SELECT) == 0)
 		return 0;
+	*ended = DatumGetInt64(hc_datum(0, 2, &isnull));
 	return hc_int32(0, 1);
+}
+
+/* A call's inline reclaim: the units freed. */
+static int64
+stock_reclaim(HcCall *call, const char *product_id, int64 needed)
+{
+	int64		ended;
+
+	return stock_reclaim_as(call, product_id, needed, "reclaim", "reclaim", &ended);
+}
+
+/*
+ * The sweeper's work on one product (sweep.c): unless a live call has the
+ * product's row locked, lock it and expire its oldest expired lines (at most
+ * STOCK_RECLAIM_MAX_LINES), each once, with source 'sweep' in the ledger.
+ * Returns false if the row was locked (skipped) or is gone; otherwise
+ * *units and *ended say what it freed and how many reservations it ended.
+ */
+bool
+hc_stock_sweep_product(HcCall *call, const char *product_id, int64 *units, int64 *ended)
+{
+	Datum		values[1];
+
+	*units = 0;
+	*ended = 0;
+	values[0] = HC_TEXT(product_id);
+	if (hc_run(&lock_product_skip, values, NULL, SPI_OK_SELECT) == 0)
+		return false;
+	*units = stock_reclaim_as(call, product_id, PG_INT64_MAX, "expire", "sweep", ended);
+	return true;
 }
 
 /*
@@ -726,6 +774,8 @@ stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s",
 			 line->product_id, r->id, line->status);
 	line->status = pstrdup(status);
+	hc_notify("product", line->product_id,
+			  strcmp(status, "FINALIZED") == 0 ? "SOLD" : "AVAILABLE");
 }
 
 /* End the reservation with its final status. */

@@ -30,8 +30,15 @@ start)
 port = $port
 listen_addresses = ''
 unix_socket_directories = '$base'
-shared_preload_libraries = 'holdcommit'
+shared_preload_libraries = 'holdcommit,pg_cron'
 max_connections = 250
+max_worker_processes = 32
+# The background sweeper is off unless a test (or make run) turns it on for
+# its own databases, so that suites that expire holds see them unswept.
+holdcommit.sweep_interval = ${HC_SWEEP_INTERVAL:-0}
+# pg_cron, for the test of the cron recipe: jobs run as background workers.
+cron.database_name = 'postgres'
+cron.use_background_workers = on
 fsync = off
 synchronous_commit = off
 full_page_writes = off
