@@ -32,24 +32,23 @@
 PG_FUNCTION_INFO_V1(hc_sweep);
 
 /*
- * Expired holds, oldest first: lock their assets unless a live call has
- * them, give each asset back if it is still HELD by that reservation and
- * its hold has still ended (both checked again on the locked row), end the
- * reservation as EXPIRED, write the ledger.  Returns the assets freed and
- * whether each had its reservation ended with it.
+ * Expired holds, oldest first: lock their assets unless another transaction
+ * has them (the limit counts only the rows locked, so two sweeps at once
+ * take different rows), give each asset back if it is still HELD by that
+ * reservation and its hold has still ended (both checked again on the
+ * locked row), end the reservation as EXPIRED, write the ledger.  Returns
+ * the assets freed and whether each had its reservation ended with it.
  *   $1 now  $2 batch size  $3 function  $4 actor
  */
 static HcStatement sweep_holds = {
-	"WITH candidates AS ("
-	"  SELECT asset_id, id FROM hc_reservations"
-	"   WHERE status OPERATOR(pg_catalog.=) 'HELD' AND expires_at OPERATOR(pg_catalog.<=) $1"
-	"   ORDER BY expires_at LIMIT $2),"
-	" doomed AS ("
-	"  SELECT a.id, a.current_reservation_id AS rid FROM hc_assets a, candidates c"
-	"   WHERE a.id OPERATOR(pg_catalog.=) c.asset_id"
-	"     AND a.status OPERATOR(pg_catalog.=) 'HELD'"
-	"     AND a.current_reservation_id OPERATOR(pg_catalog.=) c.id"
-	"     AND a.hold_expires_at OPERATOR(pg_catalog.<=) $1"
+	"WITH doomed AS ("
+	"  SELECT a.id, a.current_reservation_id AS rid"
+	"    FROM hc_reservations r"
+	"    JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) r.asset_id"
+	"                    AND a.current_reservation_id OPERATOR(pg_catalog.=) r.id"
+	"   WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.expires_at OPERATOR(pg_catalog.<=) $1"
+	"     AND a.status OPERATOR(pg_catalog.=) 'HELD' AND a.hold_expires_at OPERATOR(pg_catalog.<=) $1"
+	"   ORDER BY r.expires_at LIMIT $2"
 	"     FOR NO KEY UPDATE OF a SKIP LOCKED),"
 	" freed AS ("
 	"  UPDATE hc_assets a"

@@ -387,10 +387,15 @@ launcher_start(int i)
 static void
 launcher_scan(void)
 {
-	List	   *wanted = hc_sweep_interval > 0 ? launcher_databases() : NIL;
+	List	   *wanted;
 	TimestampTz now = GetCurrentTimestamp();
 	ListCell   *lc;
 	int			i;
+
+	/* Turned off: the workers stop by themselves; the slots stay. */
+	if (hc_sweep_interval <= 0)
+		return;
+	wanted = launcher_databases();
 
 	for (i = 0; i < sweeper_shared->nslots; i++)
 	{

@@ -51,3 +51,40 @@ pgbench_phase() {
                        tail -3 "$work/$name.log"; } | sed 's/^/#   /'
     return 0
 }
+
+# sweeper_on DATABASES INTERVAL: turn the background sweeper on for those
+# databases only (the test server starts with it off), and off again when
+# the script exits.  sweeper_off: turn it off now.
+sweeper_off() {
+    psql -X -q -d postgres -c "ALTER SYSTEM RESET holdcommit.sweep_interval" \
+        -c "ALTER SYSTEM RESET holdcommit.databases" \
+        -c "ALTER SYSTEM RESET holdcommit.sweep_batch" -c "SELECT pg_reload_conf()" >/dev/null
+}
+
+sweeper_on() {
+    trap 'sweeper_off; load_cleanup' EXIT
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres \
+        -c "ALTER SYSTEM SET holdcommit.databases = '$1'" \
+        -c "ALTER SYSTEM SET holdcommit.sweep_interval = $2" -c "SELECT pg_reload_conf()" >/dev/null
+}
+
+# wait_for SECONDS SQL WANT: poll SQL in DB every 0.1 s until it returns
+# WANT or SECONDS pass; print the seconds waited, or "timeout".
+wait_for() {
+    local until now
+    until=$(awk -v s="$1" -v t="$(date +%s.%N)" 'BEGIN { printf "%.3f", t + s }')
+    local t0
+    t0=$(date +%s.%N)
+    while :; do
+        if [ "$(q "$2" 2>/dev/null)" == "$3" ]; then
+            awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }'
+            return 0
+        fi
+        now=$(date +%s.%N)
+        if awk -v n="$now" -v u="$until" 'BEGIN { exit !(n > u) }'; then
+            echo timeout
+            return 1
+        fi
+        sleep 0.1
+    done
+}

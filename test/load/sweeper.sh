@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The background sweeper (SPEC section 5), on the harness's server (the
+# library is preloaded; the sweeper is off until this script turns it on,
+# with a 1 s interval, for its own databases only):
+#   visible in pg_stat_activity; sweeps expired holds and reservations within
+#   two intervals with no other call; hc_sweeper_status shows it; a killed
+#   worker comes back; a SIGHUP change of the interval takes effect; a
+#   database without the extension is skipped with one LOG line while the
+#   others are swept; a database created and given the extension later is
+#   swept without a restart; manual sweeps racing the worker release each
+#   reservation once; its memory stays flat from run to run.
+. "$(dirname "$0")/lib.bash"
+load_setup hc_load_sweeper 10
+late=hc_load_sweeper_late
+bare=hc_load_sweeper_bare
+log=${TMPDIR:-/tmp}/holdcommit-$PGPORT/server.log
+[ -r "$log" ] || { echo "not ok - server log readable at $log"; exit 0; }
+
+for d in $late $bare; do
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+done
+psql -X -q -d postgres -c "CREATE DATABASE $bare" >/dev/null
+trap 'sweeper_off; for d in $late $bare; do psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1; done; load_cleanup' EXIT
+
+q "CREATE EXTENSION holdcommit" >/dev/null
+q "SELECT count(hc_asset_add('SWP-' || i)) FROM generate_series(1, 20) i;
+   SELECT hc_stock_set('SWP-P1', 100), hc_stock_set('SWP-P2', 100);" >/dev/null
+
+# age SQL-WHERE: make the holds and stock reservations chosen by the
+# condition expire, as if made two hours ago (a superuser's shortcut).
+age_holds() {
+    q "UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours'
+        WHERE status = 'HELD' AND $1;
+       UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours'
+        WHERE status = 'HELD' AND asset_id IN (SELECT id FROM hc_assets WHERE $1)" >/dev/null
+}
+age_orders() {
+    q "UPDATE hc_stock_reservation_lines SET expires_at = expires_at - interval '2 hours'
+        WHERE reservation_id IN (SELECT id FROM hc_stock_reservations WHERE $1);
+       UPDATE hc_stock_reservations SET expires_at = expires_at - interval '2 hours' WHERE $1" >/dev/null
+}
+sweeper_pid() {
+    psql -X -qAt -d postgres -c "SELECT pid FROM pg_stat_activity
+        WHERE backend_type = 'holdcommit sweeper' AND datname = '$1'"
+}
+log_count() { grep -c "$1" "$log"; }
+
+skips_before=$(log_count "skips database \"$bare\"")
+sweeper_on "$db,$late,$bare" 1
+
+##############################################################################
+# visible, and sweeping with no other call
+##############################################################################
+check "the launcher is in pg_stat_activity" \
+    "$(psql -X -qAt -d postgres -c "SELECT count(*) FROM pg_stat_activity
+        WHERE backend_type = 'holdcommit launcher' AND application_name = 'holdcommit launcher'")" "1"
+waited=$(wait_for 5 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'holdcommit sweeper'
+                        AND application_name = 'holdcommit sweeper' AND datname = current_database()" 1)
+check "a sweeper for the database is in pg_stat_activity (after ${waited} s)" "$waited" "${waited%timeout}"
+
+q "SELECT count(hc_hold('SWP-' || i, 'b' || i, 'swp-k' || i, '1 hour')) FROM generate_series(1, 10) i;
+   SELECT count(hc_reserve_items(jsonb_build_array(jsonb_build_object('product_id', 'SWP-P1', 'qty', 2),
+                                                   jsonb_build_object('product_id', 'SWP-P2', 'qty', 1)),
+                                 'o' || i, 'swp-o' || i, '1 hour')) FROM generate_series(1, 5) i;" >/dev/null
+age_holds "id IN ('SWP-1', 'SWP-2', 'SWP-3', 'SWP-4')"
+age_orders "buyer_id IN ('o1', 'o2')"
+waited=$(wait_for 2 "SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= clock_timestamp()" 0)
+check "expired holds swept within two intervals, no other call (${waited} s)" "$waited" "${waited%timeout}"
+waited=$(wait_for 2 "SELECT count(*) FROM hc_stock_reservations WHERE status = 'RESERVED' AND expires_at <= clock_timestamp()" 0)
+check "expired stock reservations swept within two intervals (${waited} s)" "$waited" "${waited%timeout}"
+check "the assets are back on sale, the live holds stay" \
+    "$(q "SELECT string_agg(status || ':' || n, ' ' ORDER BY status) FROM
+            (SELECT status, count(*) n FROM hc_assets GROUP BY status) s")" "AVAILABLE:14 HELD:6"
+check "reserved counts only the live orders" \
+    "$(q "SELECT string_agg(reserved::text, ',' ORDER BY product_id) FROM hc_inventory")" "6,3"
+check "the ledger names the sweep and the role it runs as" \
+    "$(q "SELECT count(*) || ' ' || string_agg(DISTINCT actor || '/' || function, ',')
+            FROM hc_ledger WHERE source = 'sweep'")" "8 postgres/hc_sweep"
+check "hc_sweeper_status shows the runs and what they swept" \
+    "$(q "SELECT database = current_database(), pid = (SELECT pid FROM pg_stat_activity
+                 WHERE backend_type = 'holdcommit sweeper' AND datname = current_database()),
+                 runs > 1, total_expired_holds, total_expired_reservations,
+                 last_end >= last_start, next_run > last_end, last_error IS NULL
+            FROM hc_sweeper_status")" "t|t|t|4|2|t|t|t"
+check "hc_check() finds nothing" "$(q "SELECT count(*) FROM hc_check()")" "0"
+
+##############################################################################
+# a killed worker comes back
+##############################################################################
+pid=$(sweeper_pid "$db")
+psql -X -qAt -d postgres -c "SELECT pg_terminate_backend($pid)" >/dev/null
+waited=$(wait_for 5 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'holdcommit sweeper'
+                        AND datname = current_database() AND pid <> $pid" 1)
+check "a terminated sweeper comes back (${waited} s)" "$waited" "${waited%timeout}"
+age_holds "id = 'SWP-5'"
+waited=$(wait_for 2 "SELECT status FROM hc_assets WHERE id = 'SWP-5'" AVAILABLE)
+check "and sweeps (${waited} s)" "$waited" "${waited%timeout}"
+
+##############################################################################
+# a SIGHUP change of the interval takes effect
+##############################################################################
+psql -X -q -d postgres -c "ALTER SYSTEM SET holdcommit.sweep_interval = 3" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 4.5
+check "after a reload with a 3 s interval the next run is due 3 s after the last" \
+    "$(q "SELECT round(extract(epoch FROM next_run - last_end)) FROM hc_sweeper_status")" "3"
+runs0=$(q "SELECT runs FROM hc_sweeper_status")
+sleep 6.5
+runs=$(( $(q "SELECT runs FROM hc_sweeper_status") - runs0 ))
+check "two or three runs in 6.5 s at a 3 s interval (got $runs)" "$([ $runs -ge 2 ] && [ $runs -le 3 ] && echo yes)" "yes"
+psql -X -q -d postgres -c "ALTER SYSTEM SET holdcommit.sweep_interval = 0" -c "SELECT pg_reload_conf()" >/dev/null
+waited=$(wait_for 5 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'holdcommit sweeper'" 0)
+check "interval 0 stops every sweeper (${waited} s)" "$waited" "${waited%timeout}"
+psql -X -q -d postgres -c "ALTER SYSTEM SET holdcommit.sweep_interval = 1" -c "SELECT pg_reload_conf()" >/dev/null
+waited=$(wait_for 5 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'holdcommit sweeper' AND datname = current_database()" 1)
+check "interval 1 starts them again (${waited} s)" "$waited" "${waited%timeout}"
+
+##############################################################################
+# a database without the extension, and one given it later
+##############################################################################
+sleep 3
+check "a database without the extension is skipped with one LOG line" \
+    "$(( $(log_count "skips database \"$bare\"") - skips_before ))" "1"
+check "no sweeper stays in it" \
+    "$(psql -X -qAt -d postgres -c "SELECT count(*) FROM pg_stat_activity WHERE datname = '$bare'")" "0"
+age_holds "id = 'SWP-6'"
+waited=$(wait_for 2 "SELECT status FROM hc_assets WHERE id = 'SWP-6'" AVAILABLE)
+check "the other databases are still swept (${waited} s)" "$waited" "${waited%timeout}"
+
+psql -X -q -d postgres -c "CREATE DATABASE $late" >/dev/null
+psql -X -q -d $late -c "CREATE EXTENSION holdcommit" \
+    -c "SELECT hc_asset_add('LATE-1')" -c "SELECT hc_hold('LATE-1', 'b', 'late-k', '1 hour')" \
+    -c "UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours'" \
+    -c "UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours'" >/dev/null
+waited=$(db=$late wait_for 5 "SELECT status FROM hc_assets WHERE id = 'LATE-1'" AVAILABLE)
+check "a database created and given the extension later is swept, no restart (${waited} s)" \
+    "$waited" "${waited%timeout}"
+check "its sweeper is in pg_stat_activity" "$(sweeper_pid $late | wc -l)" "1"
+
+##############################################################################
+# manual sweeps racing the worker: each reservation released once
+##############################################################################
+psql -X -q -d postgres -c "ALTER SYSTEM SET holdcommit.sweep_batch = 50" -c "SELECT pg_reload_conf()" >/dev/null
+q "SELECT count(hc_asset_add('RACE-' || i)) FROM generate_series(1, 3000) i;
+   SELECT hc_stock_set('RACE-P' || i, 1000) FROM generate_series(1, 5) i;
+   SELECT count(hc_hold('RACE-' || i, 'r' || i, 'race-k' || i, '1 hour')) FROM generate_series(1, 3000) i;
+   SELECT count(hc_reserve_items(jsonb_build_array(jsonb_build_object('product_id', 'RACE-P' || (i % 5 + 1), 'qty', 1),
+                                                   jsonb_build_object('product_id', 'RACE-P' || ((i + 1) % 5 + 1), 'qty', 2)),
+                                 'ro' || i, 'race-o' || i, '1 hour')) FROM generate_series(1, 300) i;" >/dev/null
+cat >"$work/race.sql" <<'SQL'
+SELECT * FROM hc_sweep(25);
+SQL
+before=$(q "SELECT total_expired_holds || ',' || total_expired_reservations FROM hc_sweeper_status")
+age_holds "id LIKE 'RACE-%'"
+age_orders "buyer_id LIKE 'ro%'"
+"$pgbench" -n -f "$work/race.sql" -c 4 -j 2 -T 4 "$db" >"$work/race.log" 2>&1
+waited=$(wait_for 5 "SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= clock_timestamp()" 0)
+check "the race leaves no expired hold (${waited} s)" "$waited" "${waited%timeout}"
+check "each raced hold expired once: one ledger row each" \
+    "$(q "SELECT count(*) || '/' || count(DISTINCT reservation_id) FROM hc_ledger
+           WHERE kind = 'asset' AND event = 'expire' AND entity_id LIKE 'RACE-%'")" "3000/3000"
+check "each raced stock line released once" \
+    "$(q "SELECT count(*) || '/' || sum(-reserved_delta) FROM hc_ledger
+           WHERE kind = 'product' AND event = 'expire' AND entity_id LIKE 'RACE-P%'")" "600/900"
+check "the raced products reserve nothing" \
+    "$(q "SELECT sum(reserved) FROM hc_inventory WHERE product_id LIKE 'RACE-P%'")" "0"
+check "the raced orders all ended EXPIRED" \
+    "$(q "SELECT string_agg(DISTINCT status, ',') FROM hc_stock_reservations WHERE buyer_id LIKE 'ro%'")" "EXPIRED"
+by_worker=$(q "SELECT total_expired_holds FROM hc_sweeper_status")
+echo "# race: the worker expired $(( by_worker - ${before%,*} )) holds, the manual sweeps the rest"
+check "hc_check() agrees with the ledger" "$(q "SELECT count(*) FROM hc_check()")" "0"
+
+##############################################################################
+# memory stays flat from run to run
+##############################################################################
+pid=$(sweeper_pid "$db")
+# grand_total: the worker's memory contexts in bytes, as it logs them.
+grand_total() {
+    local mark
+    mark=$(wc -l <"$log")
+    psql -X -qAt -d postgres -c "SELECT pg_log_backend_memory_contexts($pid)" >/dev/null
+    sleep 1.5
+    tail -n +"$((mark + 1))" "$log" | grep "\[$pid\]" | grep -oE 'Grand total: [0-9]+' | tail -1 | grep -oE '[0-9]+'
+}
+m1=$(grand_total)
+sleep 10
+m2=$(grand_total)
+echo "# sweeper memory: $m1 bytes, 10 runs later $m2 bytes"
+check "the sweeper's memory does not grow from run to run" "$([ -n "$m1" ] && [ "${m2:-0}" -le "$m1" ] && echo flat)" "flat"
