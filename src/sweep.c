@@ -32,25 +32,31 @@
 PG_FUNCTION_INFO_V1(hc_sweep);
 
 /*
- * Expired holds, oldest first: lock their assets unless another transaction
- * has them (the limit counts only the rows locked, so two sweeps at once
- * take different rows), give each asset back if it is still HELD by that
- * reservation and its hold has still ended (both checked again on the
- * locked row), end the reservation as EXPIRED, write the ledger.  Returns
- * the assets freed and whether each had its reservation ended with it.
- *   $1 now  $2 batch size  $3 function  $4 actor
+ * Expired holds, oldest first from $5 on: lock each one's asset unless
+ * another transaction has it (the limit counts only the rows locked, so two
+ * sweeps at once take different rows), give the asset back if it is still
+ * HELD by that reservation and its hold has still ended (both checked again
+ * on the locked row), end the reservation as EXPIRED, write the ledger.  The
+ * lateral lock makes the plan walk the expiry index in order and stop at
+ * the limit.  Returns the assets freed, whether each had its reservation
+ * ended with it, and the hold's end (the next batch starts there).
+ *   $1 now  $2 batch size  $3 function  $4 actor  $5 resume from
  */
 static HcStatement sweep_holds = {
 	"WITH doomed AS ("
-	"  SELECT a.id, a.current_reservation_id AS rid"
+	"  SELECT a.id, a.rid, r.expires_at"
 	"    FROM hc_reservations r"
-	"    JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) r.asset_id"
-	"                    AND a.current_reservation_id OPERATOR(pg_catalog.=) r.id"
+	"   CROSS JOIN LATERAL ("
+	"     SELECT l.id, l.current_reservation_id AS rid FROM hc_assets l"
+	"      WHERE l.id OPERATOR(pg_catalog.=) r.asset_id"
+	"        AND l.current_reservation_id OPERATOR(pg_catalog.=) r.id"
+	"        AND l.status OPERATOR(pg_catalog.=) 'HELD'"
+	"        AND l.hold_expires_at OPERATOR(pg_catalog.<=) $1"
+	"        FOR NO KEY UPDATE SKIP LOCKED) a"
 	"   WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.expires_at OPERATOR(pg_catalog.<=) $1"
-	"     AND a.status OPERATOR(pg_catalog.=) 'HELD' AND a.hold_expires_at OPERATOR(pg_catalog.<=) $1"
-	"   ORDER BY r.expires_at LIMIT $2"
-	"     FOR NO KEY UPDATE OF a SKIP LOCKED),"
-	" freed AS ("
+	"     AND r.expires_at OPERATOR(pg_catalog.>=) $5"
+	"   ORDER BY r.expires_at LIMIT $2),"
+" freed AS ("
 	"  UPDATE hc_assets a"
 	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
 	"         version = a.version OPERATOR(pg_catalog.+) 1, updated_at = $1"
@@ -67,9 +73,10 @@ static HcStatement sweep_holds = {
 	"  SELECT 'asset', f.id, f.version, $1, 'expire', 'sweep', $3, e.id, e.buyer_id, -1, 0, $4, NULL"
 	"    FROM freed f"
 	"    JOIN ended e ON e.asset_id OPERATOR(pg_catalog.=) f.id AND e.id OPERATOR(pg_catalog.=) f.rid)"
-	" SELECT f.id, EXISTS (SELECT FROM ended e WHERE e.asset_id OPERATOR(pg_catalog.=) f.id)"
-	"   FROM freed f",
-	4, {TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID}
+	" SELECT f.id, EXISTS (SELECT FROM ended e WHERE e.asset_id OPERATOR(pg_catalog.=) f.id),"
+	"        d.expires_at"
+	"   FROM freed f JOIN doomed d ON d.id OPERATOR(pg_catalog.=) f.id",
+	5, {TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
 
 /* Products with expired lines that still count, in lock order.  $1 now, $2 limit. */
@@ -156,11 +163,16 @@ static HcStatement record_run = {
 	TIMESTAMPTZOID}
 };
 
-/* Expired holds: one statement for up to batch_size of them. */
+/*
+ * Expired holds: one statement for up to batch_size of them, from where the
+ * last batch of this sweep stopped (holds it skipped are left to the next
+ * sweep), so that a sweep does not walk again over the index entries of the
+ * holds it has just ended.
+ */
 static int64
-sweep_batch_holds(HcCall *call, int batch_size)
+sweep_batch_holds(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	Datum		values[4];
+	Datum		values[5];
 	uint64		n;
 	uint64		i;
 
@@ -168,14 +180,19 @@ sweep_batch_holds(HcCall *call, int batch_size)
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = HC_TEXT(call->function);
 	values[3] = HC_TEXT(call->actor);
+	values[4] = TimestampTzGetDatum(counts->resumed ? counts->holds_from : DT_NOBEGIN);
 	n = hc_run(&sweep_holds, values, NULL, SPI_OK_SELECT);
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
 		char	   *asset_id = hc_text(call, (int) i, 1);
+		TimestampTz expires_at = hc_timestamptz((int) i, 3);
 
 		if (!DatumGetBool(hc_datum((int) i, 2, &isnull)))
 			elog(ERROR, "expired hold of asset \"%s\" has no held reservation", asset_id);
+		if (!counts->resumed || expires_at > counts->holds_from)
+			counts->holds_from = expires_at;
+		counts->resumed = true;
 		hc_notify("asset", asset_id, "AVAILABLE");
 	}
 	return (int64) n;
@@ -236,10 +253,13 @@ hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
 	HcSweepCounts before = *counts;
 
-	counts->expired_holds += sweep_batch_holds(call, batch_size);
+	counts->expired_holds += sweep_batch_holds(call, batch_size, counts);
 	sweep_batch_stock(call, batch_size, counts);
 	counts->purged_keys += sweep_batch_keys(call, batch_size);
-	return memcmp(&before, counts, sizeof(HcSweepCounts)) != 0;
+	return counts->expired_holds != before.expired_holds ||
+		counts->expired_reservations != before.expired_reservations ||
+		counts->released_units != before.released_units ||
+		counts->purged_keys != before.purged_keys;
 }
 
 /*

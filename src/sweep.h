@@ -14,6 +14,9 @@ typedef struct HcSweepCounts
 	int64		expired_reservations;	/* stock reservations ended as EXPIRED */
 	int64		released_units;			/* stock units that stopped counting */
 	int64		purged_keys;			/* idempotency keys forgotten */
+	/* where the next batch of expired holds starts, once resumed */
+	bool		resumed;
+	TimestampTz holds_from;
 } HcSweepCounts;
 
 extern bool hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts);

@@ -349,6 +349,8 @@ launcher_start(int i)
 {
 	BackgroundWorker worker = {0};
 	static bool warned = false;
+	MemoryContext old;
+	bool		registered;
 
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -365,7 +367,11 @@ launcher_start(int i)
 		pfree(launcher_slots[i].handle);
 	launcher_slots[i].handle = NULL;
 	launcher_slots[i].last_start = GetCurrentTimestamp();
-	if (!RegisterDynamicBackgroundWorker(&worker, &launcher_slots[i].handle))
+	/* The handle outlives this scan: it is allocated in the current context. */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&worker, &launcher_slots[i].handle);
+	MemoryContextSwitchTo(old);
+	if (!registered)
 	{
 		launcher_slots[i].handle = NULL;
 		if (!warned)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The background sweeper under load: 100,000 expired holds are swept while
+# 10 pgbench clients keep making live holds (hold + release of their own
+# assets, one transaction each).  No live transaction may wait more than
+# 100 ms (p99 and max are printed), and the sweep must finish.
+. "$(dirname "$0")/lib.bash"
+load_setup hc_load_sweeper_bulk 12
+holds=100000
+
+q "CREATE EXTENSION holdcommit;
+   SELECT count(hc_asset_add('BULK-' || i)) FROM generate_series(1, $holds) i;
+   SELECT count(hc_asset_add('LIVE-' || i)) FROM generate_series(0, 9) i;
+   CREATE FUNCTION live_cycle(asset text, key text) RETURNS void LANGUAGE plpgsql AS \$\$
+   DECLARE
+       r hc_reservation;
+   BEGIN
+       r := hc_hold(asset, 'live-buyer', key, '1 hour');
+       PERFORM hc_release(r.reservation_id);
+   END
+   \$\$;" >/dev/null || { echo "not ok - bulk database set up"; exit 0; }
+
+# The holds, made by hc_hold in transactions of 1,000, two at a time, then
+# aged two hours (a superuser's shortcut for "their buyers walked away").
+seq 0 $((holds / 1000 - 1)) | xargs -P 2 -I{} psql -X -qAt -v ON_ERROR_STOP=1 -d "$db" -c \
+    "SELECT count(hc_hold('BULK-' || i, 'buyer-' || i, 'bulk-' || i, '1 hour'))
+       FROM generate_series({} * 1000 + 1, {} * 1000 + 1000) i" >/dev/null
+q "UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours' WHERE id LIKE 'BULK-%';
+   UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours' WHERE asset_id LIKE 'BULK-%';" >/dev/null
+q "VACUUM ANALYZE hc_assets" >/dev/null
+q "VACUUM ANALYZE hc_reservations" >/dev/null
+check "$holds expired holds are waiting" \
+    "$(q "SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= clock_timestamp()")" "$holds"
+
+# Live clients: each holds and releases its own asset, 100 times a second
+# (1,000 hold+release transactions a second in all: a busy shop on 2 cores;
+# flat out they would leave the sweeper no CPU).
+cat >"$work/live.sql" <<'SQL'
+\set k random(1, 1000000000000)
+SELECT live_cycle('LIVE-' || :client_id, 'live-' || :client_id || '-' || :k);
+SQL
+"$pgbench" -n -f "$work/live.sql" -c 10 -j 2 -R 1000 -T 30 -l --log-prefix="$work/live" "$db" >"$work/live.log" 2>&1 &
+bench=$!
+sleep 3
+sweeper_on "$db" 1
+waited=$(wait_for 60 "SELECT total_expired_holds FROM hc_sweeper_status" "$holds")
+run=$(q "SELECT round(extract(epoch FROM last_end - last_start)::numeric, 1), expired_holds,
+                extract(epoch FROM last_start), extract(epoch FROM last_end)
+           FROM hc_sweeper_status")
+IFS='|' read -r secs swept start end <<<"$run"
+check "the worker swept all $holds holds in one run (${secs} s; found after ${waited} s)" "$swept" "$holds"
+wait $bench
+rc=$?
+check "pgbench's live clients ran without errors" \
+    "$rc $(grep -oE '^number of failed transactions: [0-9]+' "$work/live.log" | grep -oE '[0-9]+$')" "0 0"
+[ $rc -ne 0 ] && grep -iE 'error|abort' "$work/live.log" | sort | uniq -c | head -5 | sed 's/^/#   /'
+check "nothing expired is left" \
+    "$(q "SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= clock_timestamp()")" "0"
+
+# How long the live transactions that ran while the sweep ran took (pgbench
+# --log with --rate: field 3 is the latency in us counted from the scheduled
+# start, field 7 the schedule lag, the client's own delay; fields 5 and 6
+# the end time).  during.ms: the calls' own time; before.ms: before the sweep.
+cat "$work"/live.* 2>/dev/null | awk -v s="$start" -v e="$end" '
+    { t = $5 + $6 / 1e6; ms = ($3 - $7) / 1000
+      if (t >= s && t - $3 / 1e6 <= e) print ms >"/dev/stdout"; else if (t < s) print ms >"/dev/stderr" }' \
+    2> >(sort -n >"$work/before.ms") | sort -n >"$work/during.ms"
+sleep 0.5
+# pct FILE P: the P-th percentile of a sorted file
+pct() { awk -v n="$(wc -l <"$1")" -v p="$2" 'NR == int(n * p / 100 + 0.999) { printf "%.1f", $1 }' "$1"; }
+n=$(wc -l <"$work/during.ms")
+p99=$(pct "$work/during.ms" 99)
+max=$(pct "$work/during.ms" 100)
+echo "# sweep of $holds holds: ${secs} s; $n live hold+release transactions ran during it:" \
+     "p50 $(pct "$work/during.ms" 50) ms, p99 ${p99} ms, max ${max} ms" \
+     "(before the sweep: p99 $(pct "$work/before.ms" 99) ms, max $(pct "$work/before.ms" 100) ms);" \
+     "pgbench $(grep -E '^tps' "$work/live.log" | head -1)"
+check "live transactions ran during the sweep" "$([ "$n" -gt 100 ] && echo yes)" "yes"
+check "no live transaction waited 100 ms or more (p99 ${p99} ms, max ${max} ms)" \
+    "$(awk -v m="$max" 'BEGIN { print (m < 100) ? "yes" : "no" }')" "yes"
+check "hc_check() finds nothing" "$(q "SELECT count(*) FROM hc_check()")" "0"
