@@ -35,7 +35,7 @@ RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
 BUILD_DIR = build
 
-.PHONY: run stop test bench deps deb dist version
+.PHONY: run stop test bench bench-notify deps deb dist version
 deps:
 	@test/deps.sh
 
@@ -52,6 +52,10 @@ test:
 # on its own throwaway server: bench/results/latest.md and latest.png.
 bench:
 	@bench/run.sh
+
+# Against the server of make run: what holdcommit.notify costs on hold throughput.
+bench-notify:
+	@PGHOST=$${TMPDIR:-/tmp}/holdcommit-$(RUN_PORT) PGPORT=$(RUN_PORT) PGUSER=postgres test/bench/notify.sh
 
 version:
 	@echo $(EXTVERSION)

@@ -2,10 +2,11 @@
 \set VERBOSITY default
 \pset footer off
 
-\echo '== A small catalogue: three unique assets and a flash-sale product'
+\echo '== A small catalogue: four unique assets and a flash-sale product'
 SELECT id, name, status FROM hc_asset_add('LOCO-0042', 'Diesel locomotive BR 218');
 SELECT id, name, status FROM hc_asset_add('PLATE-B1HC', 'Licence plate B 1 HC');
 SELECT id, name, status FROM hc_asset_add('LOT-17', 'Surplus signal box');
+SELECT id, name, status FROM hc_asset_add('LAMP-3', 'Semaphore signal lamp');
 SELECT product_id, stock, reserved, available FROM hc_stock_set('SNEAKER-42', 3);
 
 \echo
@@ -38,7 +39,7 @@ SELECT id, status FROM hc_assets WHERE id = 'PLATE-B1HC';
 \echo '== dave holds the signal box for 1 second and walks away ...'
 SELECT reservation_id AS dave_id FROM hc_hold('LOT-17', 'dave', 'order-4001', '1 second') \gset
 SELECT pg_sleep(1.2);
-\echo '== ... erin takes it: the expired hold is reclaimed inline'
+\echo '== ... erin takes it: the expired hold is reclaimed inline (unless the sweeper got there first)'
 SELECT asset_id, buyer_id, status FROM hc_hold('LOT-17', 'erin', 'order-5001');
 SELECT buyer_id, status FROM hc_reservations WHERE id = :'dave_id';
 \echo '== 410 Gone: dave pays too late (SQLSTATE RS003): refund him'
@@ -52,6 +53,21 @@ SELECT status, items FROM hc_reserve('SNEAKER-42', 1, 'gina', 'order-7001');
 SELECT * FROM hc_reserve('SNEAKER-42', 1, 'hugo', 'order-8001');
 SELECT status FROM hc_finalize(:'frank_id');
 SELECT product_id, stock, reserved, available FROM hc_inventory;
+
+\echo
+\echo '== ivan holds the signal lamp for 1 second, then closes his browser; nobody calls anything ...'
+SELECT reservation_id AS ivan_id FROM hc_hold('LAMP-3', 'ivan', 'order-9001', '1 second') \gset
+SELECT id, status FROM hc_assets WHERE id = 'LAMP-3';
+SELECT pg_sleep(3.5);
+\echo '== ... and the background sweeper (every 2 s in this demo) has put it back on sale'
+SELECT id, status FROM hc_assets WHERE id = 'LAMP-3';
+SELECT buyer_id, status FROM hc_reservations WHERE id = :'ivan_id';
+SELECT event, source, function, actor FROM hc_ledger WHERE entity_id = 'LAMP-3' ORDER BY seq;
+\echo '== What operators see: the sweeper''s last run, and the overview'
+SELECT database, last_end::time(0) AS last_end, runs > 0 AS has_run, total_expired_holds,
+       next_run::time(0) AS next_run, last_error
+  FROM hc_sweeper_status;
+SELECT * FROM hc_overview;
 
 \echo
 \echo '== The ledger, and the invariants (no rows = all hold)'

@@ -73,7 +73,7 @@ check "the package's extension installs as $version, with holdcommit preloaded" 
     "$(psql -X -qAt -d postgres -c "CREATE EXTENSION holdcommit" \
             -c "SELECT extversion || ' ' || current_setting('shared_preload_libraries')
                   FROM pg_extension WHERE extname = 'holdcommit'" -c "DROP EXTENSION holdcommit" 2>&1)" \
-    "$version holdcommit"
+    "$version holdcommit,pg_cron"
 
 # The regression and isolation suites of the packaged tree, against that server.
 t0=$(date +%s)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make run: install what is missing, build, start a throwaway server with
-# holdcommit preloaded, load a small catalogue and play the story of a sale.
+# holdcommit preloaded and its sweeper on, load a small catalogue and play
+# the story of a sale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,9 @@ elif [ ! -w "$(pg_config --pkglibdir)" ]; then
 else
     make -s install
 fi
-test/server.sh start "$port"
+# The background sweeper runs every 2 s here (30 s by default), so that the
+# demo can show an abandoned hold going back on sale with no call.
+HC_SWEEP_INTERVAL=2 test/server.sh start "$port"
 psql -qX -d postgres -c "CREATE DATABASE holdcommit_demo"
 psql -qX -d holdcommit_demo -c "CREATE EXTENSION holdcommit"
 psql -X -d holdcommit_demo <test/demo.sql 2>&1

@@ -33,8 +33,9 @@ unix_socket_directories = '$base'
 shared_preload_libraries = 'holdcommit,pg_cron'
 max_connections = 250
 max_worker_processes = 32
-# The background sweeper is off unless a test (or make run) turns it on for
-# its own databases, so that suites that expire holds see them unswept.
+# The background sweeper is off unless a test turns it on for its own
+# databases (or make run sets HC_SWEEP_INTERVAL), so that suites that
+# expire holds see them unswept.
 holdcommit.sweep_interval = ${HC_SWEEP_INTERVAL:-0}
 # pg_cron, for the test of the cron recipe: jobs run as background workers.
 cron.database_name = 'postgres'

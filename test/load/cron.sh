@@ -17,7 +17,8 @@ if [ "$(q "SHOW cron.database_name" 2>/dev/null)" != "postgres" ]; then
     echo "not ok - pg_cron is preloaded with cron.database_name = postgres"
     exit 0
 fi
-q "DROP EXTENSION IF EXISTS holdcommit; CREATE EXTENSION holdcommit; CREATE EXTENSION IF NOT EXISTS pg_cron" >/dev/null
+q "SET client_min_messages = warning; DROP EXTENSION IF EXISTS holdcommit; CREATE EXTENSION holdcommit;
+   CREATE EXTENSION IF NOT EXISTS pg_cron" >/dev/null
 q "SELECT hc_asset_add('CRON-1'), hc_asset_add('CRON-2'), hc_stock_set('CRON-P', 5);
    SELECT hc_hold('CRON-1', 'walked-away', 'cron-k1', '1 hour');
    SELECT hc_hold('CRON-2', 'still-here', 'cron-k2', '1 hour');

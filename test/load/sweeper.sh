@@ -185,10 +185,19 @@ kept_memory() {
         / total in / && !in_xact { sub(/ total in .*/, ""); sub(/.* /, ""); kept += $0 }
         END { print kept + 0 }'
 }
-sleep 5
-m1=$(kept_memory)
-sleep 20
-m2=$(kept_memory)
-echo "# sweeper memory outside transactions: $m1 bytes, about 20 runs later $m2 bytes"
-check "the sweeper's memory does not grow from run to run" \
-    "$([ "${m1:-0}" -gt 0 ] && [ "${m2:-0}" -le "$m1" ] && echo flat)" "flat"
+# Its caches grow and shrink by some 100 kB as plans and relations are
+# rebuilt after invalidations; what must not happen is growth run after run.
+# Three samples 12 s (12 runs) apart, each run sweeping a few holds.
+sweep_some() {
+    q "SELECT count(hc_hold('SWP-' || i, 'm', 'swp-m' || i || '-' || $1, '1 hour'))
+         FROM generate_series(7, 20) i WHERE (SELECT status FROM hc_assets WHERE id = 'SWP-' || i) = 'AVAILABLE'" >/dev/null
+    age_holds "id LIKE 'SWP-%'"
+}
+samples=()
+for round in 1 2 3; do
+    for s in $(seq 1 6); do sweep_some "$round$s"; sleep 2; done
+    samples+=("$(kept_memory)")
+done
+echo "# sweeper memory outside transactions, 12 runs apart: ${samples[*]} bytes"
+check "the sweeper's memory does not grow from run to run (within 128 kB of cache churn)" \
+    "$(awk -v a="${samples[0]:-0}" -v c="${samples[2]:-0}" 'BEGIN { print (a > 0 && c - a < 131072) ? "flat" : "grows" }')" "flat"
