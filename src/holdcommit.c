@@ -10,6 +10,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/varlena.h"
 
 #include "errors.h"
 #include "holdcommit.h"
@@ -28,6 +29,21 @@ char	   *hc_sweep_databases = NULL;
 bool		hc_notify_enabled = false;
 
 void		_PG_init(void);
+
+/* holdcommit.databases must be a list of names, as search_path is. */
+static bool
+hc_check_databases(char **newval, void **extra, GucSource source)
+{
+	char	   *raw = pstrdup(*newval);
+	List	   *names;
+	bool		valid = SplitIdentifierString(raw, ',', &names);
+
+	list_free(names);
+	pfree(raw);
+	if (!valid)
+		GUC_check_errdetail("List syntax is invalid.");
+	return valid;
+}
 
 /*
  * Define the settings.  They are policy, so only a superuser (or the
@@ -104,7 +120,7 @@ _PG_init(void)
 							   &hc_sweep_databases,
 							   "",
 							   PGC_SIGHUP, GUC_LIST_INPUT,
-							   NULL, NULL, NULL);
+							   hc_check_databases, NULL, NULL);
 
 	MarkGUCPrefixReserved("holdcommit");
 	hc_install_log_hook();

@@ -100,6 +100,7 @@ sweeper_shmem_size(void)
 					mul_size(max_worker_processes, sizeof(SweeperSlot)));
 }
 
+/* Ask for the slots (shmem_request_hook, in the postmaster). */
 static void
 sweeper_shmem_request(void)
 {
@@ -108,6 +109,7 @@ sweeper_shmem_request(void)
 	RequestAddinShmemSpace(sweeper_shmem_size());
 }
 
+/* Find or create the slots, all free (shmem_startup_hook). */
 static void
 sweeper_shmem_startup(void)
 {
@@ -129,7 +131,7 @@ sweeper_shmem_startup(void)
 /*
  * Is the database named in holdcommit.databases (or is the list empty)?
  * The list is parsed like search_path: comma-separated, an unquoted name
- * folded to lower case.
+ * folded to lower case (its check hook has refused any other value).
  */
 static bool
 sweeper_database_wanted(const char *datname)
@@ -143,12 +145,7 @@ sweeper_database_wanted(const char *datname)
 		return true;
 	raw = pstrdup(hc_sweep_databases);
 	if (!SplitIdentifierString(raw, ',', &names))
-	{
-		ereport(LOG,
-				(errmsg("holdcommit.databases is not a valid list of database names: \"%s\"",
-						hc_sweep_databases)));
-		return false;
-	}
+		elog(ERROR, "holdcommit.databases is not a list of names: \"%s\"", hc_sweep_databases);
 	foreach(lc, names)
 		if (strcmp((char *) lfirst(lc), datname) == 0)
 			wanted = true;
@@ -248,6 +245,10 @@ sweeper_ddl_database(Node *parsetree, bool *drop)
 	return InvalidOid;
 }
 
+/*
+ * ProcessUtility_hook: a command that needs a database to itself stops that
+ * database's sweeper first, and keeps it stopped while it runs.
+ */
 static void
 sweeper_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 						ProcessUtilityContext context, ParamListInfo params,
@@ -568,7 +569,7 @@ sweeper_skip_database(const char *datname, const char *why)
 	proc_exit(0);
 }
 
-/* Run one transaction of a run: a batch, or the record of the run. */
+/* Start one transaction of a run, for a batch or for the record of the run. */
 static void
 sweeper_begin(HcCall *call, Oid owner, Oid schema, const char *actor)
 {
@@ -578,6 +579,7 @@ sweeper_begin(HcCall *call, Oid owner, Oid schema, const char *actor)
 	hc_call_begin_as(call, owner, schema, "hc_sweep", actor);
 }
 
+/* Commit that transaction: nothing stays locked after it. */
 static void
 sweeper_commit(HcCall *call)
 {

@@ -136,6 +136,16 @@ check "a database created and given the extension later is swept, no restart (${
     "$waited" "${waited%timeout}"
 check "its sweeper is in pg_stat_activity" "$(sweeper_pid $late | wc -l)" "1"
 
+# DROP DATABASE needs the database to itself: its sweeper steps aside, and
+# is not started again in a database that is gone.
+mark=$(wc -l <"$log")
+psql -X -q -d postgres -c "DROP DATABASE $late" >"$work/drop.out" 2>&1
+check "DROP DATABASE without FORCE succeeds while the database has a sweeper" \
+    "$(cat "$work/drop.out")$(psql -X -qAt -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$late'")" "0"
+sleep 3
+check "no sweeper tries the dropped database" \
+    "$(tail -n +"$((mark + 1))" "$log" | grep -cE 'FATAL: +database [0-9]+ does not exist')" "0"
+
 ##############################################################################
 # manual sweeps racing the worker: each reservation released once
 ##############################################################################
