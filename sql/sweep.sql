@@ -1,4 +1,4 @@
--- Sweeping (SPEC section 5): hc_sweep() by hand.  The background worker is
+-- Sweeping: hc_sweep() by hand.  The background worker is
 -- off on the test server; test/load/sweeper.sh tests it.
 \set VERBOSITY terse
 
@@ -119,6 +119,16 @@ SELECT * FROM hc_sweep();
 SELECT area, item FROM hc_overview WHERE area <> 'ledger, last hour';
 SELECT item, value > 0 AS some FROM hc_overview
  WHERE area = 'ledger, last hour' AND item IN ('expire', 'hold') ORDER BY item;
+-- Leases held and stale, attempts awaiting manual review: two leases, one
+-- stale after a second without heartbeat, one resource over its attempts.
+CREATE TEMP TABLE overview_before AS SELECT * FROM hc_overview WHERE area IN ('leases', 'attempts');
+SELECT hc_lock_acquire('SW-R1', 'sweep-test', '10 minutes') AS t1 \gset
+SELECT hc_lock_acquire('SW-R2', 'sweep-test', '1 second') IS NOT NULL AS acquired;
+SELECT status FROM hc_attempt_begin('SW-R1', 'sweep-test', :t1, '0 seconds', 1);
+SELECT status FROM hc_attempt_begin('SW-R1', 'sweep-test', :t1, '0 seconds', 1);
+SELECT pg_sleep(1.1);
+SELECT o.area, o.item, o.value - b.value AS more
+  FROM hc_overview o JOIN overview_before b USING (area, item) ORDER BY 1, 2;
 -- Nothing has run the background sweeper in this database.
 SELECT count(*) FROM hc_sweeper_status;
 

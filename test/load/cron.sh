@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pg_cron as the scheduler instead of the background worker (SPEC section 5):
+# pg_cron as the scheduler instead of the background worker:
 # the README's recipe, run as is in cron.database_name (postgres on the test
 # server, where test/server.sh preloads pg_cron), really sweeps.  pg_cron
 # 1.4 schedules by the minute: this waits up to 75 s.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The background sweeper (SPEC section 5), on the harness's server (the
+# The background sweeper, on the harness's server (the
 # library is preloaded; the sweeper is off until this script turns it on,
 # with a 1 s interval, for its own databases only):
 #   visible in pg_stat_activity; sweeps expired holds and reservations within
