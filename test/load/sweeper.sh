@@ -162,6 +162,13 @@ SQL
 before=$(q "SELECT total_expired_holds || ',' || total_expired_reservations FROM hc_sweeper_status")
 age_holds "id LIKE 'RACE-%'"
 age_orders "buyer_id LIKE 'ro%'"
+# Start the manual sweeps once the worker is in the middle of its run (it
+# commits every 50 rows), so that both really sweep the same backlog.
+for i in $(seq 100); do
+    [ "$(psql -X -qAt -d postgres -c "SELECT state FROM pg_stat_activity
+            WHERE backend_type = 'holdcommit sweeper' AND datname = '$db'")" == active ] && break
+    sleep 0.02
+done
 "$pgbench" -n -f "$work/race.sql" -c 4 -j 2 -T 4 "$db" >"$work/race.log" 2>&1
 waited=$(wait_for 5 "SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= clock_timestamp()" 0)
 check "the race leaves no expired hold (${waited} s)" "$waited" "${waited%timeout}"
