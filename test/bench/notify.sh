@@ -42,9 +42,13 @@ run() {
     PGOPTIONS="-c holdcommit.notify=$1" "$pgbench" -n -f "$work/cycle.sql" -c 8 -j 2 -T "$secs" $db \
         2>&1 | grep -E '^tps' | sed -E 's/^tps = ([0-9.]+).*/\1/'
 }
-# A listener, so that notifications are really queued and read.
-psql -qX -d $db -c "LISTEN holdcommit; SELECT pg_sleep($secs * $rounds * 2 + 60)" >/dev/null 2>&1 &
-listener=$!
+# A listener, so that notifications are really queued and read: an idle
+# session (one that sat in a long statement would hold back the cleanup of
+# the rows every hold and release rewrites, and slow everything down).
+mkfifo "$work/listen"
+psql -qX -d $db <"$work/listen" >/dev/null 2>&1 &
+exec 3>"$work/listen"
+echo "LISTEN holdcommit;" >&3
 vacuum() { psql -qX -d $db -c "VACUUM ANALYZE" >/dev/null; }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { printf "%.0f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 offs=""
@@ -53,7 +57,7 @@ for r in $(seq "$rounds"); do
     vacuum; offs="$offs $(run off)"
     vacuum; ons="$ons $(run on)"
 done
-kill $listener 2>/dev/null || true
+exec 3>&-
 off=$(echo "$offs" | median)
 on=$(echo "$ons" | median)
 echo "hold+release per transaction, 8 clients, $rounds rounds of ${secs} s off and ${secs} s on:"
