@@ -55,7 +55,7 @@ bench:
 
 # Against the server of make run: what holdcommit.notify costs on hold throughput.
 bench-notify:
-	@PGHOST=$${TMPDIR:-/tmp}/holdcommit-$(RUN_PORT) PGPORT=$(RUN_PORT) PGUSER=postgres test/bench/notify.sh
+	@PGHOST=$${TMPDIR:-/tmp}/holdcommit-$(RUN_PORT) PGPORT=$(RUN_PORT) PGUSER=postgres bench/notify.sh
 
 version:
 	@echo $(EXTVERSION)
