@@ -80,7 +80,7 @@ SELECT g, p, o
                ('SELECT', 'hc_stock_reservation_lines'),
                ('SELECT', 'hc_locks'),
                ('SELECT', 'hc_attempts'), ('SELECT', 'hc_lease_status'),
-               ('SELECT', 'hc_attempt_status')) v (p, o)
+               ('SELECT', 'hc_attempt_status'), ('SELECT', 'hc_sweeper_status')) v (p, o)
 UNION ALL
 VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expires_at, created_at, ended_at)'),
        ('app', 'SELECT', 'hc_stock_reservations (scope_id, id, buyer_id, status, expires_at, created_at, ended_at)'),
@@ -93,7 +93,6 @@ VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expir
        ('operator', 'SELECT', 'hc_stock_reservations'),
        ('operator', 'SELECT', 'hc_idempotency_keys'),
        ('operator', 'SELECT', 'hc_ledger'),
-       ('operator', 'SELECT', 'hc_sweeper_status'),
        ('operator', 'SELECT', 'hc_overview');
 DELETE FROM regress_hc_expected
  WHERE CASE privilege WHEN 'EXECUTE' THEN to_regprocedure(object) IS NULL

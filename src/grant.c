@@ -34,7 +34,8 @@ static const char *const app_functions[] = {
 };
 static const char *const app_tables[] = {
 	"hc_assets", "hc_inventory", "hc_stock_reservation_lines",
-	"hc_locks", "hc_attempts", "hc_lease_status", "hc_attempt_status", NULL
+	"hc_locks", "hc_attempts", "hc_lease_status", "hc_attempt_status",
+	"hc_sweeper_status", NULL
 };
 
 /*
@@ -52,7 +53,7 @@ static const char *const operator_functions[] = {
 };
 static const char *const operator_tables[] = {
 	"hc_reservations", "hc_stock_reservations", "hc_idempotency_keys", "hc_ledger",
-	"hc_sweeper_status", "hc_overview", NULL
+	"hc_overview", NULL
 };
 
 typedef struct GrantTarget
