@@ -24,14 +24,20 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
+#include "storage/itemptr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
+#include "utils/snapmgr.h"
 
 #include "call.h"
 #include "errors.h"
@@ -197,10 +203,9 @@ static HcStatement reclaim_lines = {
 	7, {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
-/* Lock a product's row for the sweeper, unless a live call has it. */
-static HcStatement lock_product_skip = {
-	"SELECT 1 FROM hc_inventory"
-	" WHERE product_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE SKIP LOCKED",
+/* Where a product's row is, for the sweeper to lock it (stock_try_lock_product). */
+static HcStatement find_product = {
+	"SELECT tableoid, ctid FROM hc_inventory WHERE product_id OPERATOR(pg_catalog.=) $1",
 	1, {TEXTOID}
 };
 
@@ -347,6 +352,61 @@ stock_reclaim(HcCall *call, const char *product_id, int64 needed)
 }
 
 /*
+ * Lock a product's row as FOR NO KEY UPDATE does, unless another transaction
+ * has it: never wait.  Returns false if the row is locked (skipped) or gone.
+ *
+ * Not SELECT ... FOR NO KEY UPDATE SKIP LOCKED, which in PostgreSQL 15 can
+ * still wait: when the version its snapshot shows was updated by a call that
+ * has just ended, it follows the update chain (heap_lock_updated_tuple) and
+ * waits, whatever the wait policy, for a live call that has locked the newer
+ * version ("while locking updated version ... of tuple" in the log).  The
+ * sweeper then holds other rows, an order from end_orders or a product of an
+ * earlier batch, that this very call may be waiting for: a deadlock.  Here
+ * the newest version is locked without following updates in progress
+ * (FIND_LAST_VERSION only), and a row anyone has locked is skipped.
+ */
+static bool
+stock_try_lock_product(const char *product_id)
+{
+	Datum		values[1];
+	bool		isnull;
+	Oid			relid;
+	ItemPointerData tid;
+	Relation	rel;
+	TupleTableSlot *slot;
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	values[0] = HC_TEXT(product_id);
+	if (hc_run(&find_product, values, NULL, SPI_OK_SELECT) == 0)
+		return false;
+	relid = DatumGetObjectId(hc_datum(0, 1, &isnull));
+	ItemPointerCopy((ItemPointer) DatumGetPointer(hc_datum(0, 2, &isnull)), &tid);
+
+	rel = table_open(relid, RowShareLock);
+	slot = table_slot_create(rel, NULL);
+	result = table_tuple_lock(rel, &tid, GetActiveSnapshot(), slot, GetCurrentCommandId(false),
+							  LockTupleNoKeyExclusive, LockWaitSkip,
+							  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+
+	switch (result)
+	{
+		case TM_Ok:
+			return true;
+		case TM_WouldBlock:		/* a live call has it */
+		case TM_Deleted:		/* gone */
+		case TM_Invisible:		/* newer than this command: not ours to take */
+			return false;
+		default:
+			elog(ERROR, "could not lock product \"%s\": unexpected result %d", product_id,
+				 (int) result);
+	}
+	return false;				/* keep the compiler quiet */
+}
+
+/*
  * The sweeper's work on one product (sweep.c): unless a live call has the
  * product's row locked, lock it and expire its oldest expired lines (at most
  * STOCK_RECLAIM_MAX_LINES), each once, with source 'sweep' in the ledger.
@@ -356,12 +416,9 @@ stock_reclaim(HcCall *call, const char *product_id, int64 needed)
 bool
 hc_stock_sweep_product(HcCall *call, const char *product_id, int64 *units, int64 *ended)
 {
-	Datum		values[1];
-
 	*units = 0;
 	*ended = 0;
-	values[0] = HC_TEXT(product_id);
-	if (hc_run(&lock_product_skip, values, NULL, SPI_OK_SELECT) == 0)
+	if (!stock_try_lock_product(product_id))
 		return false;
 	*units = stock_reclaim_as(call, product_id, PG_INT64_MAX, "expire", "sweep", ended);
 	return true;

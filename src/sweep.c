@@ -7,8 +7,10 @@
  * Every kind of work is set-based and bounded: one statement per batch for
  * holds, for orders and for keys, one per product for stock lines (the
  * bounded reclaim of stock.c).  Rows are taken with FOR NO KEY UPDATE SKIP
- * LOCKED, so a sweep never waits on a live call: a row a call has locked is
- * left for the next batch or run.  Each transition checks the row's own
+ * LOCKED, and products by stock.c's stock_try_lock_product (SKIP LOCKED can
+ * still wait when it follows an update chain, and a call holding a product
+ * may be waiting for an order this sweep holds), so a sweep never waits on a
+ * live call: a row a call has locked is left for the next batch or run.  Each transition checks the row's own
  * status under its lock, so two sweeps at once (or a sweep and a call)
  * release each reservation exactly once.  hc_sweep() called by hand runs in
  * the caller's transaction and commits nothing itself; the worker
