@@ -134,7 +134,7 @@ static HcStatement end_expired_hold = {
 
 /* Lock the asset of a reservation; nothing if there is no such reservation. */
 static HcStatement lock_asset = {
-	"SELECT id, status, current_reservation_id FROM hc_assets"
+	"SELECT id, status, current_reservation_id, hold_expires_at FROM hc_assets"
 	" WHERE id OPERATOR(pg_catalog.=)"
 	"       (SELECT asset_id FROM hc_reservations WHERE id OPERATOR(pg_catalog.=) $1)"
 	" FOR NO KEY UPDATE",
@@ -158,7 +158,7 @@ static HcStatement taken_since = {
 /*
  * Sell the asset to a reservation that is still $4 (HELD, or EXPIRED for a
  * late commit).  $5 is the ledger's reserved_delta: -1 if the hold still
- * counted.  $6 function, $7 actor.
+ * counted.  $6 function, $7 actor.  Returns the reservation as it was.
  */
 static HcStatement sell_asset = {
 	"WITH a AS ("
@@ -169,16 +169,18 @@ static HcStatement sell_asset = {
 	" r AS ("
 	"  UPDATE hc_reservations SET status = 'COMMITTED', ended_at = $3"
 	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id)"
-	HC_LEDGER_INSERT
-	" SELECT 'asset', $1, a.version, $3, 'commit', 'call', $6, $2, r.buyer_id, $5, -1, $7, NULL"
-	"   FROM a, r RETURNING seq",
+	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id, expires_at, created_at),"
+	" logged AS (" HC_LEDGER_INSERT
+	"  SELECT 'asset', $1, a.version, $3, 'commit', 'call', $6, $2, r.buyer_id, $5, -1, $7, NULL"
+	"    FROM a, r)"
+	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
 	7, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID}
 };
 
 /*
  * Give the asset back from a HELD reservation, which ends as $4 (RELEASED,
  * or EXPIRED), with ledger event $5 from source $6.  $7 function, $8 actor.
+ * Returns the reservation as it was.
  */
 static HcStatement free_asset = {
 	"WITH a AS ("
@@ -190,10 +192,11 @@ static HcStatement free_asset = {
 	" r AS ("
 	"  UPDATE hc_reservations SET status = $4, ended_at = $3"
 	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id)"
-	HC_LEDGER_INSERT
-	" SELECT 'asset', $1, a.version, $3, $5, $6, $7, $2, r.buyer_id, -1, 0, $8, NULL"
-	"   FROM a, r RETURNING seq",
+	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id, expires_at, created_at),"
+	" logged AS (" HC_LEDGER_INSERT
+	"  SELECT 'asset', $1, a.version, $3, $5, $6, $7, $2, r.buyer_id, -1, 0, $8, NULL"
+	"    FROM a, r)"
+	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
 	8, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
@@ -388,12 +391,24 @@ hc_hold(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));
 }
 
+/* Is this reservation what currently holds its asset? */
+static bool
+hold_is_current(const HoldReservation *r)
+{
+	return strcmp(r->asset_status, "HELD") == 0 &&
+		r->asset_reservation_id != NULL &&
+		strcmp(r->asset_reservation_id, r->id) == 0;
+}
+
 /*
- * Find a reservation, lock its asset, and read the reservation again under
- * that lock: what it says then cannot change until we commit.
+ * Find a reservation and lock its asset.  What the asset row says cannot
+ * change until we commit: if it names the reservation as its live hold, the
+ * reservation is HELD until the asset's hold_expires_at (its buyer and
+ * created_at come back from the write); otherwise, or if whole, the
+ * reservation is read again under the lock.
  */
 static void
-hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r)
+hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r, bool whole)
 {
 	Datum		values[2];
 
@@ -408,6 +423,13 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r)
 	r->asset_id = hc_text(call, 0, 1);
 	r->asset_status = hc_text(call, 0, 2);
 	r->asset_reservation_id = hc_text(call, 0, 3);
+	r->replayed = false;
+	if (hold_is_current(r) && !whole)
+	{
+		r->status = "HELD";
+		r->expires_at = hc_timestamptz(0, 4);
+		return;
+	}
 
 	values[0] = HC_TEXT(r->asset_id);
 	values[1] = HC_TEXT(r->id);
@@ -417,16 +439,15 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r)
 	r->status = hc_text(call, 0, 2);
 	r->expires_at = hc_timestamptz(0, 3);
 	r->created_at = hc_timestamptz(0, 4);
-	r->replayed = false;
 }
 
-/* Is this reservation what currently holds its asset? */
-static bool
-hold_is_current(const HoldReservation *r)
+/* The reservation as sell_asset or free_asset returned it, before it ended. */
+static void
+hold_written(HcCall *call, HoldReservation *r)
 {
-	return strcmp(r->asset_status, "HELD") == 0 &&
-		r->asset_reservation_id != NULL &&
-		strcmp(r->asset_reservation_id, r->id) == 0;
+	r->buyer_id = hc_text(call, 0, 1);
+	r->expires_at = hc_timestamptz(0, 2);
+	r->created_at = hc_timestamptz(0, 3);
 }
 
 /*
@@ -447,8 +468,9 @@ hold_free(HcCall *call, HoldReservation *r, const char *status, const char *even
 	values[5] = HC_TEXT(source);
 	values[6] = HC_TEXT(call->function);
 	values[7] = HC_TEXT(call->actor);
-	if (hc_run(&free_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+	if (hc_run(&free_asset, values, NULL, SPI_OK_SELECT) != 1)
 		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
+	hold_written(call, r);
 	r->status = pstrdup(status);
 	hc_notify("asset", r->asset_id, "AVAILABLE");
 }
@@ -491,7 +513,7 @@ hc_commit(PG_FUNCTION_ARGS)
 	Datum		values[7];
 
 	hc_call_begin(&call, fcinfo, "hc_commit");
-	hold_lock(&call, reservation_id, &r);
+	hold_lock(&call, reservation_id, &r, false);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		r.replayed = true;
@@ -520,8 +542,9 @@ hc_commit(PG_FUNCTION_ARGS)
 		values[4] = Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0);
 		values[5] = HC_TEXT(call.function);
 		values[6] = HC_TEXT(call.actor);
-		if (hc_run(&sell_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+		if (hc_run(&sell_asset, values, NULL, SPI_OK_SELECT) != 1)
 			elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
+		hold_written(&call, &r);
 		r.status = "COMMITTED";
 		hc_notify("asset", r.asset_id, "SOLD");
 	}
@@ -541,7 +564,7 @@ hc_release(PG_FUNCTION_ARGS)
 	HoldReservation r;
 
 	hc_call_begin(&call, fcinfo, "hc_release");
-	hold_lock(&call, reservation_id, &r);
+	hold_lock(&call, reservation_id, &r, false);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		hold_not_active(&r, "A sold asset cannot be released; refund through your payment flow.");
@@ -574,7 +597,7 @@ hc_extend(PG_FUNCTION_ARGS)
 	TimestampTz cap;
 
 	hc_call_begin(&call, fcinfo, "hc_extend");
-	hold_lock(&call, reservation_id, &r);
+	hold_lock(&call, reservation_id, &r, true);
 
 	if (strcmp(r.status, "COMMITTED") == 0 || strcmp(r.status, "RELEASED") == 0)
 		hold_not_active(&r, "Only a held reservation can be extended.");

@@ -53,6 +53,7 @@ typedef struct LeaseTaken
 	char	   *previous_owner; /* NULL: the lease was free (or new) */
 	int64		previous_token; /* 0: the resource is new */
 	int64		version;		/* the resource's version: its ledger seq */
+	bool		logged;			/* its ledger row is written (a new resource) */
 } LeaseTaken;
 
 /*
@@ -93,18 +94,24 @@ static HcStatement take_lease = {
 };
 
 /*
- * A resource never leased before: token 1.  On a conflict (the row exists
- * and is busy, or another acquire is inserting it) nothing happens and no
- * row lock is left behind.
+ * A resource never leased before: token 1, and its ledger row.  On a conflict
+ * (the row exists, or another acquire is inserting it) nothing happens and no
+ * row lock is left behind, so this first try needs no subtransaction.
+ *   $1 resource  $2 owner  $3 now  $4 stale_after  $5 session pid
+ *   $6 session start  $7 function  $8 actor  $9 detail
  */
 static HcStatement new_lease = {
-	"INSERT INTO hc_locks"
-	" (resource, owner, token, acquired_at, heartbeat_at, stale_after,"
-	"  session_pid, session_started, updated_at)"
-	" VALUES ($1, $2, 1, $3, $3, $4, $7, $8, $3)"
-	" ON CONFLICT (resource) DO NOTHING RETURNING token, version",
-	8, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, INT4OID,
-	TIMESTAMPTZOID}
+	"WITH l AS ("
+	"  INSERT INTO hc_locks"
+	"   (resource, owner, token, acquired_at, heartbeat_at, stale_after,"
+	"    session_pid, session_started, updated_at)"
+	"  VALUES ($1, $2, 1, $3, $3, $4, $5, $6, $3)"
+	"  ON CONFLICT (resource) DO NOTHING RETURNING version)"
+	HC_LEDGER_INSERT
+	" SELECT 'resource', $1, l.version, $3, 'acquire', 'call', $7, NULL, NULL, 0, 0, $8, $9"
+	"   FROM l RETURNING seq",
+	9, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+	TEXTOID, TEXTOID}
 };
 
 static HcStatement beat_lease = {
@@ -115,15 +122,20 @@ static HcStatement beat_lease = {
 	4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
 };
 
+/* Free the lease that owner $2 holds with token $3, and write the ledger row. */
 static HcStatement free_lease = {
-	"UPDATE hc_locks"
-	"   SET owner = NULL, acquired_at = NULL, heartbeat_at = NULL, stale_after = NULL,"
-	"       session_pid = NULL, session_started = NULL,"
-	"       released_at = $4, updated_at = $4, version = version OPERATOR(pg_catalog.+) 1"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
-	"   AND token OPERATOR(pg_catalog.=) $3"
-	" RETURNING version",
-	4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
+	"WITH l AS ("
+	"  UPDATE hc_locks"
+	"     SET owner = NULL, acquired_at = NULL, heartbeat_at = NULL, stale_after = NULL,"
+	"         session_pid = NULL, session_started = NULL,"
+	"         released_at = $4, updated_at = $4, version = version OPERATOR(pg_catalog.+) 1"
+	"   WHERE resource OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
+	"     AND token OPERATOR(pg_catalog.=) $3"
+	"  RETURNING version)"
+	HC_LEDGER_INSERT
+	" SELECT 'resource', $1, l.version, $4, 'release', 'call', $5, NULL, NULL, 0, 0, $6, $7"
+	"   FROM l RETURNING seq",
+	7, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
 /* The session a lease is bound to, if any, without locking it. */
@@ -348,13 +360,32 @@ lease_session_alive(int32 pid, TimestampTz started)
 	return false;
 }
 
+/* The ledger detail of a lease change: its owner and token, and whom it took over from. */
+static char *
+lease_detail(const char *owner, int64 token, const LeaseTaken *taken)
+{
+	StringInfoData detail;
+
+	hc_detail_init(&detail);
+	hc_detail_text(&detail, "owner", owner);
+	hc_detail_int(&detail, "token", token);
+	if (taken != NULL && taken->previous_owner != NULL)
+	{
+		hc_detail_text(&detail, "previous_owner", taken->previous_owner);
+		hc_detail_int(&detail, "previous_token", taken->previous_token);
+	}
+	return hc_detail_done(&detail);
+}
+
 /*
- * One acquire attempt at its own instant (the clock is read again), in a
- * subtransaction: if the attempt fails, rolling the subtransaction back
- * drops any row lock its statements took (a row that changed under us is
- * locked before it is re-checked), so nobody waits on an acquirer that is
- * sleeping in backoff.  A lease bound to a session that has ended counts as
- * stale; a session-bound acquire binds the lease to this backend.
+ * One acquire attempt at its own instant (the clock is read again).  A new
+ * resource is inserted with token 1 and its ledger row in one statement.
+ * An existing one is taken in a subtransaction: if that fails, rolling it
+ * back drops any row lock its statement took (a row that changed under us
+ * is locked before it is re-checked), so nobody waits on an acquirer that
+ * is sleeping in backoff.  A lease bound to a session that has ended counts
+ * as stale; a session-bound acquire binds the lease to this backend.
+ * taken->logged says whether the ledger row is written already.
  */
 static bool
 lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_after,
@@ -362,8 +393,8 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
-	Datum		values[8];
-	char		nulls[8];
+	Datum		values[9];
+	char		nulls[9];
 	bool		got = false;
 	bool		isnull;
 
@@ -373,6 +404,27 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	values[1] = HC_TEXT(owner);
 	values[2] = TimestampTzGetDatum(call->now);
 	values[3] = stale_after;
+	values[4] = Int32GetDatum(MyProcPid);
+	values[5] = TimestampTzGetDatum(MyStartTimestamp);
+	if (!session)
+		nulls[4] = nulls[5] = 'n';
+	values[6] = HC_TEXT(call->function);
+	values[7] = HC_TEXT(call->actor);
+	values[8] = HC_TEXT(lease_detail(owner, 1, NULL));
+	if (hc_run(&new_lease, values, nulls, SPI_OK_INSERT_RETURNING) == 1)
+	{
+		taken->token = 1;
+		taken->previous_owner = NULL;
+		taken->previous_token = 0;
+		taken->version = DatumGetInt64(hc_datum(0, 1, &isnull));
+		taken->logged = true;
+		return true;
+	}
+
+	/* take_lease: $5, $6 an ended session to take over; $7, $8 ours. */
+	values[6] = values[4];
+	values[7] = values[5];
+	nulls[6] = nulls[7] = nulls[4];
 	nulls[4] = nulls[5] = 'n';
 	values[4] = values[5] = (Datum) 0;
 	if (hc_run(&peek_session, values, NULL, SPI_OK_SELECT) == 1)
@@ -387,33 +439,19 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 			nulls[4] = nulls[5] = ' ';
 		}
 	}
-	values[6] = Int32GetDatum(MyProcPid);
-	values[7] = TimestampTzGetDatum(MyStartTimestamp);
-	if (!session)
-		nulls[6] = nulls[7] = 'n';
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
-
 	if (hc_run(&take_lease, values, nulls, SPI_OK_UPDATE_RETURNING) == 1)
 	{
 		taken->token = DatumGetInt64(hc_datum(0, 1, &isnull));
 		taken->previous_owner = hc_text(call, 0, 2);
 		taken->previous_token = DatumGetInt64(hc_datum(0, 3, &isnull));
 		taken->version = DatumGetInt64(hc_datum(0, 4, &isnull));
+		taken->logged = false;
 		got = true;
-	}
-	else if (hc_run(&new_lease, values, nulls, SPI_OK_INSERT_RETURNING) == 1)
-	{
-		taken->token = DatumGetInt64(hc_datum(0, 1, &isnull));
-		taken->previous_owner = NULL;
-		taken->previous_token = 0;
-		taken->version = DatumGetInt64(hc_datum(0, 2, &isnull));
-		got = true;
-	}
-
-	if (got)
 		ReleaseCurrentSubTransaction();
+	}
 	else
 		RollbackAndReleaseCurrentSubTransaction();
 	MemoryContextSwitchTo(cxt);
@@ -447,28 +485,19 @@ lease_backoff(int retry)
 	}
 }
 
-/* A ledger row for a lease: acquire, takeover or release. */
+/* The ledger row of an existing resource's lease taken: acquire or takeover. */
 static void
-lease_ledger(HcCall *call, const char *resource, int64 seq, const char *event,
-			 const char *owner, int64 token, const LeaseTaken *taken)
+lease_ledger(HcCall *call, const char *resource, const char *event, const char *owner,
+			 const LeaseTaken *taken)
 {
 	HcLedgerEntry e = {0};
-	StringInfoData detail;
 
-	hc_detail_init(&detail);
-	hc_detail_text(&detail, "owner", owner);
-	hc_detail_int(&detail, "token", token);
-	if (taken != NULL && taken->previous_owner != NULL)
-	{
-		hc_detail_text(&detail, "previous_owner", taken->previous_owner);
-		hc_detail_int(&detail, "previous_token", taken->previous_token);
-	}
 	e.kind = "resource";
 	e.entity_id = resource;
-	e.seq = seq;
+	e.seq = taken->version;
 	e.event = event;
 	e.source = "call";
-	e.detail = hc_detail_done(&detail);
+	e.detail = lease_detail(owner, taken->token, taken);
 	hc_ledger_append(call, &e);
 }
 
@@ -508,11 +537,13 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 		lease_backoff(retry + 1);
 	}
 
-	if (taken.previous_owner == NULL)
-		lease_ledger(&call, resource, taken.version, "acquire", owner, taken.token, &taken);
-	else if (taken.token != taken.previous_token)
-		lease_ledger(&call, resource, taken.version, "takeover", owner, taken.token, &taken);
-	/* else: the owner acquired its own live lease again, a heartbeat */
+	/*
+	 * A new resource's ledger row went in with it; an owner acquiring its own
+	 * live lease again (the same token) only beat it.
+	 */
+	if (!taken.logged && taken.token != taken.previous_token)
+		lease_ledger(&call, resource, taken.previous_owner == NULL ? "acquire" : "takeover",
+					 owner, &taken);
 	hc_call_end(&call);
 	PG_RETURN_INT64(taken.token);
 }
@@ -578,7 +609,7 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
 	int64		token = hc_arg_token(fcinfo, 2, "token");
 	HcCall		call;
-	Datum		values[4];
+	Datum		values[7];
 	bool		released;
 
 	hc_lease_refuse_in_transaction("hc_lock_release");
@@ -587,14 +618,10 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	values[1] = HC_TEXT(owner);
 	values[2] = Int64GetDatum(token);
 	values[3] = TimestampTzGetDatum(call.now);
-	released = hc_run(&free_lease, values, NULL, SPI_OK_UPDATE_RETURNING) == 1;
-	if (released)
-	{
-		bool		isnull;
-
-		lease_ledger(&call, resource, DatumGetInt64(hc_datum(0, 1, &isnull)),
-					 "release", owner, token, NULL);
-	}
+	values[4] = HC_TEXT(call.function);
+	values[5] = HC_TEXT(call.actor);
+	values[6] = HC_TEXT(lease_detail(owner, token, NULL));
+	released = hc_run(&free_lease, values, NULL, SPI_OK_INSERT_RETURNING) == 1;
 	hc_call_end(&call);
 	PG_RETURN_BOOL(released);
 }
