@@ -609,6 +609,9 @@ BEGIN
             ON CONFLICT DO NOTHING
             RETURNING token INTO taken;
             IF FOUND THEN
+                INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, detail)
+                VALUES (now, 'resource', resource, 'acquire', 'call',
+                        format('token %s of %s', taken, owner));
                 RETURN taken;
             END IF;
             CONTINUE;           -- another caller created it just now: look again
@@ -623,11 +626,12 @@ BEGIN
                    heartbeat_at = now, stale_after = lock_acquire.stale_after
              WHERE l.resource = lock_acquire.resource
             RETURNING l.token INTO taken;
-            IF held.owner IS NOT NULL THEN
-                INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, detail)
-                VALUES (now, 'resource', resource, 'takeover', 'call',
-                        format('token %s of %s -> token %s of %s', held.token, held.owner, taken, owner));
-            END IF;
+            INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, detail)
+            VALUES (now, 'resource', resource,
+                    CASE WHEN held.owner IS NULL THEN 'acquire' ELSE 'takeover' END, 'call',
+                    CASE WHEN held.owner IS NULL THEN format('token %s of %s', taken, owner)
+                         ELSE format('token %s of %s -> token %s of %s',
+                                     held.token, held.owner, taken, owner) END);
             RETURN taken;
         END IF;
         EXIT WHEN attempt >= max_retries;
@@ -666,7 +670,13 @@ BEGIN
     UPDATE bench_plpgsql.locks l SET owner = NULL
      WHERE l.resource = lock_release.resource AND l.owner = lock_release.owner
        AND l.token = lock_release.token;
-    RETURN FOUND;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, detail)
+    VALUES (clock_timestamp(), 'resource', resource, 'release', 'call',
+            format('token %s of %s', token, owner));
+    RETURN true;
 END
 $$;
 

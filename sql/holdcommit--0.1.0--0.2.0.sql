@@ -179,27 +179,18 @@ DROP SEQUENCE @extschema@.hc_ledger_seq;
 DROP INDEX @extschema@.hc_ledger_at;
 CREATE INDEX hc_ledger_at ON @extschema@.hc_ledger USING brin (at);
 
--- One CHECK per table at most where a call writes: PostgreSQL 15 prepares
--- every CHECK afresh for each statement.  Ids and enumerations are the C
--- code's to validate (only it writes these tables); the shapes stay.
+-- No CHECK where a call writes, but the inventory's (never oversold):
+-- PostgreSQL 15 rebuilds every CHECK for each statement that writes the
+-- table.  Ids and enumerations are the C code's to validate and the shapes
+-- hc_check()'s to verify (only the extension's functions write these tables).
 ALTER TABLE @extschema@.hc_assets
     DROP CONSTRAINT hc_assets_id_check,
     DROP CONSTRAINT hc_assets_status_check,
-    DROP CONSTRAINT hc_assets_hold_shape,
-    ADD CONSTRAINT hc_assets_hold_shape CHECK (
-        CASE status
-            WHEN 'HELD' THEN hold_expires_at IS NOT NULL AND current_reservation_id IS NOT NULL
-            WHEN 'AVAILABLE' THEN hold_expires_at IS NULL AND current_reservation_id IS NULL
-            WHEN 'SOLD' THEN hold_expires_at IS NULL
-            ELSE false
-        END);
+    DROP CONSTRAINT hc_assets_hold_shape;
 ALTER TABLE @extschema@.hc_reservations
     DROP CONSTRAINT hc_reservations_buyer_id_check,
     DROP CONSTRAINT hc_reservations_status_check,
-    DROP CONSTRAINT hc_reservations_check,
-    ADD CONSTRAINT hc_reservations_status_shape CHECK (
-        status IN ('HELD', 'COMMITTED', 'RELEASED', 'EXPIRED')
-        AND (status = 'HELD') = (ended_at IS NULL));
+    DROP CONSTRAINT hc_reservations_check;
 ALTER TABLE @extschema@.hc_ledger
     DROP CONSTRAINT hc_ledger_kind_check,
     DROP CONSTRAINT hc_ledger_source_check;
@@ -208,10 +199,7 @@ ALTER TABLE @extschema@.hc_inventory
 ALTER TABLE @extschema@.hc_stock_reservations
     DROP CONSTRAINT hc_stock_reservations_buyer_id_check,
     DROP CONSTRAINT hc_stock_reservations_status_check,
-    DROP CONSTRAINT hc_stock_reservations_check,
-    ADD CONSTRAINT hc_stock_reservations_status_shape CHECK (
-        status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')
-        AND (status = 'RESERVED') = (ended_at IS NULL));
+    DROP CONSTRAINT hc_stock_reservations_check;
 ALTER TABLE @extschema@.hc_stock_reservation_lines
     DROP CONSTRAINT hc_stock_reservation_lines_status_check;
 
@@ -233,17 +221,9 @@ CREATE TABLE @extschema@.hc_locks (
     session_started timestamptz,        -- ... and that backend's start
     released_at     timestamptz,        -- the last release
     version         bigint NOT NULL DEFAULT 1,  -- the resource's ledger seq
-    updated_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
     -- A held lease has an owner, its times and its stale_after, and maybe
-    -- the session it is bound to; a free one has none of them.  (One CHECK:
-    -- PostgreSQL 15 prepares each per statement.)
-    CONSTRAINT hc_locks_lease_shape CHECK (
-        token >= 1 AND (session_pid IS NULL) = (session_started IS NULL) AND
-        CASE WHEN owner IS NULL
-             THEN acquired_at IS NULL AND heartbeat_at IS NULL AND stale_after IS NULL
-                  AND session_pid IS NULL
-             ELSE COALESCE(heartbeat_at >= acquired_at AND stale_after > interval '0', false)
-        END)
+    -- the session it is bound to; a free one has none of them (hc_check()).
 );
 COMMENT ON TABLE @extschema@.hc_locks IS
     'Leases: who holds each resource, with its fencing token (never decreasing) and last heartbeat.';
@@ -265,15 +245,9 @@ CREATE TABLE @extschema@.hc_attempts (
     completed_at    timestamptz,
     reset_at        timestamptz,
     reset_note      text,
-    updated_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
     -- Every attempt left its marker; COMPLETED, and only COMPLETED, has its
-    -- external_ref.
-    CONSTRAINT hc_attempts_shape CHECK (
-        status IN ('OPEN', 'MANUAL_REVIEW', 'COMPLETED')
-        AND attempts >= 0 AND total_attempts >= attempts
-        AND (total_attempts = 0) = (last_marker IS NULL)
-        AND (last_marker IS NULL) = (last_attempt_at IS NULL)
-        AND (status = 'COMPLETED') = (external_ref IS NOT NULL AND completed_at IS NOT NULL))
+    -- external_ref (hc_check()).
 );
 COMMENT ON TABLE @extschema@.hc_attempts IS
     'The point-of-no-return guard: attempts since the last reset, the last marker, the outcome.';

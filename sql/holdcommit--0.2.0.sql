@@ -18,17 +18,11 @@ CREATE TABLE @extschema@.hc_assets (
     current_reservation_id  text,
     version                 integer NOT NULL DEFAULT 1,
     created_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
     -- AVAILABLE, HELD or SOLD; a HELD asset names its hold and its end,
-    -- nothing else has a hold.  (One CHECK, not three: PostgreSQL 15 prepares
-    -- every CHECK afresh for each statement that writes the table.)
-    CONSTRAINT hc_assets_hold_shape CHECK (
-        CASE status
-            WHEN 'HELD' THEN hold_expires_at IS NOT NULL AND current_reservation_id IS NOT NULL
-            WHEN 'AVAILABLE' THEN hold_expires_at IS NULL AND current_reservation_id IS NULL
-            WHEN 'SOLD' THEN hold_expires_at IS NULL
-            ELSE false
-        END)
+    -- nothing else has a hold.  hc_check() checks this shape, not a CHECK:
+    -- PostgreSQL 15 rebuilds every CHECK for each statement that writes the
+    -- table, and only the extension's functions write it.
 );
 COMMENT ON TABLE @extschema@.hc_assets IS
     'Unique assets; current_reservation_id is the hold (HELD) or the sale (SOLD).';
@@ -47,11 +41,8 @@ CREATE TABLE @extschema@.hc_reservations (
     created_at          timestamptz NOT NULL,
     ended_at            timestamptz,
     fingerprint         bytea,              -- SHA-256 of the request that made it
-    PRIMARY KEY (asset_id, id),
-    -- HELD until it ends as COMMITTED, RELEASED or EXPIRED.
-    CONSTRAINT hc_reservations_status_shape CHECK (
-        status IN ('HELD', 'COMMITTED', 'RELEASED', 'EXPIRED')
-        AND (status = 'HELD') = (ended_at IS NULL))
+    -- HELD until it ends as COMMITTED, RELEASED or EXPIRED (hc_check()).
+    PRIMARY KEY (asset_id, id)
 );
 COMMENT ON TABLE @extschema@.hc_reservations IS
     'Holds of assets: HELD -> COMMITTED | RELEASED | EXPIRED.';
@@ -166,11 +157,8 @@ CREATE TABLE @extschema@.hc_stock_reservations (
     created_at       timestamptz NOT NULL,
     ended_at         timestamptz,
     fingerprint      bytea,             -- SHA-256 of the request that made it
-    PRIMARY KEY (scope_id, id),
-    -- RESERVED until it ends as FINALIZED, RELEASED or EXPIRED.
-    CONSTRAINT hc_stock_reservations_status_shape CHECK (
-        status IN ('RESERVED', 'FINALIZED', 'RELEASED', 'EXPIRED')
-        AND (status = 'RESERVED') = (ended_at IS NULL))
+    -- RESERVED until it ends as FINALIZED, RELEASED or EXPIRED (hc_check()).
+    PRIMARY KEY (scope_id, id)
 );
 COMMENT ON TABLE @extschema@.hc_stock_reservations IS
     'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED.';
@@ -278,17 +266,9 @@ CREATE TABLE @extschema@.hc_locks (
     session_started timestamptz,        -- ... and that backend's start
     released_at     timestamptz,        -- the last release
     version         bigint NOT NULL DEFAULT 1,  -- the resource's ledger seq
-    updated_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
     -- A held lease has an owner, its times and its stale_after, and maybe
-    -- the session it is bound to; a free one has none of them.  (One CHECK:
-    -- PostgreSQL 15 prepares each per statement.)
-    CONSTRAINT hc_locks_lease_shape CHECK (
-        token >= 1 AND (session_pid IS NULL) = (session_started IS NULL) AND
-        CASE WHEN owner IS NULL
-             THEN acquired_at IS NULL AND heartbeat_at IS NULL AND stale_after IS NULL
-                  AND session_pid IS NULL
-             ELSE COALESCE(heartbeat_at >= acquired_at AND stale_after > interval '0', false)
-        END)
+    -- the session it is bound to; a free one has none of them (hc_check()).
 );
 COMMENT ON TABLE @extschema@.hc_locks IS
     'Leases: who holds each resource, with its fencing token (never decreasing) and last heartbeat.';
@@ -310,15 +290,9 @@ CREATE TABLE @extschema@.hc_attempts (
     completed_at    timestamptz,
     reset_at        timestamptz,
     reset_note      text,
-    updated_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
     -- Every attempt left its marker; COMPLETED, and only COMPLETED, has its
-    -- external_ref.
-    CONSTRAINT hc_attempts_shape CHECK (
-        status IN ('OPEN', 'MANUAL_REVIEW', 'COMPLETED')
-        AND attempts >= 0 AND total_attempts >= attempts
-        AND (total_attempts = 0) = (last_marker IS NULL)
-        AND (last_marker IS NULL) = (last_attempt_at IS NULL)
-        AND (status = 'COMPLETED') = (external_ref IS NOT NULL AND completed_at IS NOT NULL))
+    -- external_ref (hc_check()).
 );
 COMMENT ON TABLE @extschema@.hc_attempts IS
     'The point-of-no-return guard: attempts since the last reset, the last marker, the outcome.';

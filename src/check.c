@@ -20,7 +20,69 @@
 
 PG_FUNCTION_INFO_V1(hc_check);
 
+#define EQ " OPERATOR(pg_catalog.=) "
+
 static HcStatement checks[] = {
+	/*
+	 * Each row has the shape of its status.  (No CHECK constraints say so:
+	 * PostgreSQL 15 rebuilds every CHECK for each statement that writes a
+	 * table, and only the extension's functions write these.)
+	 */
+	{"SELECT 'asset has the shape of its status', a.id,"
+	 "       pg_catalog.format('status %s, hold_expires_at %s, current_reservation_id %s',"
+	 "                         a.status, a.hold_expires_at, a.current_reservation_id)"
+	 "  FROM hc_assets a"
+	 " WHERE NOT COALESCE(CASE"
+	 "        WHEN a.status" EQ "'HELD'"
+	 "        THEN a.hold_expires_at IS NOT NULL AND a.current_reservation_id IS NOT NULL"
+	 "        WHEN a.status" EQ "'AVAILABLE'"
+	 "        THEN a.hold_expires_at IS NULL AND a.current_reservation_id IS NULL"
+	 "        WHEN a.status" EQ "'SOLD' THEN a.hold_expires_at IS NULL"
+	 "        ELSE false END, false)",
+	1, {TIMESTAMPTZOID}},
+	{"SELECT 'reservation has the shape of its status', r.id,"
+	 "       pg_catalog.format('status %s, ended_at %s', r.status, r.ended_at)"
+	 "  FROM hc_reservations r"
+	 " WHERE NOT COALESCE(r.status" EQ "ANY ('{HELD,COMMITTED,RELEASED,EXPIRED}'::pg_catalog.text[])"
+	 "        AND (r.status" EQ "'HELD')" EQ "(r.ended_at IS NULL), false)",
+	1, {TIMESTAMPTZOID}},
+	{"SELECT 'stock reservation has the shape of its status', r.id,"
+	 "       pg_catalog.format('status %s, ended_at %s', r.status, r.ended_at)"
+	 "  FROM hc_stock_reservations r"
+	 " WHERE NOT COALESCE(r.status" EQ "ANY ('{RESERVED,FINALIZED,RELEASED,EXPIRED}'::pg_catalog.text[])"
+	 "        AND (r.status" EQ "'RESERVED')" EQ "(r.ended_at IS NULL), false)",
+	1, {TIMESTAMPTZOID}},
+	{"SELECT 'line has a known status', l.reservation_id,"
+	 "       pg_catalog.format('line of %s is %s', l.product_id, l.status)"
+	 "  FROM hc_stock_reservation_lines l"
+	 " WHERE l.status OPERATOR(pg_catalog.<>) ALL ('{RESERVED,FINALIZED,RELEASED,EXPIRED}'::pg_catalog.text[])",
+	1, {TIMESTAMPTZOID}},
+	{"SELECT 'lease has the shape of its owner', l.resource,"
+	 "       pg_catalog.format('owner %s, token %s, acquired_at %s, heartbeat_at %s, stale_after %s,"
+	 " session %s started %s', l.owner, l.token, l.acquired_at, l.heartbeat_at, l.stale_after,"
+	 "                         l.session_pid, l.session_started)"
+	 "  FROM hc_locks l"
+	 " WHERE NOT COALESCE(l.token OPERATOR(pg_catalog.>=) 1"
+	 "        AND (l.session_pid IS NULL)" EQ "(l.session_started IS NULL)"
+	 "        AND CASE WHEN l.owner IS NULL"
+	 "            THEN l.acquired_at IS NULL AND l.heartbeat_at IS NULL AND l.stale_after IS NULL"
+	 "                 AND l.session_pid IS NULL"
+	 "            ELSE l.heartbeat_at OPERATOR(pg_catalog.>=) l.acquired_at"
+	 "                 AND l.stale_after OPERATOR(pg_catalog.>) '0'::pg_catalog.interval END, false)",
+	1, {TIMESTAMPTZOID}},
+	{"SELECT 'attempt has the shape of its status', a.resource,"
+	 "       pg_catalog.format('status %s, attempts %s of %s, last marker %s at %s, external_ref %s,"
+	 " completed_at %s', a.status, a.attempts, a.total_attempts, a.last_marker, a.last_attempt_at,"
+	 "                         a.external_ref, a.completed_at)"
+	 "  FROM hc_attempts a"
+	 " WHERE NOT COALESCE(a.status" EQ "ANY ('{OPEN,MANUAL_REVIEW,COMPLETED}'::pg_catalog.text[])"
+	 "        AND a.attempts OPERATOR(pg_catalog.>=) 0"
+	 "        AND a.total_attempts OPERATOR(pg_catalog.>=) a.attempts"
+	 "        AND (a.total_attempts" EQ "0)" EQ "(a.last_marker IS NULL)"
+	 "        AND (a.last_marker IS NULL)" EQ "(a.last_attempt_at IS NULL)"
+	 "        AND (a.status" EQ "'COMPLETED')" EQ
+	 "            (a.external_ref IS NOT NULL AND a.completed_at IS NOT NULL), false)",
+	1, {TIMESTAMPTZOID}},
 	/* A HELD asset is held by exactly its one HELD reservation. */
 	{"SELECT 'held asset has its one held reservation', a.id,"
 	 "       pg_catalog.format('current_reservation_id %s, %s held reservation(s)',"

@@ -1,0 +1,90 @@
+-- hc_check() reports a row that has lost the shape of its status.  No CHECK
+-- constraint guards these shapes (PostgreSQL 15 rebuilds every CHECK for
+-- each statement that writes the table; only the extension writes them), so
+-- each one is planted here as a superuser and must be reported, and only
+-- the planted rows are.
+
+SELECT count(hc_asset_add('SHAPE-A'));
+SELECT (hc_hold('SHAPE-A', 'b', 'shape-1')).reservation_id AS hold_id \gset
+SELECT count(hc_stock_set('SHAPE-P', 5));
+SELECT (hc_reserve('SHAPE-P', 1, 'b', 'shape-2')).reservation_id AS order_id \gset
+SELECT hc_lock_acquire('SHAPE-L', 'w', '1 hour', 0) AS token;
+SELECT status FROM hc_attempt_begin('SHAPE-L', 'w', 1);
+
+-- Names the planted subjects, so the output does not carry random ids.
+CREATE FUNCTION shape_findings(hold_id text, order_id text)
+RETURNS TABLE (invariant text, subject text) LANGUAGE sql AS $$
+    SELECT invariant, CASE subject WHEN hold_id THEN 'the hold' WHEN order_id THEN 'the order'
+                                   ELSE subject END
+      FROM hc_check()
+     WHERE subject IN (hold_id, order_id, 'SHAPE-A', 'SHAPE-P', 'SHAPE-L')
+     ORDER BY 1, 2
+$$;
+
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+
+-- A HELD asset without its end; a hold that ended but is still HELD.
+BEGIN;
+UPDATE hc_assets SET hold_expires_at = NULL WHERE id = 'SHAPE-A';
+UPDATE hc_reservations SET ended_at = now() WHERE id = :'hold_id';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+
+-- Unknown statuses.
+BEGIN;
+UPDATE hc_assets SET status = 'LOST' WHERE id = 'SHAPE-A';
+UPDATE hc_reservations SET status = 'LOST' WHERE id = :'hold_id';
+UPDATE hc_stock_reservations SET status = 'LOST' WHERE id = :'order_id';
+UPDATE hc_stock_reservation_lines SET status = 'LOST' WHERE reservation_id = :'order_id';
+UPDATE hc_attempts SET status = 'LOST' WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+
+-- An AVAILABLE asset that names a hold; an order that ended without ending.
+BEGIN;
+UPDATE hc_assets SET status = 'AVAILABLE', hold_expires_at = NULL WHERE id = 'SHAPE-A';
+UPDATE hc_stock_reservations SET status = 'FINALIZED' WHERE id = :'order_id';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+
+-- A free lease with a heartbeat; a held one beaten before it was acquired,
+-- or bound to half a session; a token of 0.
+BEGIN;
+UPDATE hc_locks SET owner = NULL WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_locks SET heartbeat_at = acquired_at - interval '1 second' WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_locks SET session_pid = 1 WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_locks SET token = 0 WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+
+-- An attempt without its marker; a COMPLETED one without its external_ref;
+-- an external_ref on an OPEN one; more attempts than in all.
+BEGIN;
+UPDATE hc_attempts SET last_marker = NULL WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_attempts SET status = 'COMPLETED' WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_attempts SET external_ref = 'INV-1', completed_at = now() WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_attempts SET attempts = total_attempts + 1 WHERE resource = 'SHAPE-L';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+
+-- Rolled back: nothing to report.
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+DROP FUNCTION shape_findings(text, text);
