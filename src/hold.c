@@ -318,7 +318,6 @@ hc_hold(PG_FUNCTION_ARGS)
 	int64		ttl = hc_arg_ttl(fcinfo, 3, "ttl");
 	HcCall		call;
 	HcFingerprint fp;
-	bytea	   *digest;
 	HcKnownKey	known;
 	HoldReservation r = {0};
 	Datum		values[9];
@@ -328,9 +327,7 @@ hc_hold(PG_FUNCTION_ARGS)
 	hc_fingerprint_add(&fp, asset_id);
 	hc_fingerprint_add(&fp, buyer_id);
 	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
-	digest = hc_fingerprint_digest(&fp);
 
-	r.id = hc_new_reservation_id(call.now);
 	r.asset_id = asset_id;
 	r.buyer_id = buyer_id;
 	r.status = "HELD";
@@ -339,7 +336,7 @@ hc_hold(PG_FUNCTION_ARGS)
 
 	values[0] = HC_TEXT(asset_id);
 	values[1] = HC_TEXT(key);
-	if (hc_idempotency_run(&call, &peek_hold, values, 1, key, digest, 3, &known))
+	if (hc_idempotency_run(&call, &peek_hold, values, 1, key, &fp, 3, &known))
 	{
 		/* The stored response: the reservation as this request made it. */
 		r.id = known.id;
@@ -358,12 +355,13 @@ hc_hold(PG_FUNCTION_ARGS)
 			 DatumGetTimestampTz(hc_datum(0, 2, &isnull)) > call.now))
 			hold_refuse(&call, asset_id, 1);
 
+		r.id = hc_new_reservation_id(call.now);
 		values[1] = HC_TEXT(r.id);
 		values[2] = TimestampTzGetDatum(call.now);
 		values[3] = TimestampTzGetDatum(r.expires_at);
 		values[4] = HC_TEXT(buyer_id);
 		values[5] = HC_TEXT(key);
-		values[6] = PointerGetDatum(digest);
+		values[6] = PointerGetDatum(hc_fingerprint_digest(&fp));
 		values[7] = HC_TEXT(call.function);
 		values[8] = HC_TEXT(call.actor);
 		if (hc_run(&hold_asset, values, NULL, SPI_OK_SELECT) != 1)

@@ -57,6 +57,7 @@ void
 hc_fingerprint_init(HcFingerprint *fp, const char *function)
 {
 	initStringInfo(&fp->buf);
+	fp->digest = NULL;
 	hc_fingerprint_add(fp, function);
 }
 
@@ -66,11 +67,20 @@ hc_fingerprint_add(HcFingerprint *fp, const char *value)
 	appendStringInfo(&fp->buf, "%zu:%s;", strlen(value), value);
 }
 
+/*
+ * The SHA-256 of the request, taken once and only for a call that stores or
+ * compares it: a refusal never needs it.
+ */
 bytea *
 hc_fingerprint_digest(HcFingerprint *fp)
 {
-	bytea	   *digest = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	bytea	   *digest;
+	pg_cryptohash_ctx *ctx;
+
+	if (fp->digest != NULL)
+		return fp->digest;
+	digest = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	ctx = pg_cryptohash_create(PG_SHA256);
 
 	if (pg_cryptohash_init(ctx) < 0 ||
 		pg_cryptohash_update(ctx, (uint8 *) fp->buf.data, fp->buf.len) < 0 ||
@@ -78,6 +88,7 @@ hc_fingerprint_digest(HcFingerprint *fp)
 		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
 	pg_cryptohash_free(ctx);
 	SET_VARSIZE(digest, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	fp->digest = digest;
 	return digest;
 }
 
@@ -104,13 +115,14 @@ hc_idempotency_lock(const char *key)
  * caller can run again.
  */
 static HcKeyVerdict
-hc_idempotency_judge(HcCall *call, const char *key, bytea *digest, int first,
+hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, int first,
 					 HcKnownKey *known)
 {
 	TimestampTz retention_start = call->now - (int64) hc_idempotency_retention * USECS_PER_SEC;
 	bool		isnull;
 	char	   *kind = hc_text(call, 0, first);
 	bytea	   *stored;
+	bytea	   *digest;
 
 	if (kind == NULL)
 		return HC_KEY_NEW;
@@ -131,6 +143,7 @@ hc_idempotency_judge(HcCall *call, const char *key, bytea *digest, int first,
 			elog(ERROR, "could not forget idempotency key \"%s\"", key);
 		return HC_KEY_FORGOTTEN;
 	}
+	digest = hc_fingerprint_digest(fp);
 	if (isnull || VARSIZE_ANY_EXHDR(stored) != PG_SHA256_DIGEST_LENGTH ||
 		memcmp(VARDATA_ANY(stored), VARDATA(digest), PG_SHA256_DIGEST_LENGTH) != 0)
 		ereport(ERROR,
@@ -152,7 +165,7 @@ hc_idempotency_judge(HcCall *call, const char *key, bytea *digest, int first,
  */
 bool
 hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
-				   const char *key, bytea *digest, int first, HcKnownKey *known)
+				   const char *key, HcFingerprint *fp, int first, HcKnownKey *known)
 {
 	HcKeyVerdict verdict;
 
@@ -162,7 +175,7 @@ hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
 		if (hc_run(stmt, values, NULL, SPI_OK_SELECT) != rows)
 			elog(ERROR, "%s read " UINT64_FORMAT " rows, not " UINT64_FORMAT,
 				 call->function, SPI_processed, rows);
-		verdict = hc_idempotency_judge(call, key, digest, first, known);
+		verdict = hc_idempotency_judge(call, key, fp, first, known);
 	} while (verdict == HC_KEY_FORGOTTEN);
 	return verdict == HC_KEY_REPLAY;
 }

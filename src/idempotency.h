@@ -9,9 +9,11 @@
 
 #include "call.h"
 
+/* A request's fingerprint: its SHA-256 is taken only when a call needs it. */
 typedef struct HcFingerprint
 {
 	StringInfoData buf;
+	bytea	   *digest;			/* NULL until hc_fingerprint_digest() */
 } HcFingerprint;
 
 /*
@@ -45,6 +47,6 @@ extern void hc_fingerprint_init(HcFingerprint *fp, const char *function);
 extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
 extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
 extern bool hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
-							   const char *key, bytea *digest, int first, HcKnownKey *known);
+							   const char *key, HcFingerprint *fp, int first, HcKnownKey *known);
 
 #endif							/* HOLDCOMMIT_IDEMPOTENCY_H */

@@ -634,7 +634,6 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 {
 	HcCall		call;
 	HcFingerprint fp;
-	bytea	   *digest;
 	HcKnownKey	known;
 	StockReservation r = {0};
 	Datum		values[8];
@@ -649,9 +648,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		hc_fingerprint_add(&fp, lines[i].product_id);
 		hc_fingerprint_add(&fp, psprintf("%d", lines[i].qty));
 	}
-	digest = hc_fingerprint_digest(&fp);
 
-	r.id = hc_new_reservation_id(call.now);
 	r.buyer_id = buyer_id;
 	r.status = "RESERVED";
 	r.created_at = call.now;
@@ -663,7 +660,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	values[1] = stock_quantities(lines, n);
 	values[2] = TimestampTzGetDatum(call.now);
 	values[3] = HC_TEXT(key);
-	if (hc_idempotency_run(&call, &read_order, values, n, key, digest, 5, &known))
+	if (hc_idempotency_run(&call, &read_order, values, n, key, &fp, 5, &known))
 	{
 		/* The stored response: the reservation as this request made it. */
 		r.id = known.id;
@@ -694,10 +691,11 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
 	}
 
+	r.id = hc_new_reservation_id(call.now);
 	values[2] = HC_TEXT(r.id);
 	values[3] = HC_TEXT(buyer_id);
 	values[4] = HC_TEXT(key);
-	values[5] = PointerGetDatum(digest);
+	values[5] = PointerGetDatum(hc_fingerprint_digest(&fp));
 	values[6] = TimestampTzGetDatum(r.expires_at);
 	values[7] = TimestampTzGetDatum(call.now);
 	if (hc_run(&insert_order, values, NULL, SPI_OK_INSERT) != (uint64) n)
