@@ -16,17 +16,29 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_proc.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/plancache.h"
+#include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "call.h"
@@ -225,6 +237,133 @@ hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected)
 		elog(ERROR, "unexpected SPI result %s for \"%s\"",
 			 SPI_result_code_string(rc), stmt->sql);
 	return SPI_processed;
+}
+
+/* Every HcFetch found so far, to forget on a relcache invalidation. */
+#define HC_MAX_FETCHES 8
+static HcFetch *hc_fetches[HC_MAX_FETCHES];
+static int	hc_nfetches = 0;
+
+static void
+hc_fetch_invalidate(Datum arg, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < hc_nfetches; i++)
+		if (!OidIsValid(relid) || relid == hc_fetches[i]->relid ||
+			relid == hc_fetches[i]->indexid)
+			hc_fetches[i]->relid = InvalidOid;
+}
+
+/*
+ * Find the table in the extension's schema, its columns, and the valid,
+ * unique btree index with the key column as its only key and no predicate.
+ */
+static void
+hc_fetch_find(HcFetch *fetch, Relation heap)
+{
+	AttrNumber	key = get_attnum(RelationGetRelid(heap), fetch->key);
+	List	   *indexes = RelationGetIndexList(heap);
+	ListCell   *lc;
+	int			i;
+
+	fetch->indexid = InvalidOid;
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index form = index->rd_index;
+
+		if (form->indisunique && form->indisvalid && form->indnkeyatts == 1 &&
+			form->indkey.values[0] == key && index->rd_rel->relam == BTREE_AM_OID &&
+			RelationGetIndexPredicate(index) == NIL)
+			fetch->indexid = RelationGetRelid(index);
+		index_close(index, AccessShareLock);
+		if (OidIsValid(fetch->indexid))
+			break;
+	}
+	list_free(indexes);
+	if (key == InvalidAttrNumber || !OidIsValid(fetch->indexid))
+		elog(ERROR, "%s has no unique index on %s", fetch->table, fetch->key);
+	for (i = 0; i < fetch->ncolumns; i++)
+	{
+		fetch->attnums[i] = get_attnum(RelationGetRelid(heap), fetch->columns[i]);
+		if (fetch->attnums[i] == InvalidAttrNumber)
+			elog(ERROR, "column %s of %s is missing", fetch->columns[i], fetch->table);
+	}
+}
+
+/*
+ * Look the row of fetch->table whose key column equals key up with a fresh
+ * snapshot, as a statement of a READ COMMITTED transaction would; copy its
+ * columns into values and nulls in the caller's memory.  false if there is
+ * no such row.  As the extension's owner, with the access a SELECT takes.
+ */
+bool
+hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+{
+	Relation	heap;
+	Relation	index;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData skey;
+	bool		found;
+	int			i;
+
+	if (fetch->relid == InvalidOid || fetch->schema != hc_schema)
+	{
+		Oid			relid = get_relname_relid(fetch->table, hc_schema);
+
+		if (!OidIsValid(relid))
+			elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
+		if (hc_nfetches == 0)
+			CacheRegisterRelcacheCallback(hc_fetch_invalidate, (Datum) 0);
+		for (i = 0; i < hc_nfetches && hc_fetches[i] != fetch; i++)
+			;
+		if (i == hc_nfetches)
+		{
+			if (hc_nfetches == HC_MAX_FETCHES)
+				elog(ERROR, "too many holdcommit fetches");
+			hc_fetches[hc_nfetches++] = fetch;
+		}
+		heap = table_open(relid, AccessShareLock);
+		hc_fetch_find(fetch, heap);
+		fetch->schema = hc_schema;
+		fetch->relid = relid;
+	}
+	else
+		heap = table_open(fetch->relid, AccessShareLock);
+	index = index_open(fetch->indexid, AccessShareLock);
+
+	/* As SPI does for each statement: see what this call has written so far. */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, HC_TEXT(key));
+	slot = table_slot_create(heap, NULL);
+	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		MemoryContext old = MemoryContextSwitchTo(call->outer);
+
+		for (i = 0; i < fetch->ncolumns; i++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(slot->tts_tupleDescriptor,
+												   fetch->attnums[i] - 1);
+
+			values[i] = slot_getattr(slot, fetch->attnums[i], &nulls[i]);
+			if (!nulls[i])
+				values[i] = datumCopy(values[i], attr->attbyval, attr->attlen);
+		}
+		MemoryContextSwitchTo(old);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	PopActiveSnapshot();
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return found;
 }
 
 /* Column col (1-based) of row row of the last statement's result. */

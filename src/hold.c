@@ -57,18 +57,10 @@ static HcStatement add_asset = {
 };
 
 /*
- * What a hold looks at first, one read that writes nothing: the asset, and
- * the reservation the key already made.  A replay, and a refusal of an asset
- * that is sold or held, end here.  $1 asset, $2 key.
+ * What a hold looks at first, after the key: the asset, read without a
+ * statement.  A refusal of an asset that is sold or held ends here.
  */
-static HcStatement peek_hold = {
-	"WITH " HC_KNOWN_KEY("$2")
-	" SELECT a.status, a.hold_expires_at, " HC_KNOWN_KEY_COLUMNS
-	"   FROM (SELECT) one"
-	"   LEFT JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) $1"
-	"   LEFT JOIN known k ON true",
-	2, {TEXTOID, TEXTOID}
-};
+static HcFetch peek_asset = {"hc_assets", "id", 2, {"status", "hold_expires_at"}};
 
 /*
  * The hold itself, one statement, for a new key (which the key's lock keeps
@@ -268,17 +260,13 @@ hc_asset_add(PG_FUNCTION_ARGS)
 }
 
 /*
- * Raise RS006 or RS001 for a hold that cannot take the asset, from the asset
- * as a statement read it: its status and hold_expires_at in columns col and
- * col + 1.  An asset that looks free is being held by a call in flight.
+ * Raise RS006 or RS001 for a hold that cannot take the asset, as a read found
+ * it: status NULL if there is no such asset, until its hold_expires_at.  An
+ * asset that looks free is being held by a call in flight.
  */
 static void
-hold_refuse(HcCall *call, const char *asset_id, int col)
+hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz until)
 {
-	char	   *status = hc_text(call, 0, col);
-	bool		isnull;
-	Datum		until = hc_datum(0, col + 1, &isnull);
-
 	if (status == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
@@ -291,12 +279,12 @@ hold_refuse(HcCall *call, const char *asset_id, int col)
 				 errmsg("asset \"%s\" is not available", asset_id),
 				 errdetail("Asset \"%s\" is sold.", asset_id),
 				 errhint("Offer the buyer another asset.")));
-	if (strcmp(status, "HELD") == 0 && DatumGetTimestampTz(until) > call->now)
+	if (strcmp(status, "HELD") == 0 && until > call->now)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
 				 errmsg("asset \"%s\" is not available", asset_id),
 				 errdetail("Asset \"%s\" is held by another buyer until %s.",
-						   asset_id, timestamptz_to_str(DatumGetTimestampTz(until))),
+						   asset_id, timestamptz_to_str(until)),
 				 errhint("Offer the buyer another asset, or try again after the hold ends.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
@@ -334,9 +322,7 @@ hc_hold(PG_FUNCTION_ARGS)
 	r.created_at = call.now;
 	r.expires_at = call.now + ttl;
 
-	values[0] = HC_TEXT(asset_id);
-	values[1] = HC_TEXT(key);
-	if (hc_idempotency_run(&call, &peek_hold, values, 1, key, &fp, 3, &known))
+	if (hc_idempotency_find(&call, key, &fp, &known))
 	{
 		/* The stored response: the reservation as this request made it. */
 		r.id = known.id;
@@ -346,16 +332,24 @@ hc_hold(PG_FUNCTION_ARGS)
 	}
 	else
 	{
-		char	   *status = hc_text(&call, 0, 1);
+		Datum		asset[2];
+		bool		nulls[2];
+		char	   *status = NULL;
+		TimestampTz until = 0;
 		char	   *was;
 		bool		isnull;
 
+		if (hc_fetch(&call, &peek_asset, asset_id, asset, nulls))
+		{
+			status = TextDatumGetCString(asset[0]);
+			until = nulls[1] ? 0 : DatumGetTimestampTz(asset[1]);
+		}
 		if (status == NULL || strcmp(status, "SOLD") == 0 ||
-			(strcmp(status, "HELD") == 0 &&
-			 DatumGetTimestampTz(hc_datum(0, 2, &isnull)) > call.now))
-			hold_refuse(&call, asset_id, 1);
+			(strcmp(status, "HELD") == 0 && until > call.now))
+			hold_refuse(&call, asset_id, status, until);
 
 		r.id = hc_new_reservation_id(call.now);
+		values[0] = HC_TEXT(asset_id);
 		values[1] = HC_TEXT(r.id);
 		values[2] = TimestampTzGetDatum(call.now);
 		values[3] = TimestampTzGetDatum(r.expires_at);
@@ -368,7 +362,12 @@ hc_hold(PG_FUNCTION_ARGS)
 			elog(ERROR, "hold of asset \"%s\" returned no row", asset_id);
 		was = hc_text(&call, 0, 1);
 		if (was == NULL)
-			hold_refuse(&call, asset_id, 3);
+		{
+			Datum		held_until = hc_datum(0, 4, &isnull);
+
+			hold_refuse(&call, asset_id, hc_text(&call, 0, 3),
+						isnull ? 0 : DatumGetTimestampTz(held_until));
+		}
 		if (strcmp(was, "HELD") == 0)
 		{
 			Datum		reclaim[6];

@@ -107,50 +107,90 @@ hc_idempotency_lock(const char *key)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
-/*
- * Judge what a domain statement found for the key, in row 0 from column
- * first on (HC_KNOWN_KEY_COLUMNS): nothing (new), the same request within
- * holdcommit.idempotency_retention (replay, *known filled), another request
- * (RS005), or a key past retention, which is forgotten here so that the
- * caller can run again.
- */
-static HcKeyVerdict
-hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, int first,
-					 HcKnownKey *known)
-{
-	TimestampTz retention_start = call->now - (int64) hc_idempotency_retention * USECS_PER_SEC;
-	bool		isnull;
-	char	   *kind = hc_text(call, 0, first);
-	bytea	   *stored;
-	bytea	   *digest;
+/* The reservation of either kind that holds a key, by its unique index. */
+static HcFetch hold_key = {"hc_reservations", "idempotency_key", 5,
+{"id", "asset_id", "buyer_id", "fingerprint", "created_at"}};
+static HcFetch stock_key = {"hc_stock_reservations", "idempotency_key", 5,
+{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
 
-	if (kind == NULL)
-		return HC_KEY_NEW;
+/* What a domain statement read with HC_KNOWN_KEY, in row 0 from column first on. */
+static void
+hc_known_from_row(HcCall *call, int first, HcKnownKey *known)
+{
+	bool		isnull;
+	Datum		stored;
+	MemoryContext old;
+
+	known->kind = hc_text(call, 0, first);
+	if (known->kind == NULL)
+		return;
 	known->id = hc_text(call, 0, first + 1);
 	known->scope_id = hc_text(call, 0, first + 2);
 	known->buyer_id = hc_text(call, 0, first + 3);
-	stored = DatumGetByteaPP(hc_datum(0, first + 4, &isnull));
+	stored = hc_datum(0, first + 4, &isnull);
+	old = MemoryContextSwitchTo(call->outer);
+	known->fingerprint = isnull ? NULL : DatumGetByteaPCopy(stored);
+	MemoryContextSwitchTo(old);
 	known->created_at = hc_timestamptz(0, first + 5);
+}
 
+/* The same, looked up directly: one key space for holds and stock. */
+static void
+hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
+{
+	Datum		values[5];
+	bool		nulls[5];
+
+	if (hc_fetch(call, &hold_key, key, values, nulls))
+		known->kind = "hold";
+	else if (hc_fetch(call, &stock_key, key, values, nulls))
+		known->kind = "stock";
+	else
+	{
+		known->kind = NULL;
+		return;
+	}
+	known->id = TextDatumGetCString(values[0]);
+	known->scope_id = TextDatumGetCString(values[1]);
+	known->buyer_id = TextDatumGetCString(values[2]);
+	known->fingerprint = nulls[3] ? NULL : DatumGetByteaPP(values[3]);
+	known->created_at = DatumGetTimestampTz(values[4]);
+}
+
+/*
+ * Judge what was found for the key: nothing (new), the same request within
+ * holdcommit.idempotency_retention (replay), another request (RS005), or a
+ * key past retention, which is forgotten here so that the caller can run
+ * again.
+ */
+static HcKeyVerdict
+hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKey *known)
+{
+	TimestampTz retention_start = call->now - (int64) hc_idempotency_retention * USECS_PER_SEC;
+	bytea	   *digest;
+
+	if (known->kind == NULL)
+		return HC_KEY_NEW;
 	if (known->created_at <= retention_start)
 	{
 		Datum		values[2];
 
 		values[0] = HC_TEXT(known->scope_id);
 		values[1] = HC_TEXT(known->id);
-		if (hc_run(strcmp(kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key,
+		if (hc_run(strcmp(known->kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key,
 				   values, NULL, SPI_OK_UPDATE) != 1)
 			elog(ERROR, "could not forget idempotency key \"%s\"", key);
 		return HC_KEY_FORGOTTEN;
 	}
 	digest = hc_fingerprint_digest(fp);
-	if (isnull || VARSIZE_ANY_EXHDR(stored) != PG_SHA256_DIGEST_LENGTH ||
-		memcmp(VARDATA_ANY(stored), VARDATA(digest), PG_SHA256_DIGEST_LENGTH) != 0)
+	if (known->fingerprint == NULL ||
+		VARSIZE_ANY_EXHDR(known->fingerprint) != PG_SHA256_DIGEST_LENGTH ||
+		memcmp(VARDATA_ANY(known->fingerprint), VARDATA(digest), PG_SHA256_DIGEST_LENGTH) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_IDEMPOTENCY_KEY_REUSED),
 				 errmsg("idempotency key \"%s\" was already used for a different request", key),
 				 errdetail("A %s was made with this key and other arguments.",
-						   strcmp(kind, "hold") == 0 ? "hold" : "stock reservation"),
+						   strcmp(known->kind, "hold") == 0 ? "hold" : "stock reservation"),
 				 errhint("Send a new idempotency key for a new request; reuse a key only to retry the same request.")));
 	return HC_KEY_REPLAY;
 }
@@ -175,7 +215,26 @@ hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
 		if (hc_run(stmt, values, NULL, SPI_OK_SELECT) != rows)
 			elog(ERROR, "%s read " UINT64_FORMAT " rows, not " UINT64_FORMAT,
 				 call->function, SPI_processed, rows);
-		verdict = hc_idempotency_judge(call, key, fp, first, known);
+		hc_known_from_row(call, first, known);
+		verdict = hc_idempotency_judge(call, key, fp, known);
+	} while (verdict == HC_KEY_FORGOTTEN);
+	return verdict == HC_KEY_REPLAY;
+}
+
+/*
+ * The same skeleton for a call whose own first look needs no statement of
+ * its own (a hold): the key's lock, then the key looked up directly.
+ */
+bool
+hc_idempotency_find(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKey *known)
+{
+	HcKeyVerdict verdict;
+
+	hc_idempotency_lock(key);
+	do
+	{
+		hc_known_fetch(call, key, known);
+		verdict = hc_idempotency_judge(call, key, fp, known);
 	} while (verdict == HC_KEY_FORGOTTEN);
 	return verdict == HC_KEY_REPLAY;
 }

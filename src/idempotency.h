@@ -23,9 +23,11 @@ typedef struct HcFingerprint
  */
 typedef struct HcKnownKey
 {
+	const char *kind;			/* hold or stock; NULL: the key is new */
 	char	   *id;
 	char	   *scope_id;
 	char	   *buyer_id;
+	bytea	   *fingerprint;
 	TimestampTz created_at;
 } HcKnownKey;
 
@@ -48,5 +50,7 @@ extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
 extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
 extern bool hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
 							   const char *key, HcFingerprint *fp, int first, HcKnownKey *known);
+extern bool hc_idempotency_find(HcCall *call, const char *key, HcFingerprint *fp,
+								HcKnownKey *known);
 
 #endif							/* HOLDCOMMIT_IDEMPOTENCY_H */

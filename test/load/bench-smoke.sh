@@ -40,7 +40,10 @@ run_smoke() {
 
 for scenario in $(bench_scenarios); do
     for variant in $(bench_variants "$scenario"); do
-        run_smoke "$scenario" "$variant" off -n "$calls"
+        # The optimistic variant gives a call up (40001) after -r lost races;
+        # two clients on a busy machine can lose 100 in a row, so here it
+        # retries until it wins: this checks the instrument, not the scheme.
+        run_smoke "$scenario" "$variant" off -n "$calls" $([ "$variant" = optimistic ] && echo "-r 1000000")
     done
 done
 run_smoke hold holdcommit on -n "$calls"
