@@ -240,7 +240,7 @@ hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected)
 }
 
 /* Every HcFetch found so far, to forget on a relcache invalidation. */
-#define HC_MAX_FETCHES 8
+#define HC_MAX_FETCHES 16
 static HcFetch *hc_fetches[HC_MAX_FETCHES];
 static int	hc_nfetches = 0;
 
@@ -294,13 +294,17 @@ hc_fetch_find(HcFetch *fetch, Relation heap)
 
 /*
  * Look the row of fetch->table whose key column equals key up with a fresh
- * snapshot, as a statement of a READ COMMITTED transaction would; copy its
- * columns into values and nulls in the caller's memory.  false if there is
- * no such row.  As the extension's owner, with the access a SELECT takes.
+ * snapshot, as a statement of a READ COMMITTED transaction would, and lock
+ * it if lock (as SELECT ... FOR NO KEY UPDATE does: waiting for a holder of
+ * the lock, then taking the row's newest version); copy its columns into
+ * values and nulls in the caller's memory.  false if there is no such row.
+ * As the extension's owner, with the table locks such a statement takes.
  */
-bool
-hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+static bool
+hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *values,
+			 bool *nulls)
 {
+	LOCKMODE	mode = lock ? RowShareLock : AccessShareLock;
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;
@@ -325,13 +329,13 @@ hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nul
 				elog(ERROR, "too many holdcommit fetches");
 			hc_fetches[hc_nfetches++] = fetch;
 		}
-		heap = table_open(relid, AccessShareLock);
+		heap = table_open(relid, mode);
 		hc_fetch_find(fetch, heap);
 		fetch->schema = hc_schema;
 		fetch->relid = relid;
 	}
 	else
-		heap = table_open(fetch->relid, AccessShareLock);
+		heap = table_open(fetch->relid, mode);
 	index = index_open(fetch->indexid, AccessShareLock);
 
 	/* As SPI does for each statement: see what this call has written so far. */
@@ -343,6 +347,22 @@ hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nul
 	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	index_endscan(scan);
+	if (found && lock)
+	{
+		ItemPointerData tid = slot->tts_tid;
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+		result = table_tuple_lock(heap, &tid, GetActiveSnapshot(), slot,
+								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
+								  LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		if (result == TM_Deleted)
+			found = false;
+		else if (result != TM_Ok)
+			elog(ERROR, "could not lock the row of %s \"%s\": unexpected result %d",
+				 fetch->table, key, (int) result);
+	}
 	if (found)
 	{
 		MemoryContext old = MemoryContextSwitchTo(call->outer);
@@ -358,12 +378,25 @@ hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nul
 		}
 		MemoryContextSwitchTo(old);
 	}
-	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 	PopActiveSnapshot();
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return found;
+}
+
+/* A row by its key: see hc_fetch_row. */
+bool
+hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+{
+	return hc_fetch_row(call, fetch, key, false, values, nulls);
+}
+
+/* A row by its key, locked FOR NO KEY UPDATE: see hc_fetch_row. */
+bool
+hc_fetch_lock(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+{
+	return hc_fetch_row(call, fetch, key, true, values, nulls);
 }
 
 /* Column col (1-based) of row row of the last statement's result. */

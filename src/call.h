@@ -50,11 +50,11 @@ typedef struct HcStatement
 extern uint64 hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected);
 
 /*
- * A row looked up by one text key through a unique btree index on that
- * column alone, without the planner or the executor: the first look of a
- * hold, which ends every refusal.  The relation, index and column numbers
- * are found in the extension's schema by OID and kept until a relcache
- * invalidation.
+ * A row looked up (and maybe locked) by one text key through a unique btree
+ * index on that column alone, without the planner or the executor: the
+ * point reads of the hot paths, such as the first look of a hold, which ends
+ * every refusal.  The relation, index and column numbers are found in the
+ * extension's schema by OID and kept until a relcache invalidation.
  */
 #define HC_FETCH_MAX_COLUMNS 8
 typedef struct HcFetch
@@ -71,6 +71,8 @@ typedef struct HcFetch
 } HcFetch;
 
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
+extern bool hc_fetch_lock(HcCall *call, HcFetch *fetch, const char *key, Datum *values,
+						  bool *nulls);
 extern char *hc_text(HcCall *call, int row, int col);
 extern TimestampTz hc_timestamptz(int row, int col);
 extern int32 hc_int32(int row, int col);

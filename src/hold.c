@@ -124,20 +124,14 @@ static HcStatement end_expired_hold = {
 	6, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID}
 };
 
-/* Lock the asset of a reservation; nothing if there is no such reservation. */
-static HcStatement lock_asset = {
-	"SELECT id, status, current_reservation_id, hold_expires_at FROM hc_assets"
-	" WHERE id OPERATOR(pg_catalog.=)"
-	"       (SELECT asset_id FROM hc_reservations WHERE id OPERATOR(pg_catalog.=) $1)"
-	" FOR NO KEY UPDATE",
-	1, {TEXTOID}
-};
+/* A reservation's asset, and the asset, locked FOR NO KEY UPDATE. */
+static HcFetch reservation_asset = {"hc_reservations", "id", 1, {"asset_id"}};
+static HcFetch lock_asset = {"hc_assets", "id", 3,
+{"status", "current_reservation_id", "hold_expires_at"}};
 
-static HcStatement read_reservation = {
-	"SELECT buyer_id, status, expires_at, created_at FROM hc_reservations"
-	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}
-};
+/* The reservation as it is under its asset's lock. */
+static HcFetch read_reservation = {"hc_reservations", "id", 4,
+{"buyer_id", "status", "expires_at", "created_at"}};
 
 /* Has another buyer held the asset since this reservation was made? */
 static HcStatement taken_since = {
@@ -407,35 +401,35 @@ hold_is_current(const HoldReservation *r)
 static void
 hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r, bool whole)
 {
-	Datum		values[2];
+	Datum		values[4];
+	bool		nulls[4];
 
-	values[0] = HC_TEXT(reservation_id);
-	if (hc_run(&lock_asset, values, NULL, SPI_OK_SELECT) == 0)
+	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls))
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
 				 errmsg("reservation \"%s\" does not exist", reservation_id),
 				 errdetail("No hold has the id \"%s\".", reservation_id),
 				 errhint("Use the reservation_id that hc_hold() returned.")));
 	r->id = pstrdup(reservation_id);
-	r->asset_id = hc_text(call, 0, 1);
-	r->asset_status = hc_text(call, 0, 2);
-	r->asset_reservation_id = hc_text(call, 0, 3);
+	r->asset_id = TextDatumGetCString(values[0]);
+	if (!hc_fetch_lock(call, &lock_asset, r->asset_id, values, nulls))
+		elog(ERROR, "asset \"%s\" of reservation \"%s\" vanished", r->asset_id, r->id);
+	r->asset_status = TextDatumGetCString(values[0]);
+	r->asset_reservation_id = nulls[1] ? NULL : TextDatumGetCString(values[1]);
 	r->replayed = false;
 	if (hold_is_current(r) && !whole)
 	{
 		r->status = "HELD";
-		r->expires_at = hc_timestamptz(0, 4);
+		r->expires_at = DatumGetTimestampTz(values[2]);
 		return;
 	}
 
-	values[0] = HC_TEXT(r->asset_id);
-	values[1] = HC_TEXT(r->id);
-	if (hc_run(&read_reservation, values, NULL, SPI_OK_SELECT) != 1)
+	if (!hc_fetch(call, &read_reservation, r->id, values, nulls))
 		elog(ERROR, "reservation \"%s\" vanished", r->id);
-	r->buyer_id = hc_text(call, 0, 1);
-	r->status = hc_text(call, 0, 2);
-	r->expires_at = hc_timestamptz(0, 3);
-	r->created_at = hc_timestamptz(0, 4);
+	r->buyer_id = TextDatumGetCString(values[0]);
+	r->status = TextDatumGetCString(values[1]);
+	r->expires_at = DatumGetTimestampTz(values[2]);
+	r->created_at = DatumGetTimestampTz(values[3]);
 }
 
 /* The reservation as sell_asset or free_asset returned it, before it ended. */
