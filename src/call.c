@@ -13,6 +13,8 @@
  * then the extension's schema), so renaming the schema and creating
  * look-alikes under its old name redirects nothing, even when a statement is
  * re-planned; functions and operators are written pg_catalog-qualified.
+ * The point reads of the hot paths skip SPI altogether (hc_fetch): they find
+ * the table in that schema by OID and read it through its unique index.
  */
 #include "postgres.h"
 
@@ -243,6 +245,7 @@ hc_run(HcStatement *stmt, Datum *values, const char *nulls, int expected)
 #define HC_MAX_FETCHES 16
 static HcFetch *hc_fetches[HC_MAX_FETCHES];
 static int	hc_nfetches = 0;
+static bool hc_fetch_callback = false;
 
 static void
 hc_fetch_invalidate(Datum arg, Oid relid)
@@ -319,8 +322,11 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 
 		if (!OidIsValid(relid))
 			elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
-		if (hc_nfetches == 0)
+		if (!hc_fetch_callback)
+		{
 			CacheRegisterRelcacheCallback(hc_fetch_invalidate, (Datum) 0);
+			hc_fetch_callback = true;
+		}
 		for (i = 0; i < hc_nfetches && hc_fetches[i] != fetch; i++)
 			;
 		if (i == hc_nfetches)

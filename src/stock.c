@@ -80,6 +80,9 @@ typedef struct StockReservation
 	int			nlines;
 } StockReservation;
 
+/* The same, without a statement: the lock of stock_lock. */
+static HcFetch lock_product_row = {"hc_inventory", "product_id", 2, {"stock", "reserved"}};
+
 static HcStatement lock_product = {
 	"SELECT stock, reserved FROM hc_inventory"
 	" WHERE product_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
@@ -251,6 +254,34 @@ static HcStatement move_line = {
 	"   FROM l, i RETURNING seq",
 	11, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
 	TEXTOID, TEXTOID, TEXTOID}
+};
+
+/*
+ * move_line for the last line of a reservation that ends with it: the same
+ * statement moves the reservation from status $12, as read under the lock,
+ * to $3 ($13 its scope).
+ */
+static HcStatement move_last_line = {
+	"WITH l AS ("
+	"  UPDATE hc_stock_reservation_lines SET status = $3"
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2"
+	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id),"
+	" i AS ("
+	"  UPDATE hc_inventory"
+	"     SET stock = stock OPERATOR(pg_catalog.+) $5, reserved = reserved OPERATOR(pg_catalog.+) $6,"
+	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $7"
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM l)"
+	"  RETURNING version),"
+	" o AS ("
+	"  UPDATE hc_stock_reservations SET status = $3, ended_at = $7"
+	"   WHERE scope_id OPERATOR(pg_catalog.=) $13 AND id OPERATOR(pg_catalog.=) $2"
+	"     AND status OPERATOR(pg_catalog.=) $12 AND EXISTS (SELECT FROM l)"
+	"  RETURNING id)"
+	HC_LEDGER_INSERT
+	" SELECT 'product', $1, i.version, $7, $8, $9, $10, $2, l.buyer_id, $6, $5, $11, NULL"
+	"   FROM l, i, o RETURNING seq",
+	13, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
 /* End a reservation that is still $5 as read under the lock. */
@@ -778,8 +809,10 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 		products[i] = hc_text(call, (int) i, 1);
 	for (i = 0; i < n; i++)
 	{
-		values[0] = HC_TEXT(products[i]);
-		if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) != 1)
+		Datum		numbers[2];
+		bool		nulls[2];
+
+		if (!hc_fetch_lock(call, &lock_product_row, products[i], numbers, nulls))
 			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", products[i], reservation_id);
 	}
 
@@ -806,13 +839,15 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 
 /*
  * Move one line of the reservation from the status it had under the lock to
- * its new one, with its product's stock and reserved and the ledger.
+ * its new one, with its product's stock and reserved and the ledger; with
+ * last, the reservation ends with the same status in the same statement.
  */
 static void
 stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *status,
-				int32 stock_delta, int32 reserved_delta, const char *event, const char *source)
+				int32 stock_delta, int32 reserved_delta, const char *event, const char *source,
+				bool last)
 {
-	Datum		values[11];
+	Datum		values[13];
 
 	values[0] = HC_TEXT(line->product_id);
 	values[1] = HC_TEXT(r->id);
@@ -825,10 +860,15 @@ stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *
 	values[8] = HC_TEXT(source);
 	values[9] = HC_TEXT(call->function);
 	values[10] = HC_TEXT(call->actor);
-	if (hc_run(&move_line, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
-		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s",
-			 line->product_id, r->id, line->status);
+	values[11] = HC_TEXT(r->status);
+	values[12] = HC_TEXT(r->scope_id);
+	if (hc_run(last ? &move_last_line : &move_line, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s%s",
+			 line->product_id, r->id, line->status,
+			 last ? psprintf(", or the reservation is no longer %s", r->status) : "");
 	line->status = pstrdup(status);
+	if (last)
+		r->status = pstrdup(status);
 	hc_notify("product", line->product_id,
 			  strcmp(status, "FINALIZED") == 0 ? "SOLD" : "AVAILABLE");
 }
@@ -858,7 +898,7 @@ stock_expire(HcCall *call, StockReservation *r)
 	for (i = 0; i < r->nlines; i++)
 		if (strcmp(r->lines[i].status, "RESERVED") == 0)
 			stock_move_line(call, r, &r->lines[i], "EXPIRED", 0, -r->lines[i].qty,
-							"expire", "reclaim");
+							"expire", "reclaim", false);
 	if (strcmp(r->status, "RESERVED") == 0)
 		stock_end(call, r, "EXPIRED");
 }
@@ -941,8 +981,7 @@ hc_finalize(PG_FUNCTION_ARGS)
 		}
 		for (i = 0; i < r.nlines; i++)
 			stock_move_line(&call, &r, &r.lines[i], "FINALIZED", -r.lines[i].qty, -r.lines[i].qty,
-							"finalize", "call");
-		stock_end(&call, &r, "FINALIZED");
+							"finalize", "call", i == r.nlines - 1);
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(stock_result(fcinfo, &r));
@@ -976,8 +1015,7 @@ hc_unreserve(PG_FUNCTION_ARGS)
 	{
 		for (i = 0; i < r.nlines; i++)
 			stock_move_line(&call, &r, &r.lines[i], "RELEASED", 0, -r.lines[i].qty,
-							"release", "call");
-		stock_end(&call, &r, "RELEASED");
+							"release", "call", i == r.nlines - 1);
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(stock_result(fcinfo, &r));
