@@ -28,6 +28,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -259,8 +260,8 @@ hc_fetch_invalidate(Datum arg, Oid relid)
 }
 
 /*
- * Find the table in the extension's schema, its columns, and the valid,
- * unique btree index with the key column as its only key and no predicate.
+ * Find the table's columns and its valid, unique btree index with the key
+ * column as its only key and no predicate (InvalidOid if it has none).
  */
 static void
 hc_fetch_find(HcFetch *fetch, Relation heap)
@@ -285,14 +286,63 @@ hc_fetch_find(HcFetch *fetch, Relation heap)
 			break;
 	}
 	list_free(indexes);
-	if (key == InvalidAttrNumber || !OidIsValid(fetch->indexid))
-		elog(ERROR, "%s has no unique index on %s", fetch->table, fetch->key);
+	if (key == InvalidAttrNumber)
+		elog(ERROR, "column %s of %s is missing", fetch->key, fetch->table);
 	for (i = 0; i < fetch->ncolumns; i++)
 	{
 		fetch->attnums[i] = get_attnum(RelationGetRelid(heap), fetch->columns[i]);
 		if (fetch->attnums[i] == InvalidAttrNumber)
 			elog(ERROR, "column %s of %s is missing", fetch->columns[i], fetch->table);
 	}
+}
+
+/*
+ * The fetch as a statement, for a table without the index: the same columns,
+ * the same lock.  A fetch is either always locked or never.
+ */
+static bool
+hc_fetch_statement(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *values,
+				   bool *nulls)
+{
+	HcStatement *stmt = &fetch->statement;
+	Datum		arg = HC_TEXT(key);
+	uint64		n;
+	int			i;
+
+	if (stmt->sql == NULL)
+	{
+		StringInfoData sql;
+
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "SELECT ");
+		for (i = 0; i < fetch->ncolumns; i++)
+			appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", fetch->columns[i]);
+		appendStringInfo(&sql, " FROM %s WHERE %s OPERATOR(pg_catalog.=) $1%s",
+						 fetch->table, fetch->key, lock ? " FOR NO KEY UPDATE" : "");
+		stmt->sql = MemoryContextStrdup(TopMemoryContext, sql.data);
+		stmt->nargs = 1;
+		stmt->argtypes[0] = TEXTOID;
+	}
+	if (lock != (strstr(stmt->sql, "FOR NO KEY UPDATE") != NULL))
+		elog(ERROR, "fetch of %s used both with and without a lock", fetch->table);
+	n = hc_run(stmt, &arg, NULL, SPI_OK_SELECT);
+	if (n > 1)
+		elog(ERROR, "%s has more than one row with %s \"%s\"", fetch->table, fetch->key, key);
+	if (n == 1)
+	{
+		MemoryContext old = MemoryContextSwitchTo(call->outer);
+
+		for (i = 0; i < fetch->ncolumns; i++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(SPI_tuptable->tupdesc, i);
+
+			values[i] = hc_datum(0, i + 1, &nulls[i]);
+			if (!nulls[i])
+				values[i] = datumCopy(values[i], attr->attbyval, attr->attlen);
+		}
+		MemoryContextSwitchTo(old);
+	}
+	return n == 1;
 }
 
 /*
@@ -342,6 +392,11 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 	}
 	else
 		heap = table_open(fetch->relid, mode);
+	if (!OidIsValid(fetch->indexid))
+	{
+		table_close(heap, NoLock);
+		return hc_fetch_statement(call, fetch, key, lock, values, nulls);
+	}
 	index = index_open(fetch->indexid, AccessShareLock);
 
 	/* As SPI does for each statement: see what this call has written so far. */

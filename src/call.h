@@ -54,7 +54,9 @@ extern uint64 hc_run(HcStatement *stmt, Datum *values, const char *nulls, int ex
  * index on that column alone, without the planner or the executor: the
  * point reads of the hot paths, such as the first look of a hold, which ends
  * every refusal.  The relation, index and column numbers are found in the
- * extension's schema by OID and kept until a relcache invalidation.
+ * extension's schema by OID and kept until a relcache invalidation.  Where
+ * the index is gone (a distributed deployment may drop the single-node
+ * ones), the same read runs as a statement.
  */
 #define HC_FETCH_MAX_COLUMNS 8
 typedef struct HcFetch
@@ -66,8 +68,9 @@ typedef struct HcFetch
 	/* found on first use */
 	Oid			schema;
 	Oid			relid;
-	Oid			indexid;
+	Oid			indexid;		/* InvalidOid: no such index, use the statement */
 	AttrNumber	attnums[HC_FETCH_MAX_COLUMNS];
+	HcStatement statement;		/* the read as SQL, made when first needed */
 } HcFetch;
 
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
