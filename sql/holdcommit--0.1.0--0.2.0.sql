@@ -106,8 +106,10 @@ CREATE FUNCTION @extschema@.hc_guard_ddl()
 RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'hc_guard_ddl' LANGUAGE C;
 COMMENT ON FUNCTION @extschema@.hc_guard_ddl() IS
-    'Event trigger: refuse hc_* functions, relations and types in this schema that are not holdcommit''s.';
+    'Event trigger: refuse hc_* functions, relations and types in this schema that are not holdcommit''s, and drops of hc_* objects here by anyone but a superuser.';
 CREATE EVENT TRIGGER hc_guard_ddl ON ddl_command_end
+    EXECUTE FUNCTION @extschema@.hc_guard_ddl();
+CREATE EVENT TRIGGER hc_guard_drop ON sql_drop
     EXECUTE FUNCTION @extschema@.hc_guard_ddl();
 REVOKE ALL ON FUNCTION @extschema@.hc_guard_ddl() FROM PUBLIC;
 

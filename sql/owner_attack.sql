@@ -358,6 +358,24 @@ RESET SESSION AUTHORIZATION;
 SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
 SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
 
+-- Attack 6: the schema's owner may drop what is in it, and the extension's
+-- indexes are not extension members: dropping hc_reservations_one_committed
+-- would remove the last guard against a second sale.  What stops it: the
+-- same event trigger, on sql_drop, refuses a drop of an hc_* object of the
+-- schema by anyone but a superuser (its own error shows it got inside).
+SET SESSION AUTHORIZATION regress_hc_dbowner;
+\set VERBOSITY default
+DROP INDEX vault.hc_reservations_one_committed;
+DROP INDEX vault.hc_reservations_key;
+\set VERBOSITY terse
+RESET SESSION AUTHORIZATION;
+SELECT count(*) AS indexes_kept FROM pg_indexes
+ WHERE schemaname = 'vault' AND indexname IN ('hc_reservations_one_committed', 'hc_reservations_key');
+-- A superuser may (a distributed deployment drops the single-node indexes).
+BEGIN;
+DROP INDEX vault.hc_reservations_key;
+ROLLBACK;
+
 -- Every call of every round left the extension's state consistent: only
 -- the canary is reported.
 SELECT subject FROM vault.hc_check();

@@ -25,13 +25,17 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "commands/extension.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -260,25 +264,44 @@ hc_fetch_invalidate(Datum arg, Oid relid)
 }
 
 /*
- * Find the table's columns and its valid, unique btree index with the key
- * column as its only key and no predicate (InvalidOid if it has none).
+ * Find the table's columns and the index to read it by: valid, unique and
+ * immediate, btree, the text key column as its only key with the column's
+ * own collation, no predicate (InvalidOid if there is none).  The table must
+ * be a plain table of the extension.
  */
 static void
 hc_fetch_find(HcFetch *fetch, Relation heap)
 {
-	AttrNumber	key = get_attnum(RelationGetRelid(heap), fetch->key);
-	List	   *indexes = RelationGetIndexList(heap);
+	Oid			relid = RelationGetRelid(heap);
+	AttrNumber	key = get_attnum(relid, fetch->key);
+	List	   *indexes;
 	ListCell   *lc;
 	int			i;
 
+	if (heap->rd_rel->relkind != RELKIND_RELATION ||
+		getExtensionOfObject(RelationRelationId, relid) != get_extension_oid("holdcommit", false))
+		elog(ERROR, "%s is not the table of holdcommit", fetch->table);
+	if (key == InvalidAttrNumber || get_atttype(relid, key) != TEXTOID)
+		elog(ERROR, "column %s of %s is missing", fetch->key, fetch->table);
+	fetch->keyattnum = key;
+	for (i = 0; i < fetch->ncolumns; i++)
+	{
+		fetch->attnums[i] = get_attnum(relid, fetch->columns[i]);
+		if (fetch->attnums[i] == InvalidAttrNumber)
+			elog(ERROR, "column %s of %s is missing", fetch->columns[i], fetch->table);
+	}
+
 	fetch->indexid = InvalidOid;
+	indexes = RelationGetIndexList(heap);
 	foreach(lc, indexes)
 	{
 		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
 		Form_pg_index form = index->rd_index;
 
-		if (form->indisunique && form->indisvalid && form->indnkeyatts == 1 &&
-			form->indkey.values[0] == key && index->rd_rel->relam == BTREE_AM_OID &&
+		if (form->indisunique && form->indimmediate && form->indisvalid &&
+			form->indnkeyatts == 1 && form->indkey.values[0] == key &&
+			index->rd_rel->relam == BTREE_AM_OID && index->rd_opcintype[0] == TEXTOID &&
+			index->rd_indcollation[0] == TupleDescAttr(RelationGetDescr(heap), key - 1)->attcollation &&
 			RelationGetIndexPredicate(index) == NIL)
 			fetch->indexid = RelationGetRelid(index);
 		index_close(index, AccessShareLock);
@@ -286,14 +309,6 @@ hc_fetch_find(HcFetch *fetch, Relation heap)
 			break;
 	}
 	list_free(indexes);
-	if (key == InvalidAttrNumber)
-		elog(ERROR, "column %s of %s is missing", fetch->key, fetch->table);
-	for (i = 0; i < fetch->ncolumns; i++)
-	{
-		fetch->attnums[i] = get_attnum(RelationGetRelid(heap), fetch->columns[i]);
-		if (fetch->attnums[i] == InvalidAttrNumber)
-			elog(ERROR, "column %s of %s is missing", fetch->columns[i], fetch->table);
-	}
 }
 
 /*
@@ -358,6 +373,7 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 			 bool *nulls)
 {
 	LOCKMODE	mode = lock ? RowShareLock : AccessShareLock;
+	Oid			relid;
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;
@@ -366,32 +382,45 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 	bool		found;
 	int			i;
 
-	if (fetch->relid == InvalidOid || fetch->schema != hc_schema)
+	if (lock)
 	{
-		Oid			relid = get_relname_relid(fetch->table, hc_schema);
-
-		if (!OidIsValid(relid))
-			elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
-		if (!hc_fetch_callback)
-		{
-			CacheRegisterRelcacheCallback(hc_fetch_invalidate, (Datum) 0);
-			hc_fetch_callback = true;
-		}
-		for (i = 0; i < hc_nfetches && hc_fetches[i] != fetch; i++)
-			;
-		if (i == hc_nfetches)
-		{
-			if (hc_nfetches == HC_MAX_FETCHES)
-				elog(ERROR, "too many holdcommit fetches");
-			hc_fetches[hc_nfetches++] = fetch;
-		}
-		heap = table_open(relid, mode);
-		hc_fetch_find(fetch, heap);
-		fetch->schema = hc_schema;
-		fetch->relid = relid;
+		/* What SELECT ... FOR NO KEY UPDATE refuses, so does this. */
+		PreventCommandIfReadOnly("SELECT FOR NO KEY UPDATE");
+		if (IsolationUsesXactSnapshot())
+			elog(ERROR, "a holdcommit row lock needs READ COMMITTED");
 	}
-	else
-		heap = table_open(fetch->relid, mode);
+	if (!hc_fetch_callback)
+	{
+		CacheRegisterRelcacheCallback(hc_fetch_invalidate, (Datum) 0);
+		hc_fetch_callback = true;
+	}
+	for (i = 0; i < hc_nfetches && hc_fetches[i] != fetch; i++)
+		;
+	if (i == hc_nfetches)
+	{
+		if (hc_nfetches == HC_MAX_FETCHES)
+			elog(ERROR, "too many holdcommit fetches");
+		hc_fetches[hc_nfetches++] = fetch;
+	}
+
+	/*
+	 * Lock the table first: that is when invalidations arrive, and one may
+	 * clear what was found before (an index dropped or rebuilt).  Find again
+	 * until nothing clears it while finding.  With the table locked, no index
+	 * of it can be dropped until this transaction ends.
+	 */
+	relid = fetch->relid;
+	if (!OidIsValid(relid) || fetch->schema != hc_schema)
+		relid = get_relname_relid(fetch->table, hc_schema);
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
+	heap = table_open(relid, mode);
+	while (fetch->relid != relid || fetch->schema != hc_schema)
+	{
+		fetch->relid = relid;
+		fetch->schema = hc_schema;
+		hc_fetch_find(fetch, heap);
+	}
 	if (!OidIsValid(fetch->indexid))
 	{
 		table_close(heap, NoLock);
@@ -415,14 +444,27 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 		TM_FailureData tmfd;
 		TM_Result	result;
 
+		/* As ExecLockRows does: wait, then lock the newest version. */
+		ExecClearTuple(slot);
 		result = table_tuple_lock(heap, &tid, GetActiveSnapshot(), slot,
 								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
-								  LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-		if (result == TM_Deleted)
+								  LockWaitBlock,
+								  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
+								  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		if (result == TM_Deleted || result == TM_SelfModified)
 			found = false;
 		else if (result != TM_Ok)
 			elog(ERROR, "could not lock the row of %s \"%s\": unexpected result %d",
 				 fetch->table, key, (int) result);
+		else if (tmfd.traversed)
+		{
+			/* A newer version: is it still the row asked for (EvalPlanQual's re-check)? */
+			bool		isnull;
+			Datum		now_key = slot_getattr(slot, fetch->keyattnum, &isnull);
+
+			found = !isnull && DatumGetBool(FunctionCall2Coll(&skey.sk_func, skey.sk_collation,
+															  now_key, skey.sk_argument));
+		}
 	}
 	if (found)
 	{
@@ -434,7 +476,12 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 												   fetch->attnums[i] - 1);
 
 			values[i] = slot_getattr(slot, fetch->attnums[i], &nulls[i]);
-			if (!nulls[i])
+			if (nulls[i])
+				continue;
+			/* Detoasted while the snapshot is still pushed. */
+			if (attr->attlen == -1)
+				values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[i]));
+			else
 				values[i] = datumCopy(values[i], attr->attbyval, attr->attlen);
 		}
 		MemoryContextSwitchTo(old);

@@ -69,6 +69,7 @@ typedef struct HcFetch
 	Oid			schema;
 	Oid			relid;
 	Oid			indexid;		/* InvalidOid: no such index, use the statement */
+	AttrNumber	keyattnum;
 	AttrNumber	attnums[HC_FETCH_MAX_COLUMNS];
 	HcStatement statement;		/* the read as SQL, made when first needed */
 } HcFetch;

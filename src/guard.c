@@ -11,6 +11,12 @@
  * grant functions).  So no function, relation or type named hc_* may be
  * created in, renamed into or moved into the extension's schema unless it is
  * a member of the extension (made by CREATE or ALTER EXTENSION).
+ *
+ * The schema's owner may also drop what is in it, the extension's indexes
+ * among them (a table is safe: it belongs to the extension).  Dropping
+ * hc_reservations_one_committed would remove the last guard against a
+ * second sale, so on sql_drop the same function refuses a drop of an hc_*
+ * object of that schema by anyone but a superuser.
  */
 #include "postgres.h"
 
@@ -20,8 +26,10 @@
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
+#include "catalog/namespace.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -75,9 +83,39 @@ guard_object_name(Oid classid, Oid objid, char **name, Oid *schema)
 	return true;
 }
 
+/* On sql_drop: refuse a drop of an hc_* object of the extension's schema. */
+static void
+guard_drops(Oid ext_schema)
+{
+	uint64		i;
+
+	if (superuser())
+		return;
+	if (SPI_execute("SELECT object_type, schema_name, object_name"
+					"  FROM pg_catalog.pg_event_trigger_dropped_objects()",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the dropped objects");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		char	   *type = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *schema = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+
+		if (schema == NULL || name == NULL || strncmp(name, "hc_", 3) != 0 ||
+			get_namespace_oid(schema, true) != ext_schema)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only a superuser may drop %s \"%s\" of extension holdcommit", type, name),
+				 errdetail("Its indexes and constraints keep holdcommit's guarantees."),
+				 errhint("Ask a superuser; a distributed deployment may drop the single-node indexes.")));
+	}
+}
+
 /*
  * hc_guard_ddl(): at the end of each DDL command, refuse an hc_* object in
- * the extension's schema that is not the extension's.
+ * the extension's schema that is not the extension's; on sql_drop, refuse a
+ * drop of one by anyone but a superuser.
  */
 Datum
 hc_guard_ddl(PG_FUNCTION_ARGS)
@@ -95,6 +133,12 @@ hc_guard_ddl(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	if (strcmp(((EventTriggerData *) fcinfo->context)->event, "sql_drop") == 0)
+	{
+		guard_drops(ext_schema);
+		SPI_finish();
+		PG_RETURN_VOID();
+	}
 	if (SPI_execute("SELECT classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the DDL commands");

@@ -417,7 +417,7 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r, bool who
 	r->asset_status = TextDatumGetCString(values[0]);
 	r->asset_reservation_id = nulls[1] ? NULL : TextDatumGetCString(values[1]);
 	r->replayed = false;
-	if (hold_is_current(r) && !whole)
+	if (hold_is_current(r) && !whole && !nulls[2])
 	{
 		r->status = "HELD";
 		r->expires_at = DatumGetTimestampTz(values[2]);
@@ -499,7 +499,7 @@ hc_commit(PG_FUNCTION_ARGS)
 	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
 	bool		late_ok = hc_arg_bool(fcinfo, 1, "late_ok");
 	HcCall		call;
-	HoldReservation r;
+	HoldReservation r = {0};
 	bool		expired;
 	Datum		values[7];
 
@@ -552,7 +552,7 @@ hc_release(PG_FUNCTION_ARGS)
 {
 	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
 	HcCall		call;
-	HoldReservation r;
+	HoldReservation r = {0};
 
 	hc_call_begin(&call, fcinfo, "hc_release");
 	hold_lock(&call, reservation_id, &r, false);
@@ -583,7 +583,7 @@ hc_extend(PG_FUNCTION_ARGS)
 	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
 	int64		ttl = hc_arg_ttl(fcinfo, 1, "ttl");
 	HcCall		call;
-	HoldReservation r;
+	HoldReservation r = {0};
 	TimestampTz until;
 	TimestampTz cap;
 
