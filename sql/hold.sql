@@ -185,3 +185,23 @@ DROP TABLE stored_assets;
 SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-neg', '-178000000 years')$$);
 SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-neg', '-178000000 years 1 hour')$$);
 SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-big', '178000000 years')$$);
+
+-- A READ ONLY transaction reads but never writes: a refusal and a replay of
+-- a hold are answered; a hold, a commit, a release (even of a hold already
+-- released: it locks the asset, as FOR NO KEY UPDATE would) are refused
+-- with 25006, and nothing changes.
+SELECT count(hc_asset_add('RO-1')), count(hc_asset_add('RO-2'));
+SELECT reservation_id AS ro1 FROM hc_hold('RO-1', 'b1', 'ro-key-1') \gset
+SELECT reservation_id AS ro2 FROM hc_hold('RO-2', 'b1', 'ro-key-2') \gset
+SELECT status FROM hc_release(:'ro2');
+SELECT count(*) AS ledger_rows FROM hc_ledger WHERE entity_id IN ('RO-1', 'RO-2') \gset
+BEGIN READ ONLY;
+SELECT outcome($$SELECT hc_hold('RO-1', 'b2', 'ro-key-3')$$);
+SELECT status, replayed FROM hc_hold('RO-1', 'b1', 'ro-key-1');
+SELECT outcome($$SELECT hc_hold('RO-2', 'b2', 'ro-key-4')$$);
+SELECT outcome(format('SELECT hc_commit(%L)', :'ro1'));
+SELECT outcome(format('SELECT hc_release(%L)', :'ro1'));
+SELECT outcome(format('SELECT hc_release(%L)', :'ro2'));
+COMMIT;
+SELECT id, status FROM hc_assets WHERE id IN ('RO-1', 'RO-2') ORDER BY id;
+SELECT count(*) = :ledger_rows AS ledger_unchanged FROM hc_ledger WHERE entity_id IN ('RO-1', 'RO-2');
