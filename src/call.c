@@ -263,6 +263,34 @@ hc_fetch_invalidate(Datum arg, Oid relid)
 			hc_fetches[i]->relid = InvalidOid;
 }
 
+/* Have the relcache callback forget what fetch finds, from its first use on. */
+static void
+hc_fetch_register(HcFetch *fetch)
+{
+	int			i;
+
+	if (!hc_fetch_callback)
+	{
+		CacheRegisterRelcacheCallback(hc_fetch_invalidate, (Datum) 0);
+		hc_fetch_callback = true;
+	}
+	for (i = 0; i < hc_nfetches; i++)
+		if (hc_fetches[i] == fetch)
+			return;
+	if (hc_nfetches == HC_MAX_FETCHES)
+		elog(ERROR, "too many holdcommit fetches");
+	hc_fetches[hc_nfetches++] = fetch;
+}
+
+/* A column's value copied into the current memory context, detoasted. */
+static Datum
+hc_fetch_copy(Datum value, Form_pg_attribute attr)
+{
+	if (attr->attlen == -1)
+		return PointerGetDatum(PG_DETOAST_DATUM_COPY(value));
+	return datumCopy(value, attr->attbyval, attr->attlen);
+}
+
 /*
  * Find the table's columns and the index to read it by: valid, unique and
  * immediate, btree, the text key column as its only key with the column's
@@ -353,7 +381,7 @@ hc_fetch_statement(HcCall *call, HcFetch *fetch, const char *key, bool lock, Dat
 
 			values[i] = hc_datum(0, i + 1, &nulls[i]);
 			if (!nulls[i])
-				values[i] = datumCopy(values[i], attr->attbyval, attr->attlen);
+				values[i] = hc_fetch_copy(values[i], attr);
 		}
 		MemoryContextSwitchTo(old);
 	}
@@ -389,20 +417,6 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 		if (IsolationUsesXactSnapshot())
 			elog(ERROR, "a holdcommit row lock needs READ COMMITTED");
 	}
-	if (!hc_fetch_callback)
-	{
-		CacheRegisterRelcacheCallback(hc_fetch_invalidate, (Datum) 0);
-		hc_fetch_callback = true;
-	}
-	for (i = 0; i < hc_nfetches && hc_fetches[i] != fetch; i++)
-		;
-	if (i == hc_nfetches)
-	{
-		if (hc_nfetches == HC_MAX_FETCHES)
-			elog(ERROR, "too many holdcommit fetches");
-		hc_fetches[hc_nfetches++] = fetch;
-	}
-
 	/*
 	 * Lock the table first: that is when invalidations arrive, and one may
 	 * clear what was found before (an index dropped or rebuilt).  Find again
@@ -411,7 +425,10 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 	 */
 	relid = fetch->relid;
 	if (!OidIsValid(relid) || fetch->schema != hc_schema)
+	{
+		hc_fetch_register(fetch);
 		relid = get_relname_relid(fetch->table, hc_schema);
+	}
 	if (!OidIsValid(relid))
 		elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
 	heap = table_open(relid, mode);
@@ -475,14 +492,10 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 			Form_pg_attribute attr = TupleDescAttr(slot->tts_tupleDescriptor,
 												   fetch->attnums[i] - 1);
 
-			values[i] = slot_getattr(slot, fetch->attnums[i], &nulls[i]);
-			if (nulls[i])
-				continue;
 			/* Detoasted while the snapshot is still pushed. */
-			if (attr->attlen == -1)
-				values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[i]));
-			else
-				values[i] = datumCopy(values[i], attr->attbyval, attr->attlen);
+			values[i] = slot_getattr(slot, fetch->attnums[i], &nulls[i]);
+			if (!nulls[i])
+				values[i] = hc_fetch_copy(values[i], attr);
 		}
 		MemoryContextSwitchTo(old);
 	}

@@ -60,6 +60,9 @@ typedef struct LeaseTaken
  * One acquire attempt, an atomic conditional step: take the row if it is
  * free, ours, or stale.  The same owner with a live lease keeps its token;
  * anyone else (or the same owner after its lease went stale) gets token + 1.
+ *   $1 resource  $2 owner  $3 now  $4 stale_after  $5, $6 the pid and start
+ *   of an ended session bound to the lease  $7, $8 ours, for a session-bound
+ *   acquire (new_lease takes the same arguments, and three more)
  */
 static HcStatement take_lease = {
 	"WITH target AS ("
@@ -97,21 +100,21 @@ static HcStatement take_lease = {
  * A resource never leased before: token 1, and its ledger row.  On a conflict
  * (the row exists, or another acquire is inserting it) nothing happens and no
  * row lock is left behind, so this first try needs no subtransaction.
- *   $1 resource  $2 owner  $3 now  $4 stale_after  $5 session pid
- *   $6 session start  $7 function  $8 actor  $9 detail
+ * take_lease's arguments ($5, $6 unused), then $9 function, $10 actor,
+ * $11 detail.
  */
 static HcStatement new_lease = {
 	"WITH l AS ("
 	"  INSERT INTO hc_locks"
 	"   (resource, owner, token, acquired_at, heartbeat_at, stale_after,"
 	"    session_pid, session_started, updated_at)"
-	"  VALUES ($1, $2, 1, $3, $3, $4, $5, $6, $3)"
+	"  VALUES ($1, $2, 1, $3, $3, $4, $7, $8, $3)"
 	"  ON CONFLICT (resource) DO NOTHING RETURNING version)"
 	HC_LEDGER_INSERT
-	" SELECT 'resource', $1, l.version, $3, 'acquire', 'call', $7, NULL, NULL, 0, 0, $8, $9"
+	" SELECT 'resource', $1, l.version, $3, 'acquire', 'call', $9, NULL, NULL, 0, 0, $10, $11"
 	"   FROM l RETURNING seq",
-	9, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-	TEXTOID, TEXTOID}
+	11, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, INT4OID,
+	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
 static HcStatement beat_lease = {
@@ -393,8 +396,8 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
-	Datum		values[9];
-	char		nulls[9];
+	Datum		values[11];
+	char		nulls[11];
 	bool		got = false;
 	bool		isnull;
 
@@ -404,13 +407,15 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	values[1] = HC_TEXT(owner);
 	values[2] = TimestampTzGetDatum(call->now);
 	values[3] = stale_after;
-	values[4] = Int32GetDatum(MyProcPid);
-	values[5] = TimestampTzGetDatum(MyStartTimestamp);
+	values[4] = values[5] = (Datum) 0;
+	nulls[4] = nulls[5] = 'n';
+	values[6] = Int32GetDatum(MyProcPid);
+	values[7] = TimestampTzGetDatum(MyStartTimestamp);
 	if (!session)
-		nulls[4] = nulls[5] = 'n';
-	values[6] = HC_TEXT(call->function);
-	values[7] = HC_TEXT(call->actor);
-	values[8] = HC_TEXT(lease_detail(owner, 1, NULL));
+		nulls[6] = nulls[7] = 'n';
+	values[8] = HC_TEXT(call->function);
+	values[9] = HC_TEXT(call->actor);
+	values[10] = HC_TEXT(lease_detail(owner, 1, NULL));
 	if (hc_run(&new_lease, values, nulls, SPI_OK_INSERT_RETURNING) == 1)
 	{
 		taken->token = 1;
@@ -421,12 +426,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 		return true;
 	}
 
-	/* take_lease: $5, $6 an ended session to take over; $7, $8 ours. */
-	values[6] = values[4];
-	values[7] = values[5];
-	nulls[6] = nulls[7] = nulls[4];
-	nulls[4] = nulls[5] = 'n';
-	values[4] = values[5] = (Datum) 0;
+	/* An existing resource: is it bound to a session that has ended? */
 	if (hc_run(&peek_session, values, NULL, SPI_OK_SELECT) == 1)
 	{
 		int32		pid = DatumGetInt32(hc_datum(0, 1, &isnull));

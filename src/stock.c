@@ -238,22 +238,27 @@ static HcStatement lock_order = {
  * $8 from source $9).  $1 product, $2 reservation, $7 now, $10 function,
  * $11 actor.
  */
-static HcStatement move_line = {
-	"WITH l AS ("
-	"  UPDATE hc_stock_reservation_lines SET status = $3"
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id),"
-	" i AS ("
-	"  UPDATE hc_inventory"
-	"     SET stock = stock OPERATOR(pg_catalog.+) $5, reserved = reserved OPERATOR(pg_catalog.+) $6,"
-	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $7"
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM l)"
+#define MOVE_LINE_CTES \
+	"WITH l AS (" \
+	"  UPDATE hc_stock_reservation_lines SET status = $3" \
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2" \
+	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id)," \
+	" i AS (" \
+	"  UPDATE hc_inventory" \
+	"     SET stock = stock OPERATOR(pg_catalog.+) $5, reserved = reserved OPERATOR(pg_catalog.+) $6," \
+	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $7" \
+	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM l)" \
 	"  RETURNING version)"
-	HC_LEDGER_INSERT
+#define MOVE_LINE_LEDGER \
+	HC_LEDGER_INSERT \
 	" SELECT 'product', $1, i.version, $7, $8, $9, $10, $2, l.buyer_id, $6, $5, $11, NULL"
-	"   FROM l, i RETURNING seq",
-	11, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-	TEXTOID, TEXTOID, TEXTOID}
+#define MOVE_LINE_TYPES \
+	TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, \
+	TEXTOID, TEXTOID, TEXTOID
+
+static HcStatement move_line = {
+	MOVE_LINE_CTES MOVE_LINE_LEDGER "   FROM l, i RETURNING seq",
+	11, {MOVE_LINE_TYPES}
 };
 
 /*
@@ -262,26 +267,14 @@ static HcStatement move_line = {
  * to $3 ($13 its scope).
  */
 static HcStatement move_last_line = {
-	"WITH l AS ("
-	"  UPDATE hc_stock_reservation_lines SET status = $3"
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id),"
-	" i AS ("
-	"  UPDATE hc_inventory"
-	"     SET stock = stock OPERATOR(pg_catalog.+) $5, reserved = reserved OPERATOR(pg_catalog.+) $6,"
-	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $7"
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM l)"
-	"  RETURNING version),"
+	MOVE_LINE_CTES ","
 	" o AS ("
 	"  UPDATE hc_stock_reservations SET status = $3, ended_at = $7"
 	"   WHERE scope_id OPERATOR(pg_catalog.=) $13 AND id OPERATOR(pg_catalog.=) $2"
 	"     AND status OPERATOR(pg_catalog.=) $12 AND EXISTS (SELECT FROM l)"
 	"  RETURNING id)"
-	HC_LEDGER_INSERT
-	" SELECT 'product', $1, i.version, $7, $8, $9, $10, $2, l.buyer_id, $6, $5, $11, NULL"
-	"   FROM l, i, o RETURNING seq",
-	13, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	MOVE_LINE_LEDGER "   FROM l, i, o RETURNING seq",
+	13, {MOVE_LINE_TYPES, TEXTOID, TEXTOID}
 };
 
 /* End a reservation that is still $5 as read under the lock. */
