@@ -42,7 +42,13 @@ count_regress() {
 
 echo "== regression and isolation"
 make -s installcheck 2>&1 | tee "$out/installcheck.log"
+installcheck_rc=${PIPESTATUS[0]}
 count_regress "$out/installcheck.log"
+# A suite that stops half-way lists no FAILED line for what it never ran.
+if [ "$installcheck_rc" -ne 0 ] && ! grep -qE '\.\.\. (FAILED|failed)' "$out/installcheck.log"; then
+    echo "installcheck exited $installcheck_rc without a failed test"
+    failed=$((failed + 1))
+fi
 for d in regression.diffs output_iso/regression.diffs; do
     [ -s "$d" ] && { echo "-- $d"; head -200 "$d"; }
 done
