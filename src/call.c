@@ -344,8 +344,8 @@ hc_fetch_find(HcFetch *fetch, Relation heap)
  * the same lock.  A fetch is either always locked or never.
  */
 static bool
-hc_fetch_statement(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *values,
-				   bool *nulls)
+hc_fetch_statement(HcCall *call, HcFetch *fetch, const char *key, int lock,
+				   Datum *values, bool *nulls)
 {
 	HcStatement *stmt = &fetch->statement;
 	Datum		arg = HC_TEXT(key);
@@ -361,13 +361,17 @@ hc_fetch_statement(HcCall *call, HcFetch *fetch, const char *key, bool lock, Dat
 		for (i = 0; i < fetch->ncolumns; i++)
 			appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", fetch->columns[i]);
 		appendStringInfo(&sql, " FROM %s WHERE %s OPERATOR(pg_catalog.=) $1%s",
-						 fetch->table, fetch->key, lock ? " FOR NO KEY UPDATE" : "");
+						 fetch->table, fetch->key,
+						 lock == HC_FETCH_READ ? "" :
+						 lock == LockWaitSkip ? " FOR NO KEY UPDATE SKIP LOCKED" :
+						 " FOR NO KEY UPDATE");
 		stmt->sql = MemoryContextStrdup(TopMemoryContext, sql.data);
 		stmt->nargs = 1;
 		stmt->argtypes[0] = TEXTOID;
+		fetch->lock = lock;
 	}
-	if (lock != (strstr(stmt->sql, "FOR NO KEY UPDATE") != NULL))
-		elog(ERROR, "fetch of %s used both with and without a lock", fetch->table);
+	if (lock != fetch->lock)
+		elog(ERROR, "fetch of %s used with two kinds of lock", fetch->table);
 	n = hc_run(stmt, &arg, NULL, SPI_OK_SELECT);
 	if (n > 1)
 		elog(ERROR, "%s has more than one row with %s \"%s\"", fetch->table, fetch->key, key);
@@ -391,16 +395,18 @@ hc_fetch_statement(HcCall *call, HcFetch *fetch, const char *key, bool lock, Dat
 /*
  * Look the row of fetch->table whose key column equals key up with a fresh
  * snapshot, as a statement of a READ COMMITTED transaction would, and lock
- * it if lock (as SELECT ... FOR NO KEY UPDATE does: waiting for a holder of
- * the lock, then taking the row's newest version); copy its columns into
- * values and nulls in the caller's memory.  false if there is no such row.
- * As the extension's owner, with the table locks such a statement takes.
+ * it unless lock is HC_FETCH_READ, as SELECT ... FOR NO KEY UPDATE does:
+ * waiting for a holder of the lock (LockWaitBlock) or skipping the row
+ * (LockWaitSkip), then taking the row's newest version.  Copy its columns
+ * into values and nulls in the caller's memory.  false if there is no such
+ * row, or it was skipped.  As the extension's owner, with the table locks
+ * such a statement takes.
  */
 static bool
-hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *values,
-			 bool *nulls)
+hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, int lock,
+			 Datum *values, bool *nulls)
 {
-	LOCKMODE	mode = lock ? RowShareLock : AccessShareLock;
+	LOCKMODE	mode = lock != HC_FETCH_READ ? RowShareLock : AccessShareLock;
 	Oid			relid;
 	Relation	heap;
 	Relation	index;
@@ -410,7 +416,7 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 	bool		found;
 	int			i;
 
-	if (lock)
+	if (lock != HC_FETCH_READ)
 	{
 		/* What SELECT ... FOR NO KEY UPDATE refuses, so does this. */
 		PreventCommandIfReadOnly("SELECT FOR NO KEY UPDATE");
@@ -455,20 +461,21 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
-	if (found && lock)
+	if (found && lock != HC_FETCH_READ)
 	{
 		ItemPointerData tid = slot->tts_tid;
 		TM_FailureData tmfd;
 		TM_Result	result;
 
-		/* As ExecLockRows does: wait, then lock the newest version. */
+		/* As ExecLockRows does: wait or skip, then lock the newest version. */
 		ExecClearTuple(slot);
 		result = table_tuple_lock(heap, &tid, GetActiveSnapshot(), slot,
 								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
-								  LockWaitBlock,
+								  lock,
 								  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
 								  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-		if (result == TM_Deleted || result == TM_SelfModified)
+		if (result == TM_Deleted || result == TM_SelfModified ||
+			(result == TM_WouldBlock && lock == LockWaitSkip))
 			found = false;
 		else if (result != TM_Ok)
 			elog(ERROR, "could not lock the row of %s \"%s\": unexpected result %d",
@@ -510,14 +517,24 @@ hc_fetch_row(HcCall *call, HcFetch *fetch, const char *key, bool lock, Datum *va
 bool
 hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
 {
-	return hc_fetch_row(call, fetch, key, false, values, nulls);
+	return hc_fetch_row(call, fetch, key, HC_FETCH_READ, values, nulls);
 }
 
 /* A row by its key, locked FOR NO KEY UPDATE: see hc_fetch_row. */
 bool
 hc_fetch_lock(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
 {
-	return hc_fetch_row(call, fetch, key, true, values, nulls);
+	return hc_fetch_row(call, fetch, key, LockWaitBlock, values, nulls);
+}
+
+/*
+ * A row by its key, locked FOR NO KEY UPDATE SKIP LOCKED: false also when
+ * another transaction has it locked.
+ */
+bool
+hc_fetch_lock_free(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+{
+	return hc_fetch_row(call, fetch, key, LockWaitSkip, values, nulls);
 }
 
 /* Column col (1-based) of row row of the last statement's result. */

@@ -72,11 +72,17 @@ typedef struct HcFetch
 	AttrNumber	keyattnum;
 	AttrNumber	attnums[HC_FETCH_MAX_COLUMNS];
 	HcStatement statement;		/* the read as SQL, made when first needed */
+	int			lock;			/* its lock: HC_FETCH_READ or a LockWaitPolicy */
 } HcFetch;
+
+/* A fetch that only reads; the others lock with a LockWaitPolicy. */
+#define HC_FETCH_READ (-1)
 
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
 extern bool hc_fetch_lock(HcCall *call, HcFetch *fetch, const char *key, Datum *values,
 						  bool *nulls);
+extern bool hc_fetch_lock_free(HcCall *call, HcFetch *fetch, const char *key, Datum *values,
+							   bool *nulls);
 extern char *hc_text(HcCall *call, int row, int col);
 extern TimestampTz hc_timestamptz(int row, int col);
 extern int32 hc_int32(int row, int col);

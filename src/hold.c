@@ -63,49 +63,36 @@ static HcStatement add_asset = {
 static HcFetch peek_asset = {"hc_assets", "id", 2, {"status", "hold_expires_at"}};
 
 /*
- * The hold itself, one statement, for a new key (which the key's lock keeps
- * new): take the asset if it is AVAILABLE or its hold has expired, skipping
- * (never waiting for) a row that another transaction has locked; insert the
- * reservation; write the ledger.  Report what was taken, and the asset as it
- * was, for a refusal after all (another call was quicker).  The expired hold
- * a take replaces is
- * ended by end_expired_hold, in a statement of its own: the asset row may
- * have been locked in a newer version than this statement's snapshot shows
- * (its hold made after the snapshot was taken), and the next statement's
- * snapshot sees that hold.
+ * Then the asset locked FOR NO KEY UPDATE SKIP LOCKED: a hold never waits
+ * for another call in flight.  Locked, the newest version says whether the
+ * asset can still be taken.
+ */
+static HcFetch take_asset = {"hc_assets", "id", 3,
+{"status", "current_reservation_id", "hold_expires_at"}};
+
+/*
+ * The hold itself, under the asset's lock, for a new key (which the key's
+ * lock keeps new): take the asset, insert the reservation, write the
+ * ledger.  The version goes up by $10: 2 when an expired hold is taken over,
+ * whose end (end_expired_hold) is the change before.  Returns the hold's seq.
  *   $1 asset  $2 new reservation id  $3 now  $4 expires_at  $5 buyer
- *   $6 key  $7 fingerprint  $8 function  $9 actor
+ *   $6 key  $7 fingerprint  $8 function  $9 actor  $10 version step
  */
 static HcStatement hold_asset = {
-	"WITH target AS ("
-	"  SELECT id, status, current_reservation_id FROM hc_assets"
-	"   WHERE id OPERATOR(pg_catalog.=) $1"
-	"     AND (status OPERATOR(pg_catalog.=) 'AVAILABLE'"
-	"          OR (status OPERATOR(pg_catalog.=) 'HELD'"
-	"              AND hold_expires_at OPERATOR(pg_catalog.<=) $3))"
-	"     FOR NO KEY UPDATE SKIP LOCKED),"
-	" taken AS ("
-	"  UPDATE hc_assets a"
+	"WITH taken AS ("
+	"  UPDATE hc_assets"
 	"     SET status = 'HELD', hold_expires_at = $4, current_reservation_id = $2,"
-	"         version = a.version OPERATOR(pg_catalog.+)"
-	"                   CASE WHEN t.status OPERATOR(pg_catalog.=) 'HELD' THEN 2 ELSE 1 END,"
-	"         updated_at = $3"
-	"    FROM target t"
-	"   WHERE a.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) t.id"
-	"  RETURNING t.status AS was, t.current_reservation_id AS old_id, a.version),"
+	"         version = version OPERATOR(pg_catalog.+) $10, updated_at = $3"
+	"   WHERE id OPERATOR(pg_catalog.=) $1 RETURNING version),"
 	" held AS ("
 	"  INSERT INTO hc_reservations"
 	"    (id, asset_id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
-	"  SELECT $2, $1, $5, $6, $7, 'HELD', $4, $3 FROM taken),"
-	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'asset', $1, t.version, $3, 'hold', 'call', $8, $2, $5, 1, 0, $9, NULL FROM taken t)"
-	" SELECT t.was, t.old_id, a.status, a.hold_expires_at,"
-	"        (t.version OPERATOR(pg_catalog.-) 1)::pg_catalog.int8"
-	"  FROM (SELECT) one"
-	"  LEFT JOIN taken t ON true"
-	"  LEFT JOIN hc_assets a ON a.id OPERATOR(pg_catalog.=) $1",
-	9, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BYTEAOID,
-	TEXTOID, TEXTOID}
+	"  VALUES ($2, $1, $5, $6, $7, 'HELD', $4, $3))"
+	HC_LEDGER_INSERT
+	" SELECT 'asset', $1, version, $3, 'hold', 'call', $8, $2, $5, 1, 0, $9, NULL FROM taken"
+	" RETURNING seq",
+	10, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BYTEAOID,
+	TEXTOID, TEXTOID, INT4OID}
 };
 
 /*
@@ -255,8 +242,8 @@ hc_asset_add(PG_FUNCTION_ARGS)
 
 /*
  * Raise RS006 or RS001 for a hold that cannot take the asset, as a read found
- * it: status NULL if there is no such asset, until its hold_expires_at.  An
- * asset that looks free is being held by a call in flight.
+ * it: status NULL if there is no such asset, "LOCKED" if a call in flight
+ * has it, else held until its hold_expires_at.
  */
 static void
 hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz until)
@@ -273,7 +260,7 @@ hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz 
 				 errmsg("asset \"%s\" is not available", asset_id),
 				 errdetail("Asset \"%s\" is sold.", asset_id),
 				 errhint("Offer the buyer another asset.")));
-	if (strcmp(status, "HELD") == 0 && until > call->now)
+	if (strcmp(status, "HELD") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
 				 errmsg("asset \"%s\" is not available", asset_id),
@@ -285,6 +272,14 @@ hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz 
 			 errmsg("asset \"%s\" is not available", asset_id),
 			 errdetail("Another transaction is holding asset \"%s\" right now.", asset_id),
 			 errhint("Offer the buyer another asset, or try again in a moment.")));
+}
+
+/* Can a hold take an asset in this state (sold or held until until)? */
+static bool
+hold_can_take(HcCall *call, const char *status, TimestampTz until)
+{
+	return strcmp(status, "AVAILABLE") == 0 ||
+		(strcmp(status, "HELD") == 0 && until <= call->now);
 }
 
 /*
@@ -302,7 +297,7 @@ hc_hold(PG_FUNCTION_ARGS)
 	HcFingerprint fp;
 	HcKnownKey	known;
 	HoldReservation r = {0};
-	Datum		values[9];
+	Datum		values[10];
 
 	hc_call_begin(&call, fcinfo, "hc_hold");
 	hc_fingerprint_init(&fp, call.function);
@@ -326,20 +321,24 @@ hc_hold(PG_FUNCTION_ARGS)
 	}
 	else
 	{
-		Datum		asset[2];
-		bool		nulls[2];
+		Datum		asset[3];
+		bool		nulls[3];
 		char	   *status = NULL;
 		TimestampTz until = 0;
-		char	   *was;
-		bool		isnull;
+		int64		seq;
 
 		if (hc_fetch(&call, &peek_asset, asset_id, asset, nulls))
 		{
 			status = TextDatumGetCString(asset[0]);
 			until = nulls[1] ? 0 : DatumGetTimestampTz(asset[1]);
 		}
-		if (status == NULL || strcmp(status, "SOLD") == 0 ||
-			(strcmp(status, "HELD") == 0 && until > call.now))
+		if (status == NULL || !hold_can_take(&call, status, until))
+			hold_refuse(&call, asset_id, status, until);
+		if (!hc_fetch_lock_free(&call, &take_asset, asset_id, asset, nulls))
+			hold_refuse(&call, asset_id, "LOCKED", 0);
+		status = TextDatumGetCString(asset[0]);
+		until = nulls[2] ? 0 : DatumGetTimestampTz(asset[2]);
+		if (!hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
 
 		r.id = hc_new_reservation_id(call.now);
@@ -352,30 +351,27 @@ hc_hold(PG_FUNCTION_ARGS)
 		values[6] = PointerGetDatum(hc_fingerprint_digest(&fp));
 		values[7] = HC_TEXT(call.function);
 		values[8] = HC_TEXT(call.actor);
-		if (hc_run(&hold_asset, values, NULL, SPI_OK_SELECT) != 1)
-			elog(ERROR, "hold of asset \"%s\" returned no row", asset_id);
-		was = hc_text(&call, 0, 1);
-		if (was == NULL)
-		{
-			Datum		held_until = hc_datum(0, 4, &isnull);
-
-			hold_refuse(&call, asset_id, hc_text(&call, 0, 3),
-						isnull ? 0 : DatumGetTimestampTz(held_until));
-		}
-		if (strcmp(was, "HELD") == 0)
+		values[9] = Int32GetDatum(strcmp(status, "HELD") == 0 ? 2 : 1);
+		if (hc_run(&hold_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+			elog(ERROR, "hold of locked asset \"%s\" changed no row", asset_id);
+		seq = DatumGetInt64(hc_datum(0, 1, &nulls[0]));
+		if (strcmp(status, "HELD") == 0)
 		{
 			Datum		reclaim[6];
-			char	   *old_id = hc_text(&call, 0, 2);
+
+			if (nulls[1])
+				elog(ERROR, "held asset \"%s\" names no hold", asset_id);
 
 			/* Passive reclamation: the expired hold just taken over ends. */
 			reclaim[0] = HC_TEXT(asset_id);
-			reclaim[1] = HC_TEXT(old_id);
+			reclaim[1] = asset[1];
 			reclaim[2] = TimestampTzGetDatum(call.now);
-			reclaim[3] = hc_datum(0, 5, &isnull);
+			reclaim[3] = Int64GetDatum(seq - 1);
 			reclaim[4] = HC_TEXT(call.function);
 			reclaim[5] = HC_TEXT(call.actor);
 			if (hc_run(&end_expired_hold, reclaim, NULL, SPI_OK_INSERT_RETURNING) != 1)
-				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"", asset_id, old_id);
+				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"",
+					 asset_id, TextDatumGetCString(asset[1]));
 		}
 	}
 	hc_call_end(&call);
