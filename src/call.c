@@ -73,7 +73,7 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	hc_schema = schema;
 
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
-	call->actor = actor ? actor : GetUserNameFromId(call->save_userid, false);
+	call->actor = actor;
 	SetUserIdAndSecContext(owner, call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
@@ -165,6 +165,23 @@ hc_call_begin_as(HcCall *call, Oid owner, Oid schema, const char *function, cons
 {
 	hc_call_require_read_committed(function);
 	hc_call_start(call, owner, schema, function, actor, true);
+}
+
+/*
+ * Who the ledger names: the given actor, or the caller's current_user,
+ * looked up when a call first writes (a refusal never does).
+ */
+const char *
+hc_actor(HcCall *call)
+{
+	if (call->actor == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(call->outer);
+
+		call->actor = GetUserNameFromId(call->save_userid, false);
+		MemoryContextSwitchTo(old);
+	}
+	return call->actor;
 }
 
 /*

@@ -19,7 +19,7 @@ typedef struct HcCall
 {
 	const char *function;		/* SQL name, for the ledger */
 	TimestampTz now;			/* the one clock reading of this call */
-	const char *actor;			/* the caller's current_user */
+	const char *actor;			/* who the ledger names: see hc_actor() */
 	MemoryContext outer;		/* where results outlive SPI_finish */
 	Oid			save_userid;
 	int			save_sec_context;
@@ -30,6 +30,7 @@ extern void hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char
 extern void hc_call_begin_as(HcCall *call, Oid owner, Oid schema, const char *function,
 							 const char *actor);
 extern void hc_call_end(HcCall *call);
+extern const char *hc_actor(HcCall *call);
 
 /*
  * A statement prepared once per backend and kept.  Its text names the

@@ -228,7 +228,7 @@ hc_asset_add(PG_FUNCTION_ARGS)
 	values[1] = HC_TEXT(name);
 	values[2] = TimestampTzGetDatum(call.now);
 	values[3] = HC_TEXT(call.function);
-	values[4] = HC_TEXT(call.actor);
+	values[4] = HC_TEXT(hc_actor(&call));
 	if (hc_run(&add_asset, values, NULL, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
@@ -350,7 +350,7 @@ hc_hold(PG_FUNCTION_ARGS)
 		values[5] = HC_TEXT(key);
 		values[6] = PointerGetDatum(hc_fingerprint_digest(&fp));
 		values[7] = HC_TEXT(call.function);
-		values[8] = HC_TEXT(call.actor);
+		values[8] = HC_TEXT(hc_actor(&call));
 		values[9] = Int32GetDatum(strcmp(status, "HELD") == 0 ? 2 : 1);
 		if (hc_run(&hold_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
 			elog(ERROR, "hold of locked asset \"%s\" changed no row", asset_id);
@@ -368,7 +368,7 @@ hc_hold(PG_FUNCTION_ARGS)
 			reclaim[2] = TimestampTzGetDatum(call.now);
 			reclaim[3] = Int64GetDatum(seq - 1);
 			reclaim[4] = HC_TEXT(call.function);
-			reclaim[5] = HC_TEXT(call.actor);
+			reclaim[5] = HC_TEXT(hc_actor(&call));
 			if (hc_run(&end_expired_hold, reclaim, NULL, SPI_OK_INSERT_RETURNING) != 1)
 				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"",
 					 asset_id, TextDatumGetCString(asset[1]));
@@ -454,7 +454,7 @@ hold_free(HcCall *call, HoldReservation *r, const char *status, const char *even
 	values[4] = HC_TEXT(event);
 	values[5] = HC_TEXT(source);
 	values[6] = HC_TEXT(call->function);
-	values[7] = HC_TEXT(call->actor);
+	values[7] = HC_TEXT(hc_actor(call));
 	if (hc_run(&free_asset, values, NULL, SPI_OK_SELECT) != 1)
 		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
 	hold_written(call, r);
@@ -528,7 +528,7 @@ hc_commit(PG_FUNCTION_ARGS)
 		values[3] = HC_TEXT(r.status);
 		values[4] = Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0);
 		values[5] = HC_TEXT(call.function);
-		values[6] = HC_TEXT(call.actor);
+		values[6] = HC_TEXT(hc_actor(&call));
 		if (hc_run(&sell_asset, values, NULL, SPI_OK_SELECT) != 1)
 			elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
 		hold_written(&call, &r);
@@ -602,7 +602,7 @@ hc_extend(PG_FUNCTION_ARGS)
 		values[2] = TimestampTzGetDatum(until);
 		values[3] = TimestampTzGetDatum(call.now);
 		values[4] = HC_TEXT(call.function);
-		values[5] = HC_TEXT(call.actor);
+		values[5] = HC_TEXT(hc_actor(&call));
 		/* timestamptz_to_str() returns a static buffer: copy the first. */
 		values[6] = HC_TEXT(psprintf("expires_at %s -> %s", pstrdup(timestamptz_to_str(r.expires_at)),
 									 timestamptz_to_str(until)));

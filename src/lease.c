@@ -414,7 +414,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	if (!session)
 		nulls[6] = nulls[7] = 'n';
 	values[8] = HC_TEXT(call->function);
-	values[9] = HC_TEXT(call->actor);
+	values[9] = HC_TEXT(hc_actor(call));
 	values[10] = HC_TEXT(lease_detail(owner, 1, NULL));
 	if (hc_run(&new_lease, values, nulls, SPI_OK_INSERT_RETURNING) == 1)
 	{
@@ -619,7 +619,7 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum(token);
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = HC_TEXT(call.function);
-	values[5] = HC_TEXT(call.actor);
+	values[5] = HC_TEXT(hc_actor(&call));
 	values[6] = HC_TEXT(lease_detail(owner, token, NULL));
 	released = hc_run(&free_lease, values, NULL, SPI_OK_INSERT_RETURNING) == 1;
 	hc_call_end(&call);

@@ -44,7 +44,7 @@ hc_ledger_append(HcCall *call, const HcLedgerEntry *entry)
 	ledger_text(values, nulls, 7, entry->buyer_id);
 	values[8] = Int32GetDatum(entry->reserved_delta);
 	values[9] = Int32GetDatum(entry->stock_delta);
-	values[10] = HC_TEXT(call->actor);
+	values[10] = HC_TEXT(hc_actor(call));
 	ledger_text(values, nulls, 11, entry->detail);
 	values[12] = Int64GetDatum(entry->seq);
 	hc_run(&append_entry, values, nulls, SPI_OK_INSERT);

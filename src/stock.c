@@ -356,7 +356,7 @@ stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, const char 
 	values[1] = TimestampTzGetDatum(call->now);
 	values[2] = Int64GetDatum(needed);
 	values[3] = HC_TEXT(call->function);
-	values[4] = HC_TEXT(call->actor);
+	values[4] = HC_TEXT(hc_actor(call));
 	values[5] = HC_TEXT(event);
 	values[6] = HC_TEXT(source);
 	*ended = 0;
@@ -467,7 +467,7 @@ stock_take(HcCall *call, const char *product_id, int32 qty, const char *reservat
 	values[3] = HC_TEXT(call->function);
 	values[4] = HC_TEXT(reservation_id);
 	values[5] = HC_TEXT(buyer_id);
-	values[6] = HC_TEXT(call->actor);
+	values[6] = HC_TEXT(hc_actor(call));
 	if (hc_run(&take_stock, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
 		return true;
 	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
@@ -852,7 +852,7 @@ stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *
 	values[7] = HC_TEXT(event);
 	values[8] = HC_TEXT(source);
 	values[9] = HC_TEXT(call->function);
-	values[10] = HC_TEXT(call->actor);
+	values[10] = HC_TEXT(hc_actor(call));
 	values[11] = HC_TEXT(r->status);
 	values[12] = HC_TEXT(r->scope_id);
 	if (hc_run(last ? &move_last_line : &move_line, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
@@ -1071,7 +1071,7 @@ stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int6
 	values[3] = HC_TEXT(event);
 	values[4] = HC_TEXT(call->function);
 	values[5] = Int32GetDatum(stock);
-	values[6] = HC_TEXT(call->actor);
+	values[6] = HC_TEXT(hc_actor(call));
 	values[7] = detail ? HC_TEXT(detail) : (Datum) 0;
 	if (detail == NULL)
 		nulls[7] = 'n';
@@ -1103,7 +1103,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	values[1] = TimestampTzGetDatum(call.now);
 	values[2] = Int32GetDatum(new_stock);
 	values[3] = HC_TEXT(call.function);
-	values[4] = HC_TEXT(call.actor);
+	values[4] = HC_TEXT(hc_actor(&call));
 	if (hc_run(&create_product, values, NULL, SPI_OK_SELECT) == 1)
 		row = hc_result_row(&call, fcinfo);
 	else

@@ -181,7 +181,7 @@ sweep_batch_holds(HcCall *call, int batch_size, HcSweepCounts *counts)
 	values[0] = TimestampTzGetDatum(call->now);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = HC_TEXT(call->function);
-	values[3] = HC_TEXT(call->actor);
+	values[3] = HC_TEXT(hc_actor(call));
 	values[4] = TimestampTzGetDatum(counts->resumed ? counts->holds_from : DT_NOBEGIN);
 	n = hc_run(&sweep_holds, values, NULL, SPI_OK_SELECT);
 	for (i = 0; i < n; i++)
@@ -278,7 +278,7 @@ hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = Int32GetDatum(MyProcPid);
-	values[1] = HC_TEXT(call->actor);
+	values[1] = HC_TEXT(hc_actor(call));
 	values[2] = TimestampTzGetDatum(started);
 	values[3] = TimestampTzGetDatum(call->now);
 	values[4] = Int64GetDatum(counts->expired_holds);
