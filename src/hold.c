@@ -72,9 +72,10 @@ static HcFetch take_asset = {"hc_assets", "id", 3,
 
 /*
  * The hold itself, under the asset's lock, for a new key (which the key's
- * lock keeps new): take the asset, insert the reservation, write the
- * ledger.  The version goes up by $10: 2 when an expired hold is taken over,
- * whose end (end_expired_hold) is the change before.  Returns the hold's seq.
+ * lock keeps new): take the asset if it is still free, insert the
+ * reservation, write the ledger.  The version goes up by $10: 2 when an
+ * expired hold is taken over, whose end (end_expired_hold) is the change
+ * before.  Returns the hold's seq.
  *   $1 asset  $2 new reservation id  $3 now  $4 expires_at  $5 buyer
  *   $6 key  $7 fingerprint  $8 function  $9 actor  $10 version step
  */
@@ -83,11 +84,15 @@ static HcStatement hold_asset = {
 	"  UPDATE hc_assets"
 	"     SET status = 'HELD', hold_expires_at = $4, current_reservation_id = $2,"
 	"         version = version OPERATOR(pg_catalog.+) $10, updated_at = $3"
-	"   WHERE id OPERATOR(pg_catalog.=) $1 RETURNING version),"
+	"   WHERE id OPERATOR(pg_catalog.=) $1"
+	"     AND (status OPERATOR(pg_catalog.=) 'AVAILABLE'"
+	"          OR (status OPERATOR(pg_catalog.=) 'HELD'"
+	"              AND hold_expires_at OPERATOR(pg_catalog.<=) $3))"
+	"  RETURNING version),"
 	" held AS ("
 	"  INSERT INTO hc_reservations"
 	"    (id, asset_id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
-	"  VALUES ($2, $1, $5, $6, $7, 'HELD', $4, $3))"
+	"  SELECT $2, $1, $5, $6, $7, 'HELD', $4, $3 FROM taken)"
 	HC_LEDGER_INSERT
 	" SELECT 'asset', $1, version, $3, 'hold', 'call', $8, $2, $5, 1, 0, $9, NULL FROM taken"
 	" RETURNING seq",
