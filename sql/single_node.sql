@@ -28,6 +28,10 @@ SELECT outcome($$SELECT hc_reserve('SN-P', 2, 'b4', 'sn-key-5')$$);
 SELECT status, replayed FROM hc_finalize(:'sp1');
 SELECT stock, reserved FROM hc_inventory WHERE product_id = 'SN-P';
 SELECT * FROM hc_check();
+-- Those reads ran as statements: their plans are in this backend's memory.
+SELECT ident FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident ~ '^SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE'
+ ORDER BY ident;
 ROLLBACK;
 
 -- The indexes are back, and so is the read through them.
@@ -37,3 +41,31 @@ SELECT count(*) FROM pg_indexes
 SELECT count(hc_asset_add('SN-3'));
 SELECT reservation_id AS sn3 FROM hc_hold('SN-3', 'b1', 'sn-key-6') \gset
 SELECT status, replayed FROM hc_release(:'sn3');
+
+-- With Citus in the database, a distributed table's rows are in its shards,
+-- not in the table on this node: every read is a statement, the indexes
+-- notwithstanding.  (A stand-in row in pg_extension, rolled back, in a new
+-- session that has found no reads yet.)
+\c
+BEGIN;
+SET LOCAL allow_system_table_mods = on;
+INSERT INTO pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion)
+VALUES (4000000000, 'citus', 10, 'pg_catalog'::regnamespace, false, 'stand-in');
+SELECT count(hc_asset_add('SN-4'));
+SELECT reservation_id AS sn4 FROM hc_hold('SN-4', 'b1', 'sn-key-7') \gset
+SELECT status, replayed FROM hc_hold('SN-4', 'b1', 'sn-key-7');
+SELECT outcome($$SELECT hc_hold('SN-4', 'b2', 'sn-key-8')$$);
+SELECT status, replayed FROM hc_commit(:'sn4');
+SELECT ident FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident ~ '^SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE'
+ ORDER BY ident;
+ROLLBACK;
+
+-- Without it, the same calls read through the indexes: no such plans.
+\c
+SELECT count(hc_asset_add('SN-5'));
+SELECT reservation_id AS sn5 FROM hc_hold('SN-5', 'b1', 'sn-key-9') \gset
+SELECT outcome($$SELECT hc_hold('SN-5', 'b2', 'sn-key-10')$$);
+SELECT status, replayed FROM hc_commit(:'sn5');
+SELECT count(*) FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident ~ '^SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE';

@@ -312,7 +312,9 @@ hc_fetch_copy(Datum value, Form_pg_attribute attr)
  * Find the table's columns and the index to read it by: valid, unique and
  * immediate, btree, the text key column as its only key with the column's
  * own collation, no predicate (InvalidOid if there is none).  The table must
- * be a plain table of the extension.
+ * be a plain table of the extension.  With Citus in the database there is
+ * none: a distributed table's rows are in its shards, not in the table on
+ * this node, and only a statement reaches them.
  */
 static void
 hc_fetch_find(HcFetch *fetch, Relation heap)
@@ -337,6 +339,8 @@ hc_fetch_find(HcFetch *fetch, Relation heap)
 	}
 
 	fetch->indexid = InvalidOid;
+	if (OidIsValid(get_extension_oid("citus", true)))
+		return;
 	indexes = RelationGetIndexList(heap);
 	foreach(lc, indexes)
 	{
