@@ -85,6 +85,22 @@ UPDATE hc_attempts SET attempts = total_attempts + 1 WHERE resource = 'SHAPE-L';
 SELECT * FROM shape_findings(:'hold_id', :'order_id');
 ROLLBACK;
 
+-- A hold whose asset row, an order whose product row was deleted by hand:
+-- their calls stop with an internal error naming both rows, change nothing,
+-- and hc_check() reports the orphans.
+BEGIN;
+DELETE FROM hc_assets WHERE id = 'SHAPE-A';
+DELETE FROM hc_inventory WHERE product_id = 'SHAPE-P';
+SELECT outcome(format('SELECT hc_commit(%L)', :'hold_id'));
+SELECT outcome(format('SELECT hc_release(%L)', :'hold_id'));
+SELECT outcome(format('SELECT hc_extend(%L, ''1 hour'')', :'hold_id'));
+SELECT outcome(format('SELECT hc_finalize(%L)', :'order_id'));
+SELECT outcome(format('SELECT hc_unreserve(%L)', :'order_id'));
+SELECT r.status, o.status FROM hc_reservations r, hc_stock_reservations o
+ WHERE r.id = :'hold_id' AND o.id = :'order_id';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+
 -- Rolled back: nothing to report.
 SELECT * FROM shape_findings(:'hold_id', :'order_id');
 DROP FUNCTION shape_findings(text, text);
