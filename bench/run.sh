@@ -11,7 +11,7 @@
 # Settings (environment):
 #   HC_BENCH_PORT          the server's port (default 54340)
 #   HC_BENCH_SECONDS       seconds per variant and round (default 2)
-#   HC_BENCH_ROUNDS        rounds (default 4)
+#   HC_BENCH_ROUNDS        rounds (default 6)
 #   HC_BENCH_SCENARIOS     only these scenarios (default: all)
 #   HC_BENCH_MEMORY_CALLS  calls of the memory scenario (default 1000000; 0: skip it)
 #   HC_BENCH_ASSETS, HC_BENCH_POOL  see bench/scenarios.bash
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 port=${HC_BENCH_PORT:-54340}
 seconds=${HC_BENCH_SECONDS:-2}
-rounds=${HC_BENCH_ROUNDS:-4}
+rounds=${HC_BENCH_ROUNDS:-6}
 only=${HC_BENCH_SCENARIOS:-}
 memory_calls=${HC_BENCH_MEMORY_CALLS:-1000000}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
