@@ -589,6 +589,23 @@ sweeper_commit(HcCall *call)
 }
 
 /*
+ * The error just caught, copied into run_context, and its transaction
+ * aborted: the run goes on (or ends) in run_context.
+ */
+static ErrorData *
+sweeper_abort(MemoryContext run_context)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(run_context);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(run_context);
+	return edata;
+}
+
+/*
  * One run: batches until one finds nothing, each its own transaction, then
  * the record in hc_sweeper_status.  An error ends the run, is logged and
  * recorded.  Everything it allocates lives in run_context, reset after.
@@ -641,14 +658,7 @@ sweeper_run(const char *datname, MemoryContext run_context)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(run_context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		MemoryContextSwitchTo(run_context);
-		error = edata->message;
+		error = sweeper_abort(run_context)->message;
 		ereport(LOG,
 				(errmsg("holdcommit sweeper run in database \"%s\" failed: %s", datname, error),
 				 errdetail("What earlier batches of the run swept is committed; the next run tries again.")));
@@ -663,15 +673,9 @@ sweeper_run(const char *datname, MemoryContext run_context)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(run_context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		ereport(LOG,
 				(errmsg("holdcommit sweeper could not record its run in database \"%s\": %s",
-						datname, edata->message)));
+						datname, sweeper_abort(run_context)->message)));
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(run_context);
