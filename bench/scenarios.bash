@@ -159,18 +159,18 @@ STEPS
         echo "INSERT INTO bench_seed.assets (id) SELECT id FROM $(asset_ids "$clients")" | bq || return 1
         echo "rows:RS006 UPDATE bench_seed.assets SET status = 'HELD', hold_expires_at = now() + interval '10 minutes', version = version + 1 WHERE id = :'a-{c}-{i%$bench_assets}'" ;;
 
-    refusal/holdcommit)
+    refusal/holdcommit | refusal/point_select)
         echo "INSERT INTO hc_assets (id) VALUES ('held');
               SELECT count(hc_hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
-        echo "- SELECT hc_hold(:'held', :'buyer-{c}', :'key-{c}-{i}')" ;;
+        if [ "$variant" = holdcommit ]; then
+            echo "- SELECT hc_hold(:'held', :'buyer-{c}', :'key-{c}-{i}')"
+        else
+            echo "rows:RS006 SELECT status, hold_expires_at FROM hc_assets WHERE id = :'held'"
+        fi ;;
     refusal/plpgsql)
         echo "INSERT INTO bench_plpgsql.assets (id) VALUES ('held');
               SELECT count(bench_plpgsql.hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
         echo "- SELECT bench_plpgsql.hold(:'held', :'buyer-{c}', :'key-{c}-{i}')" ;;
-    refusal/point_select)
-        echo "INSERT INTO hc_assets (id) VALUES ('held');
-              SELECT count(hc_hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
-        echo "rows:RS006 SELECT status, hold_expires_at FROM hc_assets WHERE id = :'held'" ;;
 
     hot_product/holdcommit)
         echo "SELECT count(hc_stock_set('hot', 100000000))" | bq >/dev/null || return 1
