@@ -590,7 +590,8 @@ sweeper_commit(HcCall *call)
 
 /*
  * The error just caught, copied into run_context, and its transaction
- * aborted: the run goes on (or ends) in run_context.
+ * aborted: the run goes on (or ends) in run_context.  Not inside an
+ * ereport's arguments: it clears the error state that errstart set up.
  */
 static ErrorData *
 sweeper_abort(MemoryContext run_context)
@@ -673,9 +674,11 @@ sweeper_run(const char *datname, MemoryContext run_context)
 	}
 	PG_CATCH();
 	{
+		char	   *unrecorded = sweeper_abort(run_context)->message;
+
 		ereport(LOG,
 				(errmsg("holdcommit sweeper could not record its run in database \"%s\": %s",
-						datname, sweeper_abort(run_context)->message)));
+						datname, unrecorded)));
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(run_context);

@@ -4,7 +4,8 @@
 # with a 1 s interval, for its own databases only):
 #   visible in pg_stat_activity; sweeps expired holds and reservations within
 #   two intervals with no other call; hc_sweeper_status shows it; a killed
-#   worker comes back; a SIGHUP change of the interval takes effect; a
+#   worker comes back; a run that fails is logged and recorded and changes
+#   nothing, and the next run sweeps; a SIGHUP change of the interval takes effect; a
 #   database without the extension is skipped with one LOG line while the
 #   others are swept; a database created and given the extension later is
 #   swept without a restart; manual sweeps racing the worker release each
@@ -95,6 +96,65 @@ check "a terminated sweeper comes back (${waited} s)" "$waited" "${waited%timeou
 age_holds "id = 'SWP-5'"
 waited=$(wait_for 2 "SELECT status FROM hc_assets WHERE id = 'SWP-5'" AVAILABLE)
 check "and sweeps (${waited} s)" "$waited" "${waited%timeout}"
+
+##############################################################################
+# a run that fails is logged and recorded, changes nothing, and the next run
+# tries again; a run that cannot record itself either is logged
+##############################################################################
+# The sweeper waits for a table lock at most 200 ms (a database setting: it
+# takes effect when the terminated worker comes back).
+psql -X -q -d postgres -c "ALTER DATABASE $db SET lock_timeout = '200ms'" >/dev/null
+psql -X -qAt -d postgres -c "SELECT pg_terminate_backend($(sweeper_pid "$db"))" >/dev/null
+q "SELECT count(hc_hold('SWP-11', 'f', 'swp-fail-1', '1 hour'))" >/dev/null
+failed_line="holdcommit sweeper run in database \"$db\" failed: canceling statement due to lock timeout"
+unrecorded_line="holdcommit sweeper could not record its run in database \"$db\": canceling statement due to lock timeout"
+failed_before=$(log_count "$failed_line")
+unrecorded_before=$(log_count "$unrecorded_line")
+# wait_log SECONDS PATTERN BEFORE: until the log has more lines matching
+# PATTERN than BEFORE; print yes or no.
+wait_log() {
+    local i
+    for i in $(seq 1 $(($1 * 10))); do
+        [ "$(log_count "$2")" -gt "$3" ] && { echo yes; return; }
+        sleep 0.1
+    done
+    echo no
+}
+
+# A session holds the ledger locked for 4 s: every run fails before it writes.
+# (The test's own sessions wait for locks as long as it takes.)
+export PGOPTIONS="-c lock_timeout=0"
+psql -X -q -d "$db" -c "BEGIN" -c "LOCK hc_ledger" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
+locker=$!
+sleep 0.3
+age_holds "id = 'SWP-11'"
+check "a run that fails is logged" "$(wait_log 3 "$failed_line" "$failed_before")" "yes"
+failing_pid=$(sweeper_pid "$db")
+waited=$(wait_for 3 "SELECT count(*) FROM hc_sweeper_status
+                      WHERE last_error = 'canceling statement due to lock timeout'
+                        AND last_error_at > clock_timestamp() - interval '3 seconds'" 1)
+check "and recorded in hc_sweeper_status (${waited} s)" "$waited" "${waited%timeout}"
+check "it changed nothing: the expired hold is still HELD" \
+    "$(q "SELECT a.status || ' ' || r.status FROM hc_assets a JOIN hc_reservations r ON r.id = a.current_reservation_id
+          WHERE a.id = 'SWP-11' AND a.hold_expires_at <= clock_timestamp()")" "HELD HELD"
+wait $locker
+
+# Now hc_sweeper_status is locked too: the run's record cannot be written.
+psql -X -q -d "$db" -c "BEGIN" -c "LOCK hc_ledger, hc_sweeper_status" -c "SELECT pg_sleep(3)" \
+    -c "COMMIT" >/dev/null &
+locker=$!
+check "a run that cannot record itself is logged" "$(wait_log 3 "$unrecorded_line" "$unrecorded_before")" "yes"
+wait $locker
+waited=$(wait_for 3 "SELECT status FROM hc_assets WHERE id = 'SWP-11'" AVAILABLE)
+check "the locks gone, the next run sweeps (${waited} s)" "$waited" "${waited%timeout}"
+waited=$(wait_for 3 "SELECT last_end > last_error_at FROM hc_sweeper_status" t)
+check "that run is recorded (${waited} s)" "$waited" "${waited%timeout}"
+check "the last error stays until the next failure" \
+    "$(q "SELECT last_error FROM hc_sweeper_status")" "canceling statement due to lock timeout"
+check "the sweeper lived through both" "$(sweeper_pid "$db")" "$failing_pid"
+unset PGOPTIONS
+psql -X -q -d postgres -c "ALTER DATABASE $db RESET lock_timeout" >/dev/null
+psql -X -qAt -d postgres -c "SELECT pg_terminate_backend($(sweeper_pid "$db"))" >/dev/null
 
 ##############################################################################
 # a SIGHUP change of the interval takes effect
