@@ -17,16 +17,13 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/int.h"
-#include "datatype/timestamp.h"
-#include "funcapi.h"
 #include "utils/builtins.h"
-#include "utils/timestamp.h"
 
-#include "call.h"
 #include "errors.h"
+#include "ids.h"
 #include "lease.h"
 #include "ledger.h"
+#include "result.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_attempt_begin);
@@ -47,76 +44,64 @@ typedef struct Attempt
 
 /* A resource's first attempt (or completion) starts from an empty row. */
 static HcStatement add_attempts = {
-	"INSERT INTO hc_attempts (resource, updated_at) VALUES ($1, $2)"
+	"INSERT INTO hc_attempts (resource, updated_at) VALUES (:resource, :now)"
 	" ON CONFLICT (resource) DO NOTHING",
-	2, {TEXTOID, TIMESTAMPTZOID}
+	{{"resource", TEXTOID}, {"now", TIMESTAMPTZOID}}
 };
 
+#define ATTEMPT_COLUMNS "status, attempts, last_marker, external_ref, last_attempt_at"
+
 static HcStatement lock_attempts = {
-	"SELECT status, attempts, last_marker, external_ref, last_attempt_at"
-	"  FROM hc_attempts WHERE resource OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {TEXTOID}
+	"SELECT " ATTEMPT_COLUMNS " FROM hc_attempts WHERE resource" EQ ":resource" " FOR UPDATE",
+	{{"resource", TEXTOID}}
 };
 
 static HcStatement peek_attempts = {
-	"SELECT status, attempts, last_marker, external_ref, last_attempt_at"
-	"  FROM hc_attempts WHERE resource OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}
+	"SELECT " ATTEMPT_COLUMNS " FROM hc_attempts WHERE resource" EQ ":resource",
+	{{"resource", TEXTOID}}
 };
 
 static HcStatement record_attempt = {
 	"UPDATE hc_attempts"
-	"   SET attempts = attempts OPERATOR(pg_catalog.+) 1,"
-	"       total_attempts = total_attempts OPERATOR(pg_catalog.+) 1,"
-	"       last_marker = $2, last_attempt_at = $3, last_owner = $4, last_token = $5,"
-	"       cooldown = $6, max_attempts = $7, updated_at = $3"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'OPEN'",
-	7, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT8OID, INTERVALOID, INT4OID}
+	"   SET attempts = attempts" PLUS "1, total_attempts = total_attempts" PLUS "1,"
+	"       last_marker = :marker, last_attempt_at = :now, last_owner = :owner,"
+	"       last_token = :token, cooldown = :cooldown, max_attempts = :max_attempts,"
+	"       updated_at = :now"
+	" WHERE resource" EQ ":resource" " AND status" EQ "'OPEN'",
+	{{"resource", TEXTOID}, {"marker", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID},
+	 {"cooldown", INTERVALOID}, {"max_attempts", INT4OID}, {"now", TIMESTAMPTZOID}}
 };
 
 static HcStatement await_review = {
 	"UPDATE hc_attempts"
-	"   SET status = 'MANUAL_REVIEW', cooldown = $3, max_attempts = $4, updated_at = $2"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'OPEN'",
-	4, {TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID}
+	"   SET status = 'MANUAL_REVIEW', cooldown = :cooldown, max_attempts = :max_attempts,"
+	"       updated_at = :now"
+	" WHERE resource" EQ ":resource" " AND status" EQ "'OPEN'",
+	{{"resource", TEXTOID}, {"cooldown", INTERVALOID}, {"max_attempts", INT4OID},
+	 {"now", TIMESTAMPTZOID}}
 };
 
 static HcStatement complete_attempts = {
 	"UPDATE hc_attempts"
-	"   SET status = 'COMPLETED', external_ref = $2, completed_at = $3, updated_at = $3"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.<>) 'COMPLETED'",
-	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	"   SET status = 'COMPLETED', external_ref = :external_ref, completed_at = :now,"
+	"       updated_at = :now"
+	" WHERE resource" EQ ":resource" " AND status" NE "'COMPLETED'",
+	{{"resource", TEXTOID}, {"external_ref", TEXTOID}, {"now", TIMESTAMPTZOID}}
 };
 
 static HcStatement reset_attempts = {
 	"UPDATE hc_attempts"
-	"   SET status = 'OPEN', attempts = 0, reset_at = $2, reset_note = $3, updated_at = $2"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.<>) 'COMPLETED'",
-	3, {TEXTOID, TIMESTAMPTZOID, TEXTOID}
+	"   SET status = 'OPEN', attempts = 0, reset_at = :now, reset_note = :note, updated_at = :now"
+	" WHERE resource" EQ ":resource" " AND status" NE "'COMPLETED'",
+	{{"resource", TEXTOID}, {"note", TEXTOID}, {"now", TIMESTAMPTZOID}}
 };
 
-/* A cooldown: not null, >= 0, as microseconds (a month counts as 30 days). */
-static int64
-attempt_arg_cooldown(FunctionCallInfo fcinfo, int argno, const char *name)
+/* Run a statement of the resource's guard that changes its one row. */
+static void
+attempt_change(HcCall *call, HcArgs *args, const char *resource)
 {
-	Interval   *cooldown;
-	int64		days;
-	int64		usecs;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
-	cooldown = PG_GETARG_INTERVAL_P(argno);
-	days = (int64) cooldown->month * DAYS_PER_MONTH + cooldown->day;
-	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
-		pg_add_s64_overflow(usecs, cooldown->time, &usecs))
-		usecs = days < 0 ? PG_INT64_MIN : PG_INT64_MAX;
-	if (usecs < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", name)));
-	return usecs;
+	if (hc_run(call, args, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
 }
 
 /* Read the guard from the last statement's single row. */
@@ -127,11 +112,11 @@ attempt_read(HcCall *call, const char *resource, Attempt *a)
 	Datum		d;
 
 	a->resource = pstrdup(resource);
-	a->status = hc_text(call, 0, 1);
-	a->attempts = hc_int32(0, 2);
-	a->marker = hc_text(call, 0, 3);
-	a->external_ref = hc_text(call, 0, 4);
-	d = hc_datum(0, 5, &isnull);
+	a->status = hc_text(call, 0, "status");
+	a->attempts = hc_int32(0, "attempts");
+	a->marker = hc_text(call, 0, "last_marker");
+	a->external_ref = hc_text(call, 0, "external_ref");
+	d = hc_datum(0, "last_attempt_at", &isnull);
 	a->has_attempt = !isnull;
 	a->last_attempt_at = isnull ? 0 : DatumGetTimestampTz(d);
 }
@@ -140,12 +125,14 @@ attempt_read(HcCall *call, const char *resource, Attempt *a)
 static void
 attempt_lock(HcCall *call, const char *resource, Attempt *a)
 {
-	Datum		values[2];
+	HcArgs		args;
 
-	values[0] = HC_TEXT(resource);
-	values[1] = TimestampTzGetDatum(call->now);
-	hc_run(&add_attempts, values, NULL, SPI_OK_INSERT);
-	if (hc_run(&lock_attempts, values, NULL, SPI_OK_SELECT) != 1)
+	hc_args(&args, &add_attempts);
+	hc_bind_text(&args, "resource", resource);
+	hc_run(call, &args, SPI_OK_INSERT);
+	hc_args(&args, &lock_attempts);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
 		elog(ERROR, "attempts of resource \"%s\" vanished", resource);
 	attempt_read(call, resource, a);
 }
@@ -154,23 +141,17 @@ attempt_lock(HcCall *call, const char *resource, Attempt *a)
 static Datum
 attempt_result(FunctionCallInfo fcinfo, const Attempt *a, const char *outcome)
 {
-	TupleDesc	tupdesc;
 	Datum		values[6];
 	bool		nulls[6] = {false};
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	tupdesc = BlessTupleDesc(tupdesc);
 	values[0] = CStringGetTextDatum(a->resource);
 	values[1] = CStringGetTextDatum(outcome);
 	values[2] = Int32GetDatum(a->attempts);
-	nulls[3] = a->marker == NULL;
-	values[3] = a->marker ? CStringGetTextDatum(a->marker) : (Datum) 0;
-	nulls[4] = a->external_ref == NULL;
-	values[4] = a->external_ref ? CStringGetTextDatum(a->external_ref) : (Datum) 0;
+	values[3] = hc_result_text(a->marker, &nulls[3]);
+	values[4] = hc_result_text(a->external_ref, &nulls[4]);
 	nulls[5] = !a->has_attempt;
 	values[5] = TimestampTzGetDatum(a->last_attempt_at);
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	return hc_result_tuple(fcinfo, values, nulls);
 }
 
 /*
@@ -182,7 +163,7 @@ attempt_ledger(HcCall *call, const char *resource, const char *event, const char
 {
 	HcLedgerEntry e = {0};
 
-	if (!hc_lease_next_seq(resource, &e.seq))
+	if (!hc_lease_next_seq(call, resource, &e.seq))
 		elog(ERROR, "resource \"%s\" has no lease row", resource);
 	e.kind = "resource";
 	e.entity_id = resource;
@@ -213,13 +194,13 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
 	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
 	int64		token = hc_arg_token(fcinfo, 2, "token");
-	int64		cooldown = attempt_arg_cooldown(fcinfo, 3, "cooldown");
+	int64		cooldown = hc_arg_cooldown(fcinfo, 3, "cooldown");
 	int32		max_attempts = hc_arg_int(fcinfo, 4, "max_attempts");
 	HcCall		call;
 	Attempt		a;
 	const char *outcome;
 	StringInfoData detail;
-	Datum		values[7];
+	HcArgs		args;
 
 	if (max_attempts < 1)
 		ereport(ERROR,
@@ -231,7 +212,6 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	hc_lease_hold(&call, resource, owner, token);
 	attempt_lock(&call, resource, &a);
 
-	values[0] = HC_TEXT(resource);
 	if (strcmp(a.status, "COMPLETED") == 0)
 		outcome = "COMPLETED";
 	else if (strcmp(a.status, "MANUAL_REVIEW") == 0)
@@ -239,11 +219,11 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	else if (a.attempts >= max_attempts)
 	{
 		/* The cap is reached: nothing more to wait for, a human decides. */
-		values[1] = TimestampTzGetDatum(call.now);
-		values[2] = PG_GETARG_DATUM(3);
-		values[3] = Int32GetDatum(max_attempts);
-		if (hc_run(&await_review, values, NULL, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
+		hc_args(&args, &await_review);
+		hc_bind_text(&args, "resource", resource);
+		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
+		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
+		attempt_change(&call, &args, resource);
 		attempt_detail_holder(&detail, owner, token);
 		hc_detail_int(&detail, "attempts", a.attempts);
 		hc_detail_int(&detail, "max_attempts", max_attempts);
@@ -254,22 +234,19 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		outcome = "COOLDOWN";
 	else
 	{
-		/* unix milliseconds of this call's clock reading */
-		int64		unix_ms = call.now / 1000 +
-			(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
-
 		a.attempts++;
-		a.marker = psprintf("ATTEMPTED-%s-r%d-t" INT64_FORMAT, owner, a.attempts, unix_ms);
+		a.marker = psprintf("ATTEMPTED-%s-r%d-t" INT64_FORMAT, owner, a.attempts,
+							hc_unix_ms(call.now));
 		a.last_attempt_at = call.now;
 		a.has_attempt = true;
-		values[1] = HC_TEXT(a.marker);
-		values[2] = TimestampTzGetDatum(call.now);
-		values[3] = HC_TEXT(owner);
-		values[4] = Int64GetDatum(token);
-		values[5] = PG_GETARG_DATUM(3);
-		values[6] = Int32GetDatum(max_attempts);
-		if (hc_run(&record_attempt, values, NULL, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
+		hc_args(&args, &record_attempt);
+		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "marker", a.marker);
+		hc_bind_text(&args, "owner", owner);
+		hc_bind(&args, "token", Int64GetDatum(token));
+		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
+		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
+		attempt_change(&call, &args, resource);
 		attempt_detail_holder(&detail, owner, token);
 		hc_detail_int(&detail, "attempt", a.attempts);
 		hc_detail_text(&detail, "marker", a.marker);
@@ -307,15 +284,16 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	char	   *external_ref = hc_arg_key(fcinfo, 3, "external_ref");
 	HcCall		call;
 	Attempt		a;
-	Datum		values[3];
+	HcArgs		args;
 	StringInfoData detail;
 
 	hc_lease_refuse_in_transaction("hc_attempt_complete");
 	hc_call_begin(&call, fcinfo, "hc_attempt_complete");
 
 	/* A replay: the outcome is already recorded, exactly so. */
-	values[0] = HC_TEXT(resource);
-	if (hc_run(&peek_attempts, values, NULL, SPI_OK_SELECT) == 1)
+	hc_args(&args, &peek_attempts);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(&call, &args, SPI_OK_SELECT) == 1)
 	{
 		attempt_read(&call, resource, &a);
 		if (strcmp(a.status, "COMPLETED") == 0 && strcmp(a.external_ref, external_ref) == 0)
@@ -334,10 +312,10 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	}
 	else
 	{
-		values[1] = HC_TEXT(external_ref);
-		values[2] = TimestampTzGetDatum(call.now);
-		if (hc_run(&complete_attempts, values, NULL, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
+		hc_args(&args, &complete_attempts);
+		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "external_ref", external_ref);
+		attempt_change(&call, &args, resource);
 		a.external_ref = external_ref;
 		attempt_detail_holder(&detail, owner, token);
 		hc_detail_text(&detail, "external_ref", external_ref);
@@ -361,7 +339,7 @@ hc_attempt_reset(PG_FUNCTION_ARGS)
 	char	   *note = hc_arg_text(fcinfo, 1, "note");
 	HcCall		call;
 	Attempt		a;
-	Datum		values[3];
+	HcArgs		args;
 	StringInfoData detail;
 
 	if (note[0] == '\0')
@@ -372,9 +350,9 @@ hc_attempt_reset(PG_FUNCTION_ARGS)
 	hc_lease_refuse_in_transaction("hc_attempt_reset");
 	hc_call_begin(&call, fcinfo, "hc_attempt_reset");
 
-	values[0] = HC_TEXT(resource);
-	if (!hc_lease_lock(resource) ||
-		hc_run(&lock_attempts, values, NULL, SPI_OK_SELECT) == 0)
+	hc_args(&args, &lock_attempts);
+	hc_bind_text(&args, "resource", resource);
+	if (!hc_lease_lock(&call, resource) || hc_run(&call, &args, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_NOT_FOUND),
 				 errmsg("resource \"%s\" has no attempts", resource),
@@ -389,10 +367,10 @@ hc_attempt_reset(PG_FUNCTION_ARGS)
 						   a.external_ref),
 				 errhint("Nothing to reset: the outcome is recorded.")));
 
-	values[1] = TimestampTzGetDatum(call.now);
-	values[2] = HC_TEXT(note);
-	if (hc_run(&reset_attempts, values, NULL, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
+	hc_args(&args, &reset_attempts);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "note", note);
+	attempt_change(&call, &args, resource);
 	hc_detail_init(&detail);
 	hc_detail_text(&detail, "note", note);
 	hc_detail_text(&detail, "status", a.status);

@@ -8,6 +8,7 @@
 #ifndef HOLDCOMMIT_ERRORS_H
 #define HOLDCOMMIT_ERRORS_H
 
+#include "datatype/timestamp.h"
 #include "utils/elog.h"
 
 #define ERRCODE_HC_ASSET_UNAVAILABLE		MAKE_SQLSTATE('R','S','0','0','1')	/* 409 */
@@ -19,5 +20,12 @@
 #define ERRCODE_HC_LOCK_NOT_HELD			MAKE_SQLSTATE('R','S','0','0','7')	/* 409 */
 
 extern void hc_install_log_hook(void);
+
+/* The refusals every kind of reservation shares: RS006, RS004, RS003. */
+extern void hc_reservation_not_found(const char *id, const char *kind, const char *hint);
+extern void hc_reservation_not_active(const char *id, const char *scope, const char *status,
+									  const char *hint);
+extern void hc_reservation_expired(const char *id, const char *scope, TimestampTz expires_at,
+								   const char *hint);
 
 #endif							/* HOLDCOMMIT_ERRORS_H */

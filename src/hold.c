@@ -1,7 +1,7 @@
 /*
  * hold.c
  *		Unique assets (quantity 1): hc_asset_add, hc_hold, hc_commit,
- *		hc_release, hc_extend.
+ *		hc_release, hc_extend, and the sweep of expired holds.
  *
  * An asset is AVAILABLE, HELD by one reservation until hold_expires_at, or
  * SOLD.  Every call that changes a reservation first locks its asset row, so
@@ -13,16 +13,17 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "funcapi.h"
 #include "utils/builtins.h"
 
-#include "call.h"
 #include "errors.h"
+#include "fetch.h"
 #include "holdcommit.h"
 #include "idempotency.h"
 #include "ids.h"
 #include "ledger.h"
 #include "notify.h"
+#include "result.h"
+#include "sweep.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
@@ -48,164 +49,210 @@ typedef struct HoldReservation
 
 static HcStatement add_asset = {
 	"WITH a AS ("
-	"  INSERT INTO hc_assets (id, name, created_at, updated_at) VALUES ($1, $2, $3, $3)"
+	"  INSERT INTO hc_assets (id, name, created_at, updated_at)"
+	"  VALUES (:asset_id, :name, :now, :now)"
 	"  ON CONFLICT DO NOTHING RETURNING *),"
-	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'asset', $1, a.version, $3, 'add', 'adjustment', $4, NULL, NULL, 0, 1, $5, NULL FROM a)"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'add'", "'adjustment'", "NULL", "NULL",
+				   "0", "1", "NULL") " FROM a)"
 	" SELECT * FROM a",
-	5, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID}
+	{{"asset_id", TEXTOID}, {"name", TEXTOID}, HC_LEDGER_PARAMS}
 };
 
 /*
  * What a hold looks at first, after the key: the asset, read without a
  * statement.  A refusal of an asset that is sold or held ends here.
  */
-static HcFetch peek_asset = {"hc_assets", "id", 2, {"status", "hold_expires_at"}};
+static HcFetch peek_asset = {"hc_assets", "id", HC_FETCH_READ, 2, {"status", "hold_expires_at"}};
 
 /*
  * Then the asset locked FOR NO KEY UPDATE SKIP LOCKED: a hold never waits
  * for another call in flight.  Locked, the newest version says whether the
  * asset can still be taken.
  */
-static HcFetch take_asset = {"hc_assets", "id", 3,
+static HcFetch take_asset = {"hc_assets", "id", HC_FETCH_SKIP, 3,
 {"status", "current_reservation_id", "hold_expires_at"}};
 
 /*
  * The hold itself, under the asset's lock, for a new key (which the key's
  * lock keeps new): take the asset if it is still free, insert the
- * reservation, write the ledger.  The version goes up by $10: 2 when an
- * expired hold is taken over, whose end (end_expired_hold) is the change
- * before.  Returns the hold's seq.
- *   $1 asset  $2 new reservation id  $3 now  $4 expires_at  $5 buyer
- *   $6 key  $7 fingerprint  $8 function  $9 actor  $10 version step
+ * reservation, write the ledger.  The version goes up by :version_step: 2
+ * when an expired hold is taken over, whose end (end_expired_hold) is the
+ * change before.  Returns the hold's seq.
  */
 static HcStatement hold_asset = {
 	"WITH taken AS ("
 	"  UPDATE hc_assets"
-	"     SET status = 'HELD', hold_expires_at = $4, current_reservation_id = $2,"
-	"         version = version OPERATOR(pg_catalog.+) $10, updated_at = $3"
-	"   WHERE id OPERATOR(pg_catalog.=) $1"
-	"     AND (status OPERATOR(pg_catalog.=) 'AVAILABLE'"
-	"          OR (status OPERATOR(pg_catalog.=) 'HELD'"
-	"              AND hold_expires_at OPERATOR(pg_catalog.<=) $3))"
+	"     SET status = 'HELD', hold_expires_at = :expires_at,"
+	"         current_reservation_id = :reservation_id,"
+	"         version = version" PLUS ":version_step, updated_at = :now"
+	"   WHERE id" EQ ":asset_id"
+	"     AND (status" EQ "'AVAILABLE'"
+	"          OR (status" EQ "'HELD' AND hold_expires_at" LE ":now))"
 	"  RETURNING version),"
 	" held AS ("
 	"  INSERT INTO hc_reservations"
 	"    (id, asset_id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
-	"  SELECT $2, $1, $5, $6, $7, 'HELD', $4, $3 FROM taken)"
-	HC_LEDGER_INSERT
-	" SELECT 'asset', $1, version, $3, 'hold', 'call', $8, $2, $5, 1, 0, $9, NULL FROM taken"
-	" RETURNING seq",
-	10, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BYTEAOID,
-	TEXTOID, TEXTOID, INT4OID}
+	"  SELECT :reservation_id, :asset_id, :buyer_id, :key, :fingerprint, 'HELD', :expires_at,"
+	"         :now FROM taken)"
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "version", "'hold'", "'call'", ":reservation_id",
+				   ":buyer_id", "1", "0", "NULL")
+	" FROM taken RETURNING seq",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"expires_at", TIMESTAMPTZOID},
+	 {"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID},
+	 {"version_step", INT4OID}, HC_LEDGER_PARAMS}
 };
 
 /*
- * End the expired hold $2 that a hold of asset $1 just took over (passive
- * reclamation), with its ledger row at seq $4 (the one before the hold's).
- * $3 now, $5 function, $6 actor.
+ * End the expired hold that a hold of the asset just took over (passive
+ * reclamation), with its ledger row at :seq (the one before the hold's).
  */
 static HcStatement end_expired_hold = {
 	"WITH r AS ("
-	"  UPDATE hc_reservations SET status = 'EXPIRED', ended_at = $3"
-	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id)"
-	HC_LEDGER_INSERT
-	" SELECT 'asset', $1, $4, $3, 'reclaim', 'reclaim', $5, $2, r.buyer_id, -1, 0, $6, NULL"
-	"   FROM r RETURNING seq",
-	6, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID}
+	"  UPDATE hc_reservations SET status = 'EXPIRED', ended_at = :now"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ "'HELD' RETURNING buyer_id)"
+	HC_LEDGER_ROWS("'asset'", ":asset_id", ":seq", "'reclaim'", "'reclaim'", ":reservation_id",
+				   "r.buyer_id", "-1", "0", "NULL")
+	" FROM r RETURNING seq",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"seq", INT8OID}, HC_LEDGER_PARAMS}
 };
 
 /* A reservation's asset, and the asset, locked FOR NO KEY UPDATE. */
-static HcFetch reservation_asset = {"hc_reservations", "id", 1, {"asset_id"}};
-static HcFetch lock_asset = {"hc_assets", "id", 3,
+static HcFetch reservation_asset = {"hc_reservations", "id", HC_FETCH_READ, 1, {"asset_id"}};
+static HcFetch lock_asset = {"hc_assets", "id", HC_FETCH_WAIT, 3,
 {"status", "current_reservation_id", "hold_expires_at"}};
 
 /* The reservation as it is under its asset's lock. */
-static HcFetch read_reservation = {"hc_reservations", "id", 4,
+static HcFetch read_reservation = {"hc_reservations", "id", HC_FETCH_READ, 4,
 {"buyer_id", "status", "expires_at", "created_at"}};
 
 /* Has another buyer held the asset since this reservation was made? */
 static HcStatement taken_since = {
 	"SELECT 1 FROM hc_reservations"
-	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.<>) $2"
-	"   AND created_at OPERATOR(pg_catalog.>=) $3 LIMIT 1",
-	3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	" WHERE asset_id" EQ ":asset_id" " AND id" NE ":reservation_id"
+	"   AND created_at" GE ":created_at" " LIMIT 1",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"created_at", TIMESTAMPTZOID}}
 };
 
 /*
- * Sell the asset to a reservation that is still $4 (HELD, or EXPIRED for a
- * late commit).  $5 is the ledger's reserved_delta: -1 if the hold still
- * counted.  $6 function, $7 actor.  Returns the reservation as it was.
+ * Sell the asset to a reservation that is still :status (HELD, or EXPIRED
+ * for a late commit).  :reserved_delta is -1 if the hold still counted.
+ * Returns the reservation as it was.
  */
 static HcStatement sell_asset = {
 	"WITH a AS ("
 	"  UPDATE hc_assets"
-	"     SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = $2,"
-	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
-	"   WHERE id OPERATOR(pg_catalog.=) $1 RETURNING version),"
+	"     SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = :reservation_id,"
+	"         version = version" PLUS "1, updated_at = :now"
+	"   WHERE id" EQ ":asset_id" " RETURNING version),"
 	" r AS ("
-	"  UPDATE hc_reservations SET status = 'COMMITTED', ended_at = $3"
-	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id, expires_at, created_at),"
-	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'asset', $1, a.version, $3, 'commit', 'call', $6, $2, r.buyer_id, $5, -1, $7, NULL"
-	"    FROM a, r)"
+	"  UPDATE hc_reservations SET status = 'COMMITTED', ended_at = :now"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ ":status" " RETURNING buyer_id, expires_at, created_at),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'commit'", "'call'", ":reservation_id",
+				   "r.buyer_id", ":reserved_delta", "-1", "NULL") " FROM a, r)"
 	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
-	7, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID}
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
+	 {"reserved_delta", INT4OID}, HC_LEDGER_PARAMS}
 };
 
 /*
- * Give the asset back from a HELD reservation, which ends as $4 (RELEASED,
- * or EXPIRED), with ledger event $5 from source $6.  $7 function, $8 actor.
- * Returns the reservation as it was.
+ * Give the asset back from a HELD reservation, which ends as :status
+ * (RELEASED, or EXPIRED), with the ledger's :event from :source.  Returns
+ * the reservation as it was.
  */
 static HcStatement free_asset = {
 	"WITH a AS ("
 	"  UPDATE hc_assets"
 	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
-	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
-	"   WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
-	"     AND current_reservation_id OPERATOR(pg_catalog.=) $2 RETURNING version),"
+	"         version = version" PLUS "1, updated_at = :now"
+	"   WHERE id" EQ ":asset_id" " AND status" EQ "'HELD'"
+	"     AND current_reservation_id" EQ ":reservation_id" " RETURNING version),"
 	" r AS ("
-	"  UPDATE hc_reservations SET status = $4, ended_at = $3"
-	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id, expires_at, created_at),"
-	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'asset', $1, a.version, $3, $5, $6, $7, $2, r.buyer_id, -1, 0, $8, NULL"
-	"    FROM a, r)"
+	"  UPDATE hc_reservations SET status = :status, ended_at = :now"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ "'HELD' RETURNING buyer_id, expires_at, created_at),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", ":event", ":source", ":reservation_id",
+				   "r.buyer_id", "-1", "0", "NULL") " FROM a, r)"
 	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
-	8, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
+	 {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
 };
 
-/* Move a live hold's end to $3, with both ends in the ledger's detail ($7). */
+/* Move a live hold's end to :until, with both ends in the ledger's :detail. */
 static HcStatement extend_hold = {
 	"WITH r AS ("
-	"  UPDATE hc_reservations SET expires_at = $3"
-	"   WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) 'HELD' RETURNING buyer_id),"
+	"  UPDATE hc_reservations SET expires_at = :until"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ "'HELD' RETURNING buyer_id),"
 	" a AS ("
 	"  UPDATE hc_assets"
-	"     SET hold_expires_at = $3, version = version OPERATOR(pg_catalog.+) 1, updated_at = $4"
-	"   WHERE id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'HELD'"
-	"     AND current_reservation_id OPERATOR(pg_catalog.=) $2 RETURNING version)"
-	HC_LEDGER_INSERT
-	" SELECT 'asset', $1, a.version, $4, 'extend', 'call', $5, $2, r.buyer_id, 0, 0, $6, $7"
-	"   FROM r, a RETURNING seq",
-	7, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
+	"     SET hold_expires_at = :until, version = version" PLUS "1, updated_at = :now"
+	"   WHERE id" EQ ":asset_id" " AND status" EQ "'HELD'"
+	"     AND current_reservation_id" EQ ":reservation_id" " RETURNING version)"
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'extend'", "'call'", ":reservation_id",
+				   "r.buyer_id", "0", "0", ":detail")
+	" FROM r, a RETURNING seq",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"until", TIMESTAMPTZOID},
+	 {"detail", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/*
+ * The sweeper's expired holds, oldest first from :resume_from on: lock each
+ * one's asset unless another transaction has it (the limit counts only the
+ * rows locked, so two sweeps at once take different rows), give the asset
+ * back if it is still HELD by that reservation and its hold has still ended
+ * (both checked again on the locked row), end the reservation as EXPIRED,
+ * write the ledger.  The lateral lock makes the plan walk the expiry index
+ * in order and stop at the limit.  Returns the assets freed, whether each
+ * had its reservation ended with it, and the hold's end (the next batch
+ * starts there).
+ */
+static HcStatement sweep_holds = {
+	"WITH doomed AS ("
+	"  SELECT a.id, a.rid, r.expires_at"
+	"    FROM hc_reservations r"
+	"   CROSS JOIN LATERAL ("
+	"     SELECT l.id, l.current_reservation_id AS rid FROM hc_assets l"
+	"      WHERE l.id" EQ "r.asset_id" " AND l.current_reservation_id" EQ "r.id"
+	"        AND l.status" EQ "'HELD'" " AND l.hold_expires_at" LE ":now"
+	"        FOR NO KEY UPDATE SKIP LOCKED) a"
+	"   WHERE r.status" EQ "'HELD'" " AND r.expires_at" LE ":now"
+	"     AND r.expires_at" GE ":resume_from"
+	"   ORDER BY r.expires_at LIMIT :batch_size),"
+	" freed AS ("
+	"  UPDATE hc_assets a"
+	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
+	"         version = a.version" PLUS "1, updated_at = :now"
+	"    FROM doomed d"
+	"   WHERE a.id" EQ "d.id"
+	"  RETURNING a.id, d.rid, a.version),"
+	" ended AS ("
+	"  UPDATE hc_reservations r SET status = 'EXPIRED', ended_at = :now"
+	"    FROM freed f"
+	"   WHERE r.asset_id" EQ "f.id" " AND r.id" EQ "f.rid" " AND r.status" EQ "'HELD'"
+	"  RETURNING r.asset_id, r.id, r.buyer_id),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", "f.id", "f.version", "'expire'", "'sweep'", "e.id", "e.buyer_id",
+				   "-1", "0", "NULL")
+	"    FROM freed f JOIN ended e ON e.asset_id" EQ "f.id" " AND e.id" EQ "f.rid)"
+	" SELECT f.id AS asset_id,"
+	"        EXISTS (SELECT FROM ended e WHERE e.asset_id" EQ "f.id) AS ended,"
+	"        d.expires_at"
+	"   FROM freed f JOIN doomed d ON d.id" EQ "f.id",
+	{{"resume_from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, HC_LEDGER_PARAMS}
 };
 
 /* Build the hc_reservation row a function returns. */
 static Datum
 hold_result(FunctionCallInfo fcinfo, const HoldReservation *r)
 {
-	TupleDesc	tupdesc;
 	Datum		values[7];
 	bool		nulls[7] = {false};
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	tupdesc = BlessTupleDesc(tupdesc);
 	values[0] = CStringGetTextDatum(r->id);
 	values[1] = CStringGetTextDatum(r->asset_id);
 	values[2] = CStringGetTextDatum(r->buyer_id);
@@ -213,7 +260,7 @@ hold_result(FunctionCallInfo fcinfo, const HoldReservation *r)
 	values[4] = TimestampTzGetDatum(r->expires_at);
 	values[5] = TimestampTzGetDatum(r->created_at);
 	values[6] = BoolGetDatum(r->replayed);
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	return hc_result_tuple(fcinfo, values, nulls);
 }
 
 /*
@@ -225,16 +272,14 @@ hc_asset_add(PG_FUNCTION_ARGS)
 	char	   *id = hc_arg_id(fcinfo, 0, "id");
 	char	   *name = hc_arg_text(fcinfo, 1, "name");
 	HcCall		call;
-	Datum		values[5];
+	HcArgs		args;
 	Datum		row;
 
 	hc_call_begin(&call, fcinfo, "hc_asset_add");
-	values[0] = HC_TEXT(id);
-	values[1] = HC_TEXT(name);
-	values[2] = TimestampTzGetDatum(call.now);
-	values[3] = HC_TEXT(call.function);
-	values[4] = HC_TEXT(hc_actor(&call));
-	if (hc_run(&add_asset, values, NULL, SPI_OK_SELECT) == 0)
+	hc_args(&args, &add_asset);
+	hc_bind_text(&args, "asset_id", id);
+	hc_bind_text(&args, "name", name);
+	if (hc_run(&call, &args, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("asset \"%s\" already exists", id),
@@ -302,7 +347,6 @@ hc_hold(PG_FUNCTION_ARGS)
 	HcFingerprint fp;
 	HcKnownKey	known;
 	HoldReservation r = {0};
-	Datum		values[10];
 
 	hc_call_begin(&call, fcinfo, "hc_hold");
 	hc_fingerprint_init(&fp, call.function);
@@ -331,6 +375,7 @@ hc_hold(PG_FUNCTION_ARGS)
 		char	   *status = NULL;
 		TimestampTz until = 0;
 		int64		seq;
+		HcArgs		args;
 
 		if (hc_fetch(&call, &peek_asset, asset_id, asset, nulls))
 		{
@@ -339,7 +384,7 @@ hc_hold(PG_FUNCTION_ARGS)
 		}
 		if (status == NULL || !hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
-		if (!hc_fetch_lock_free(&call, &take_asset, asset_id, asset, nulls))
+		if (!hc_fetch(&call, &take_asset, asset_id, asset, nulls))
 			hold_refuse(&call, asset_id, "LOCKED", 0);
 		status = TextDatumGetCString(asset[0]);
 		until = nulls[2] ? 0 : DatumGetTimestampTz(asset[2]);
@@ -347,34 +392,28 @@ hc_hold(PG_FUNCTION_ARGS)
 			hold_refuse(&call, asset_id, status, until);
 
 		r.id = hc_new_reservation_id(call.now);
-		values[0] = HC_TEXT(asset_id);
-		values[1] = HC_TEXT(r.id);
-		values[2] = TimestampTzGetDatum(call.now);
-		values[3] = TimestampTzGetDatum(r.expires_at);
-		values[4] = HC_TEXT(buyer_id);
-		values[5] = HC_TEXT(key);
-		values[6] = PointerGetDatum(hc_fingerprint_digest(&fp));
-		values[7] = HC_TEXT(call.function);
-		values[8] = HC_TEXT(hc_actor(&call));
-		values[9] = Int32GetDatum(strcmp(status, "HELD") == 0 ? 2 : 1);
-		if (hc_run(&hold_asset, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+		hc_args(&args, &hold_asset);
+		hc_bind_text(&args, "asset_id", asset_id);
+		hc_bind_text(&args, "reservation_id", r.id);
+		hc_bind(&args, "expires_at", TimestampTzGetDatum(r.expires_at));
+		hc_bind_text(&args, "buyer_id", buyer_id);
+		hc_bind_text(&args, "key", key);
+		hc_bind(&args, "fingerprint", PointerGetDatum(hc_fingerprint_digest(&fp)));
+		hc_bind(&args, "version_step", Int32GetDatum(strcmp(status, "HELD") == 0 ? 2 : 1));
+		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
 			elog(ERROR, "hold of locked asset \"%s\" changed no row", asset_id);
-		seq = DatumGetInt64(hc_datum(0, 1, &nulls[0]));
+		seq = hc_int64(0, "seq");
 		if (strcmp(status, "HELD") == 0)
 		{
-			Datum		reclaim[6];
-
 			if (nulls[1])
 				elog(ERROR, "held asset \"%s\" names no hold", asset_id);
 
 			/* Passive reclamation: the expired hold just taken over ends. */
-			reclaim[0] = HC_TEXT(asset_id);
-			reclaim[1] = asset[1];
-			reclaim[2] = TimestampTzGetDatum(call.now);
-			reclaim[3] = Int64GetDatum(seq - 1);
-			reclaim[4] = HC_TEXT(call.function);
-			reclaim[5] = HC_TEXT(hc_actor(&call));
-			if (hc_run(&end_expired_hold, reclaim, NULL, SPI_OK_INSERT_RETURNING) != 1)
+			hc_args(&args, &end_expired_hold);
+			hc_bind_text(&args, "asset_id", asset_id);
+			hc_bind(&args, "reservation_id", asset[1]);
+			hc_bind(&args, "seq", Int64GetDatum(seq - 1));
+			if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
 				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"",
 					 asset_id, TextDatumGetCString(asset[1]));
 		}
@@ -406,14 +445,11 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r, bool who
 	bool		nulls[4];
 
 	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls))
-		ereport(ERROR,
-				(errcode(ERRCODE_HC_NOT_FOUND),
-				 errmsg("reservation \"%s\" does not exist", reservation_id),
-				 errdetail("No hold has the id \"%s\".", reservation_id),
-				 errhint("Use the reservation_id that hc_hold() returned.")));
+		hc_reservation_not_found(reservation_id, "hold",
+								 "Use the reservation_id that hc_hold() returned.");
 	r->id = pstrdup(reservation_id);
 	r->asset_id = TextDatumGetCString(values[0]);
-	if (!hc_fetch_lock(call, &lock_asset, r->asset_id, values, nulls))
+	if (!hc_fetch(call, &lock_asset, r->asset_id, values, nulls))
 		elog(ERROR, "asset \"%s\" of reservation \"%s\" vanished", r->asset_id, r->id);
 	r->asset_status = TextDatumGetCString(values[0]);
 	r->asset_reservation_id = nulls[1] ? NULL : TextDatumGetCString(values[1]);
@@ -437,9 +473,9 @@ hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r, bool who
 static void
 hold_written(HcCall *call, HoldReservation *r)
 {
-	r->buyer_id = hc_text(call, 0, 1);
-	r->expires_at = hc_timestamptz(0, 2);
-	r->created_at = hc_timestamptz(0, 3);
+	r->buyer_id = hc_text(call, 0, "buyer_id");
+	r->expires_at = hc_timestamptz(0, "expires_at");
+	r->created_at = hc_timestamptz(0, "created_at");
 }
 
 /*
@@ -450,43 +486,32 @@ static void
 hold_free(HcCall *call, HoldReservation *r, const char *status, const char *event,
 		  const char *source)
 {
-	Datum		values[8];
+	HcArgs		args;
 
-	values[0] = HC_TEXT(r->asset_id);
-	values[1] = HC_TEXT(r->id);
-	values[2] = TimestampTzGetDatum(call->now);
-	values[3] = HC_TEXT(status);
-	values[4] = HC_TEXT(event);
-	values[5] = HC_TEXT(source);
-	values[6] = HC_TEXT(call->function);
-	values[7] = HC_TEXT(hc_actor(call));
-	if (hc_run(&free_asset, values, NULL, SPI_OK_SELECT) != 1)
+	hc_args(&args, &free_asset);
+	hc_bind_text(&args, "asset_id", r->asset_id);
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind_text(&args, "status", status);
+	hc_bind_text(&args, "event", event);
+	hc_bind_text(&args, "source", source);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
 		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
 	hold_written(call, r);
 	r->status = pstrdup(status);
 	hc_notify("asset", r->asset_id, "AVAILABLE");
 }
 
-/* RS004 and RS003 for a hold. */
+/* RS004 and RS003 for a hold: the detail names its asset. */
 static void
 hold_not_active(const HoldReservation *r, const char *hint)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_HC_RESERVATION_NOT_ACTIVE),
-			 errmsg("reservation \"%s\" is not active", r->id),
-			 errdetail("Reservation \"%s\" of asset \"%s\" is %s.", r->id, r->asset_id, r->status),
-			 errhint("%s", hint)));
+	hc_reservation_not_active(r->id, psprintf(" of asset \"%s\"", r->asset_id), r->status, hint);
 }
 
 static void
 hold_expired(const HoldReservation *r, const char *hint)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_HC_RESERVATION_EXPIRED),
-			 errmsg("reservation \"%s\" has expired", r->id),
-			 errdetail("Reservation \"%s\" of asset \"%s\" expired at %s.",
-					   r->id, r->asset_id, timestamptz_to_str(r->expires_at)),
-			 errhint("%s", hint)));
+	hc_reservation_expired(r->id, psprintf(" of asset \"%s\"", r->asset_id), r->expires_at, hint);
 }
 
 /*
@@ -502,7 +527,7 @@ hc_commit(PG_FUNCTION_ARGS)
 	HcCall		call;
 	HoldReservation r = {0};
 	bool		expired;
-	Datum		values[7];
+	HcArgs		args;
 
 	hc_call_begin(&call, fcinfo, "hc_commit");
 	hold_lock(&call, reservation_id, &r, false);
@@ -521,20 +546,23 @@ hc_commit(PG_FUNCTION_ARGS)
 					 errhint("Run hc_check() to list the broken invariants.")));
 		if (expired && !late_ok)
 			hold_expired(&r, "Refund the payment, or commit with late_ok => true if the asset may still be free.");
-		values[0] = HC_TEXT(r.asset_id);
-		values[1] = HC_TEXT(r.id);
-		values[2] = TimestampTzGetDatum(r.created_at);
-		if (expired && !hold_is_current(&r) &&
-			(strcmp(r.asset_status, "AVAILABLE") != 0 ||
-			 hc_run(&taken_since, values, NULL, SPI_OK_SELECT) > 0))
-			hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
+		if (expired && !hold_is_current(&r))
+		{
+			hc_args(&args, &taken_since);
+			hc_bind_text(&args, "asset_id", r.asset_id);
+			hc_bind_text(&args, "reservation_id", r.id);
+			hc_bind(&args, "created_at", TimestampTzGetDatum(r.created_at));
+			if (strcmp(r.asset_status, "AVAILABLE") != 0 ||
+				hc_run(&call, &args, SPI_OK_SELECT) > 0)
+				hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
+		}
 
-		values[2] = TimestampTzGetDatum(call.now);
-		values[3] = HC_TEXT(r.status);
-		values[4] = Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0);
-		values[5] = HC_TEXT(call.function);
-		values[6] = HC_TEXT(hc_actor(&call));
-		if (hc_run(&sell_asset, values, NULL, SPI_OK_SELECT) != 1)
+		hc_args(&args, &sell_asset);
+		hc_bind_text(&args, "asset_id", r.asset_id);
+		hc_bind_text(&args, "reservation_id", r.id);
+		hc_bind_text(&args, "status", r.status);
+		hc_bind(&args, "reserved_delta", Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0));
+		if (hc_run(&call, &args, SPI_OK_SELECT) != 1)
 			elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
 		hold_written(&call, &r);
 		r.status = "COMMITTED";
@@ -600,21 +628,54 @@ hc_extend(PG_FUNCTION_ARGS)
 	until = Min(call.now + ttl, cap);
 	if (until > r.expires_at)
 	{
-		Datum		values[7];
+		HcArgs		args;
 
-		values[0] = HC_TEXT(r.asset_id);
-		values[1] = HC_TEXT(r.id);
-		values[2] = TimestampTzGetDatum(until);
-		values[3] = TimestampTzGetDatum(call.now);
-		values[4] = HC_TEXT(call.function);
-		values[5] = HC_TEXT(hc_actor(&call));
+		hc_args(&args, &extend_hold);
+		hc_bind_text(&args, "asset_id", r.asset_id);
+		hc_bind_text(&args, "reservation_id", r.id);
+		hc_bind(&args, "until", TimestampTzGetDatum(until));
 		/* timestamptz_to_str() returns a static buffer: copy the first. */
-		values[6] = HC_TEXT(psprintf("expires_at %s -> %s", pstrdup(timestamptz_to_str(r.expires_at)),
-									 timestamptz_to_str(until)));
-		if (hc_run(&extend_hold, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+		hc_bind_text(&args, "detail", psprintf("expires_at %s -> %s",
+											   pstrdup(timestamptz_to_str(r.expires_at)),
+											   timestamptz_to_str(until)));
+		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
 			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
 		r.expires_at = until;
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));
+}
+
+/*
+ * The sweeper's part for holds (sweep.c): up to batch_size expired holds,
+ * from where the last batch of this sweep stopped (holds it skipped are left
+ * to the next sweep), so that a sweep does not walk again over the index
+ * entries of the holds it has just ended.  Returns how many it ended.
+ */
+int64
+hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	HcArgs		args;
+	uint64		n;
+	uint64		i;
+
+	hc_args(&args, &sweep_holds);
+	hc_bind(&args, "resume_from",
+			TimestampTzGetDatum(counts->resumed ? counts->holds_from : DT_NOBEGIN));
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		char	   *asset_id = hc_text(call, (int) i, "asset_id");
+		TimestampTz expires_at = hc_timestamptz((int) i, "expires_at");
+
+		if (!DatumGetBool(hc_datum((int) i, "ended", &isnull)))
+			elog(ERROR, "expired hold of asset \"%s\" has no held reservation", asset_id);
+		if (!counts->resumed || expires_at > counts->holds_from)
+			counts->holds_from = expires_at;
+		counts->resumed = true;
+		hc_notify("asset", asset_id, "AVAILABLE");
+	}
+	return (int64) n;
 }

@@ -1,6 +1,7 @@
 /*
  * idempotency.c
- *		Idempotency keys: one key space for every function that takes one.
+ *		Idempotency keys: one key space for every function that takes one,
+ *		and keys past retention forgotten by the sweep.
  *
  * A key lives on the reservation it made (idempotency_key, with the
  * fingerprint of the request), so a new request writes no row of its own.
@@ -21,8 +22,10 @@
 #include "utils/builtins.h"
 
 #include "errors.h"
+#include "fetch.h"
 #include "holdcommit.h"
 #include "idempotency.h"
+#include "sweep.h"
 
 /*
  * Advisory locks of holdcommit keys use this in field 4 of the lock tag;
@@ -39,14 +42,39 @@ typedef enum HcKeyVerdict
 
 static HcStatement forget_hold_key = {
 	"UPDATE hc_reservations SET idempotency_key = NULL"
-	" WHERE asset_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}
+	" WHERE asset_id" EQ ":scope_id" " AND id" EQ ":reservation_id",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
 };
 
 static HcStatement forget_stock_key = {
 	"UPDATE hc_stock_reservations SET idempotency_key = NULL"
-	" WHERE scope_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}
+	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
+};
+
+/*
+ * The sweeper's part for keys: forget the idempotency keys of reservations
+ * of both kinds made at or before :retention_start, oldest first,
+ * :batch_size of each kind at most.
+ */
+static HcStatement forget_keys = {
+	"WITH h AS ("
+	"  UPDATE hc_reservations r SET idempotency_key = NULL"
+	"    FROM (SELECT asset_id, id FROM hc_reservations"
+	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
+	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
+	"   WHERE r.asset_id" EQ "d.asset_id" " AND r.id" EQ "d.id"
+	"  RETURNING 1),"
+	" s AS ("
+	"  UPDATE hc_stock_reservations r SET idempotency_key = NULL"
+	"    FROM (SELECT scope_id, id FROM hc_stock_reservations"
+	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
+	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
+	"   WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id"
+	"  RETURNING 1)"
+	" SELECT (SELECT pg_catalog.count(*) FROM h) AS holds,"
+	"        (SELECT pg_catalog.count(*) FROM s) AS stock",
+	{{"retention_start", TIMESTAMPTZOID}, {"batch_size", INT4OID}}
 };
 
 /*
@@ -108,30 +136,30 @@ hc_idempotency_lock(const char *key)
 }
 
 /* The reservation of either kind that holds a key, by its unique index. */
-static HcFetch hold_key = {"hc_reservations", "idempotency_key", 5,
+static HcFetch hold_key = {"hc_reservations", "idempotency_key", HC_FETCH_READ, 5,
 {"id", "asset_id", "buyer_id", "fingerprint", "created_at"}};
-static HcFetch stock_key = {"hc_stock_reservations", "idempotency_key", 5,
+static HcFetch stock_key = {"hc_stock_reservations", "idempotency_key", HC_FETCH_READ, 5,
 {"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
 
-/* What a domain statement read with HC_KNOWN_KEY, in row 0 from column first on. */
+/* What a domain statement read with HC_KNOWN_KEY_COLUMNS, in its row 0. */
 static void
-hc_known_from_row(HcCall *call, int first, HcKnownKey *known)
+hc_known_from_row(HcCall *call, HcKnownKey *known)
 {
 	bool		isnull;
 	Datum		stored;
 	MemoryContext old;
 
-	known->kind = hc_text(call, 0, first);
+	known->kind = hc_text(call, 0, "known_kind");
 	if (known->kind == NULL)
 		return;
-	known->id = hc_text(call, 0, first + 1);
-	known->scope_id = hc_text(call, 0, first + 2);
-	known->buyer_id = hc_text(call, 0, first + 3);
-	stored = hc_datum(0, first + 4, &isnull);
+	known->id = hc_text(call, 0, "known_id");
+	known->scope_id = hc_text(call, 0, "known_scope_id");
+	known->buyer_id = hc_text(call, 0, "known_buyer_id");
+	stored = hc_datum(0, "known_fingerprint", &isnull);
 	old = MemoryContextSwitchTo(call->outer);
 	known->fingerprint = isnull ? NULL : DatumGetByteaPCopy(stored);
 	MemoryContextSwitchTo(old);
-	known->created_at = hc_timestamptz(0, first + 5);
+	known->created_at = hc_timestamptz(0, "known_created_at");
 }
 
 /* The same, looked up directly: one key space for holds and stock. */
@@ -173,12 +201,12 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 		return HC_KEY_NEW;
 	if (known->created_at <= retention_start)
 	{
-		Datum		values[2];
+		HcArgs		args;
 
-		values[0] = HC_TEXT(known->scope_id);
-		values[1] = HC_TEXT(known->id);
-		if (hc_run(strcmp(known->kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key,
-				   values, NULL, SPI_OK_UPDATE) != 1)
+		hc_args(&args, strcmp(known->kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key);
+		hc_bind_text(&args, "scope_id", known->scope_id);
+		hc_bind_text(&args, "reservation_id", known->id);
+		if (hc_run(call, &args, SPI_OK_UPDATE) != 1)
 			elog(ERROR, "could not forget idempotency key \"%s\"", key);
 		return HC_KEY_FORGOTTEN;
 	}
@@ -197,25 +225,25 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 
 /*
  * The one skeleton of every call that takes a key: take the key's lock, run
- * the domain statement stmt (which must return rows rows, reading what the
- * key already made with HC_KNOWN_KEY from column first on), and judge.
- * Returns true for a replay of the same request (*known filled), false for
- * a new one; RS005 for another request.  A key past retention is forgotten
- * and stmt run again.
+ * the domain statement of args (which must return rows rows, reading what
+ * the key already made with HC_KNOWN_KEY_COLUMNS), and judge.  Returns true
+ * for a replay of the same request (*known filled), false for a new one;
+ * RS005 for another request.  A key past retention is forgotten and the
+ * statement run again.
  */
 bool
-hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
-				   const char *key, HcFingerprint *fp, int first, HcKnownKey *known)
+hc_idempotency_run(HcCall *call, HcArgs *args, uint64 rows, const char *key,
+				   HcFingerprint *fp, HcKnownKey *known)
 {
 	HcKeyVerdict verdict;
 
 	hc_idempotency_lock(key);
 	do
 	{
-		if (hc_run(stmt, values, NULL, SPI_OK_SELECT) != rows)
+		if (hc_run(call, args, SPI_OK_SELECT) != rows)
 			elog(ERROR, "%s read " UINT64_FORMAT " rows, not " UINT64_FORMAT,
 				 call->function, SPI_processed, rows);
-		hc_known_from_row(call, first, known);
+		hc_known_from_row(call, known);
 		verdict = hc_idempotency_judge(call, key, fp, known);
 	} while (verdict == HC_KEY_FORGOTTEN);
 	return verdict == HC_KEY_REPLAY;
@@ -237,4 +265,21 @@ hc_idempotency_find(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKey
 		verdict = hc_idempotency_judge(call, key, fp, known);
 	} while (verdict == HC_KEY_FORGOTTEN);
 	return verdict == HC_KEY_REPLAY;
+}
+
+/*
+ * The sweeper's part for keys (sweep.c): up to batch_size keys of each kind
+ * past holdcommit.idempotency_retention are forgotten.  Returns how many.
+ */
+int64
+hc_idempotency_sweep(HcCall *call, int batch_size)
+{
+	HcArgs		args;
+
+	hc_args(&args, &forget_keys);
+	hc_bind(&args, "retention_start",
+			TimestampTzGetDatum(call->now - (int64) hc_idempotency_retention * USECS_PER_SEC));
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	hc_run(call, &args, SPI_OK_SELECT);
+	return hc_int64(0, "holds") + hc_int64(0, "stock");
 }

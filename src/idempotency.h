@@ -7,7 +7,7 @@
 
 #include "lib/stringinfo.h"
 
-#include "call.h"
+#include "statement.h"
 
 /* A request's fingerprint: its SHA-256 is taken only when a call needs it. */
 typedef struct HcFingerprint
@@ -18,8 +18,7 @@ typedef struct HcFingerprint
 
 /*
  * The reservation a key already made, as a domain statement read it with
- * HC_KNOWN_KEY: the columns kind, id, scope_id, buyer_id, fingerprint,
- * created_at, in that order.
+ * HC_KNOWN_KEY and HC_KNOWN_KEY_COLUMNS.
  */
 typedef struct HcKnownKey
 {
@@ -33,23 +32,27 @@ typedef struct HcKnownKey
 
 /*
  * A CTE "known" with the reservation, of either kind, that holds the key
- * given as parameter param: one key space for holds and stock.
+ * :key (one key space for holds and stock), and the columns that read it
+ * from "known k".
  */
-#define HC_KNOWN_KEY(param) \
+#define HC_KNOWN_KEY \
 	"known AS (" \
 	"  SELECT 'hold' AS kind, id, asset_id AS scope_id, buyer_id, fingerprint, created_at" \
-	"    FROM hc_reservations WHERE idempotency_key OPERATOR(pg_catalog.=) " param \
+	"    FROM hc_reservations WHERE idempotency_key" EQ ":key" \
 	"  UNION ALL" \
 	"  SELECT 'stock', id, scope_id, buyer_id, fingerprint, created_at" \
-	"    FROM hc_stock_reservations WHERE idempotency_key OPERATOR(pg_catalog.=) " param \
+	"    FROM hc_stock_reservations WHERE idempotency_key" EQ ":key" \
 	"  LIMIT 1)"
-#define HC_KNOWN_KEY_COLUMNS "k.kind, k.id, k.scope_id, k.buyer_id, k.fingerprint, k.created_at"
+#define HC_KNOWN_KEY_COLUMNS \
+	"k.kind AS known_kind, k.id AS known_id, k.scope_id AS known_scope_id," \
+	" k.buyer_id AS known_buyer_id, k.fingerprint AS known_fingerprint," \
+	" k.created_at AS known_created_at"
 
 extern void hc_fingerprint_init(HcFingerprint *fp, const char *function);
 extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
 extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
-extern bool hc_idempotency_run(HcCall *call, HcStatement *stmt, Datum *values, uint64 rows,
-							   const char *key, HcFingerprint *fp, int first, HcKnownKey *known);
+extern bool hc_idempotency_run(HcCall *call, HcArgs *args, uint64 rows, const char *key,
+							   HcFingerprint *fp, HcKnownKey *known);
 extern bool hc_idempotency_find(HcCall *call, const char *key, HcFingerprint *fp,
 								HcKnownKey *known);
 

@@ -1,7 +1,8 @@
 /*
  * ids.c
  *		Reservation ids: "res_" and a ULID (48 bits of Unix milliseconds,
- *		80 random bits, Crockford base32), so ids sort by creation time.
+ *		80 random bits, Crockford base32), so ids sort by creation time;
+ *		and the Unix milliseconds that ids and attempt markers carry.
  */
 #include "postgres.h"
 
@@ -12,6 +13,13 @@
 
 static const char crockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
+/* Milliseconds since the Unix epoch. */
+int64
+hc_unix_ms(TimestampTz t)
+{
+	return t / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+}
+
 /* A new reservation id for a call made at now. */
 char *
 hc_new_reservation_id(TimestampTz now)
@@ -21,8 +29,7 @@ hc_new_reservation_id(TimestampTz now)
 	char	   *id = palloc(4 + 26 + 1);
 	int			i;
 
-	unix_ms = (uint64) (now / 1000) +
-		(uint64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	unix_ms = (uint64) hc_unix_ms(now);
 	for (i = 0; i < 6; i++)
 		bytes[i] = (uint8) (unix_ms >> (8 * (5 - i)));
 	if (!pg_strong_random(bytes + 6, 10))

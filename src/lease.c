@@ -25,12 +25,10 @@
 #include "storage/latch.h"
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "call.h"
 #include "errors.h"
 #include "lease.h"
 #include "ledger.h"
@@ -60,98 +58,96 @@ typedef struct LeaseTaken
  * One acquire attempt, an atomic conditional step: take the row if it is
  * free, ours, or stale.  The same owner with a live lease keeps its token;
  * anyone else (or the same owner after its lease went stale) gets token + 1.
- *   $1 resource  $2 owner  $3 now  $4 stale_after  $5, $6 the pid and start
- *   of an ended session bound to the lease  $7, $8 ours, for a session-bound
- *   acquire (new_lease takes the same arguments, and three more)
+ * :ended_pid and :ended_started name a session bound to the lease that has
+ * ended (null: none); :session_pid and :session_started are ours, for a
+ * session-bound acquire.
  */
 static HcStatement take_lease = {
 	"WITH target AS ("
 	"  SELECT resource, owner, token, heartbeat_at, stale_after,"
-	"         COALESCE(session_pid OPERATOR(pg_catalog.=) $5"
-	"                  AND session_started OPERATOR(pg_catalog.=) $6, false) AS session_ended"
+	"         COALESCE(session_pid" EQ ":ended_pid"
+	"                  AND session_started" EQ ":ended_started, false) AS session_ended"
 	"    FROM hc_locks"
-	"   WHERE resource OPERATOR(pg_catalog.=) $1"
-	"     AND (owner IS NULL OR owner OPERATOR(pg_catalog.=) $2"
-	"          OR heartbeat_at OPERATOR(pg_catalog.+) stale_after OPERATOR(pg_catalog.<=) $3"
-	"          OR (session_pid OPERATOR(pg_catalog.=) $5"
-	"              AND session_started OPERATOR(pg_catalog.=) $6))"
+	"   WHERE resource" EQ ":resource"
+	"     AND (owner IS NULL OR owner" EQ ":owner"
+	"          OR heartbeat_at" PLUS "stale_after" LE ":now"
+	"          OR (session_pid" EQ ":ended_pid" " AND session_started" EQ ":ended_started))"
 	"     FOR NO KEY UPDATE),"
 	" judged AS ("
-	"  SELECT t.*, t.owner OPERATOR(pg_catalog.=) $2"
-	"              AND t.heartbeat_at OPERATOR(pg_catalog.+) t.stale_after OPERATOR(pg_catalog.>) $3"
+	"  SELECT t.*, t.owner" EQ ":owner"
+	"              AND t.heartbeat_at" PLUS "t.stale_after" GT ":now"
 	"              AND NOT t.session_ended AS same_live"
 	"    FROM target t)"
 	" UPDATE hc_locks l"
-	"    SET owner = $2,"
-	"        token = CASE WHEN j.same_live THEN j.token ELSE j.token OPERATOR(pg_catalog.+) 1 END,"
-	"        acquired_at = CASE WHEN j.same_live THEN l.acquired_at ELSE $3 END,"
-	"        version = CASE WHEN j.same_live THEN l.version"
-	"                       ELSE l.version OPERATOR(pg_catalog.+) 1 END,"
-	"        heartbeat_at = $3, stale_after = $4, session_pid = $7, session_started = $8,"
-	"        updated_at = $3"
+	"    SET owner = :owner,"
+	"        token = CASE WHEN j.same_live THEN j.token ELSE j.token" PLUS "1 END,"
+	"        acquired_at = CASE WHEN j.same_live THEN l.acquired_at ELSE :now END,"
+	"        version = CASE WHEN j.same_live THEN l.version ELSE l.version" PLUS "1 END,"
+	"        heartbeat_at = :now, stale_after = :stale_after, session_pid = :session_pid,"
+	"        session_started = :session_started, updated_at = :now"
 	"   FROM judged j"
-	"  WHERE l.resource OPERATOR(pg_catalog.=) $1 AND l.resource OPERATOR(pg_catalog.=) j.resource"
-	" RETURNING l.token, j.owner, j.token, l.version",
-	8, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, INT4OID,
-	TIMESTAMPTZOID}
+	"  WHERE l.resource" EQ ":resource" " AND l.resource" EQ "j.resource"
+	" RETURNING l.token, j.owner AS previous_owner, j.token AS previous_token, l.version",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"stale_after", INTERVALOID},
+	 {"ended_pid", INT4OID}, {"ended_started", TIMESTAMPTZOID}, {"session_pid", INT4OID},
+	 {"session_started", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID}}
 };
 
 /*
  * A resource never leased before: token 1, and its ledger row.  On a conflict
  * (the row exists, or another acquire is inserting it) nothing happens and no
  * row lock is left behind, so this first try needs no subtransaction.
- * take_lease's arguments ($5, $6 unused), then $9 function, $10 actor,
- * $11 detail.
  */
 static HcStatement new_lease = {
 	"WITH l AS ("
 	"  INSERT INTO hc_locks"
 	"   (resource, owner, token, acquired_at, heartbeat_at, stale_after,"
 	"    session_pid, session_started, updated_at)"
-	"  VALUES ($1, $2, 1, $3, $3, $4, $7, $8, $3)"
+	"  VALUES (:resource, :owner, 1, :now, :now, :stale_after, :session_pid, :session_started,"
+	"          :now)"
 	"  ON CONFLICT (resource) DO NOTHING RETURNING version)"
-	HC_LEDGER_INSERT
-	" SELECT 'resource', $1, l.version, $3, 'acquire', 'call', $9, NULL, NULL, 0, 0, $10, $11"
-	"   FROM l RETURNING seq",
-	11, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, INT4OID,
-	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
+	HC_LEDGER_ROWS("'resource'", ":resource", "l.version", "'acquire'", "'call'", "NULL", "NULL",
+				   "0", "0", ":detail")
+	" FROM l RETURNING seq",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"stale_after", INTERVALOID},
+	 {"session_pid", INT4OID}, {"session_started", TIMESTAMPTZOID}, {"detail", TEXTOID},
+	 HC_LEDGER_PARAMS}
 };
 
 static HcStatement beat_lease = {
-	"UPDATE hc_locks SET heartbeat_at = $4, updated_at = $4"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
-	"   AND token OPERATOR(pg_catalog.=) $3"
+	"UPDATE hc_locks SET heartbeat_at = :now, updated_at = :now"
+	" WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
 	" RETURNING heartbeat_at",
-	4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}, {"now", TIMESTAMPTZOID}}
 };
 
-/* Free the lease that owner $2 holds with token $3, and write the ledger row. */
+/* Free the lease that :owner holds with :token, and write the ledger row. */
 static HcStatement free_lease = {
 	"WITH l AS ("
 	"  UPDATE hc_locks"
 	"     SET owner = NULL, acquired_at = NULL, heartbeat_at = NULL, stale_after = NULL,"
 	"         session_pid = NULL, session_started = NULL,"
-	"         released_at = $4, updated_at = $4, version = version OPERATOR(pg_catalog.+) 1"
-	"   WHERE resource OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
-	"     AND token OPERATOR(pg_catalog.=) $3"
+	"         released_at = :now, updated_at = :now, version = version" PLUS "1"
+	"   WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
 	"  RETURNING version)"
-	HC_LEDGER_INSERT
-	" SELECT 'resource', $1, l.version, $4, 'release', 'call', $5, NULL, NULL, 0, 0, $6, $7"
-	"   FROM l RETURNING seq",
-	7, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
+	HC_LEDGER_ROWS("'resource'", ":resource", "l.version", "'release'", "'call'", "NULL", "NULL",
+				   "0", "0", ":detail")
+	" FROM l RETURNING seq",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}, {"detail", TEXTOID},
+	 HC_LEDGER_PARAMS}
 };
 
 /* The session a lease is bound to, if any, without locking it. */
 static HcStatement peek_session = {
 	"SELECT session_pid, session_started FROM hc_locks"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND session_pid IS NOT NULL",
-	1, {TEXTOID}
+	" WHERE resource" EQ ":resource" " AND session_pid IS NOT NULL",
+	{{"resource", TEXTOID}}
 };
 
 /* The lease as it is, without locking it: for error details. */
 static HcStatement peek_lease = {
-	"SELECT owner, token FROM hc_locks WHERE resource OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}
+	"SELECT owner, token FROM hc_locks WHERE resource" EQ ":resource",
+	{{"resource", TEXTOID}}
 };
 
 /*
@@ -161,23 +157,22 @@ static HcStatement peek_lease = {
  */
 static HcStatement hold_lease = {
 	"SELECT 1 FROM hc_locks"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
-	"   AND token OPERATOR(pg_catalog.=) $3"
+	" WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
 	" FOR NO KEY UPDATE",
-	3, {TEXTOID, TEXTOID, INT8OID}
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}}
 };
 
 /* The lease row, whoever holds it: for an operator's change (a reset). */
 static HcStatement lock_lease = {
-	"SELECT 1 FROM hc_locks WHERE resource OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
-	1, {TEXTOID}
+	"SELECT 1 FROM hc_locks WHERE resource" EQ ":resource" " FOR NO KEY UPDATE",
+	{{"resource", TEXTOID}}
 };
 
 /* The resource's next version, the seq of its next ledger row. */
 static HcStatement next_version = {
-	"UPDATE hc_locks SET version = version OPERATOR(pg_catalog.+) 1"
-	" WHERE resource OPERATOR(pg_catalog.=) $1 RETURNING version",
-	1, {TEXTOID}
+	"UPDATE hc_locks SET version = version" PLUS "1"
+	" WHERE resource" EQ ":resource" " RETURNING version",
+	{{"resource", TEXTOID}}
 };
 
 /*
@@ -196,25 +191,6 @@ hc_lease_refuse_in_transaction(const char *function)
 				 errhint("Call it in autocommit mode.")));
 }
 
-/* A fencing token argument: not null, positive. */
-int64
-hc_arg_token(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	int64		token;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
-	token = PG_GETARG_INT64(argno);
-	if (token <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be positive", name),
-				 errhint("Use the token that hc_lock_acquire() returned.")));
-	return token;
-}
-
 /*
  * Raise RS007: this owner and token do not hold the lease.  The detail says
  * what the lease is now.
@@ -222,17 +198,17 @@ hc_arg_token(FunctionCallInfo fcinfo, int argno, const char *name)
 static void
 lease_not_held(HcCall *call, const char *resource, const char *owner, int64 token)
 {
-	Datum		values[1];
+	HcArgs		args;
 	char	   *detail;
 
-	values[0] = HC_TEXT(resource);
-	if (hc_run(&peek_lease, values, NULL, SPI_OK_SELECT) == 0)
+	hc_args(&args, &peek_lease);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		detail = psprintf("Resource \"%s\" has never been leased.", resource);
 	else
 	{
-		char	   *holder = hc_text(call, 0, 1);
-		bool		isnull;
-		int64		current = DatumGetInt64(hc_datum(0, 2, &isnull));
+		char	   *holder = hc_text(call, 0, "owner");
+		int64		current = hc_int64(0, "token");
 
 		if (holder == NULL)
 			detail = psprintf("The lease of resource \"%s\" is free; its last token is " INT64_FORMAT ".",
@@ -256,12 +232,13 @@ lease_not_held(HcCall *call, const char *resource, const char *owner, int64 toke
 void
 hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token)
 {
-	Datum		values[3];
+	HcArgs		args;
 
-	values[0] = HC_TEXT(resource);
-	values[1] = HC_TEXT(owner);
-	values[2] = Int64GetDatum(token);
-	if (hc_run(&hold_lease, values, NULL, SPI_OK_SELECT) == 0)
+	hc_args(&args, &hold_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "token", Int64GetDatum(token));
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		lease_not_held(call, resource, owner, token);
 }
 
@@ -270,12 +247,13 @@ hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token
  * before attempt rows); false if the resource was never leased.
  */
 bool
-hc_lease_lock(const char *resource)
+hc_lease_lock(HcCall *call, const char *resource)
 {
-	Datum		values[1];
+	HcArgs		args;
 
-	values[0] = HC_TEXT(resource);
-	return hc_run(&lock_lease, values, NULL, SPI_OK_SELECT) == 1;
+	hc_args(&args, &lock_lease);
+	hc_bind_text(&args, "resource", resource);
+	return hc_run(call, &args, SPI_OK_SELECT) == 1;
 }
 
 /*
@@ -283,61 +261,16 @@ hc_lease_lock(const char *resource)
  * ledger row about to be written.  false if the resource was never leased.
  */
 bool
-hc_lease_next_seq(const char *resource, int64 *seq)
+hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq)
 {
-	Datum		values[1];
-	bool		isnull;
+	HcArgs		args;
 
-	values[0] = HC_TEXT(resource);
-	if (hc_run(&next_version, values, NULL, SPI_OK_UPDATE_RETURNING) == 0)
+	hc_args(&args, &next_version);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(call, &args, SPI_OK_UPDATE_RETURNING) == 0)
 		return false;
-	*seq = DatumGetInt64(hc_datum(0, 1, &isnull));
+	*seq = hc_int64(0, "version");
 	return true;
-}
-
-/*
- * The ledger detail of a lease or attempt row, a small JSON object built key
- * by key: hc_detail_init, then hc_detail_text / hc_detail_int, then
- * hc_detail_done for the string.  hc_check() reads owner, token and marker
- * back from it.
- */
-void
-hc_detail_init(StringInfo buf)
-{
-	initStringInfo(buf);
-	appendStringInfoChar(buf, '{');
-}
-
-/* A text member ("key": "value", or null). */
-void
-hc_detail_text(StringInfo buf, const char *key, const char *value)
-{
-	if (buf->len > 1)
-		appendStringInfoString(buf, ", ");
-	escape_json(buf, key);
-	appendStringInfoString(buf, ": ");
-	if (value == NULL)
-		appendStringInfoString(buf, "null");
-	else
-		escape_json(buf, value);
-}
-
-/* An integer member. */
-void
-hc_detail_int(StringInfo buf, const char *key, int64 value)
-{
-	if (buf->len > 1)
-		appendStringInfoString(buf, ", ");
-	escape_json(buf, key);
-	appendStringInfo(buf, ": " INT64_FORMAT, value);
-}
-
-/* The finished object. */
-char *
-hc_detail_done(StringInfo buf)
-{
-	appendStringInfoChar(buf, '}');
-	return buf->data;
 }
 
 /*
@@ -380,6 +313,47 @@ lease_detail(const char *owner, int64 token, const LeaseTaken *taken)
 	return hc_detail_done(&detail);
 }
 
+/* Bind the lease to this backend for a session-bound acquire (null: not). */
+static void
+lease_bind_session(HcArgs *args, bool session)
+{
+	if (session)
+	{
+		hc_bind(args, "session_pid", Int32GetDatum(MyProcPid));
+		hc_bind(args, "session_started", TimestampTzGetDatum(MyStartTimestamp));
+	}
+	else
+	{
+		hc_bind_null(args, "session_pid");
+		hc_bind_null(args, "session_started");
+	}
+}
+
+/*
+ * An existing resource: is it bound to a session that has ended?  Then name
+ * that session in :ended_pid and :ended_started, so that take_lease counts
+ * the lease as stale.
+ */
+static void
+lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
+{
+	HcArgs		args;
+	int32		pid;
+	TimestampTz started;
+
+	hc_args(&args, &peek_session);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+		return;
+	pid = hc_int32(0, "session_pid");
+	started = hc_timestamptz(0, "session_started");
+	if (!lease_session_alive(pid, started))
+	{
+		hc_bind(take, "ended_pid", Int32GetDatum(pid));
+		hc_bind(take, "ended_started", TimestampTzGetDatum(started));
+	}
+}
+
 /*
  * One acquire attempt at its own instant (the clock is read again).  A new
  * resource is inserted with token 1 and its ledger row in one statement.
@@ -396,58 +370,43 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
-	Datum		values[11];
-	char		nulls[11];
+	HcArgs		args;
 	bool		got = false;
-	bool		isnull;
 
-	memset(nulls, ' ', sizeof(nulls));
 	call->now = GetCurrentTimestamp();
-	values[0] = HC_TEXT(resource);
-	values[1] = HC_TEXT(owner);
-	values[2] = TimestampTzGetDatum(call->now);
-	values[3] = stale_after;
-	values[4] = values[5] = (Datum) 0;
-	nulls[4] = nulls[5] = 'n';
-	values[6] = Int32GetDatum(MyProcPid);
-	values[7] = TimestampTzGetDatum(MyStartTimestamp);
-	if (!session)
-		nulls[6] = nulls[7] = 'n';
-	values[8] = HC_TEXT(call->function);
-	values[9] = HC_TEXT(hc_actor(call));
-	values[10] = HC_TEXT(lease_detail(owner, 1, NULL));
-	if (hc_run(&new_lease, values, nulls, SPI_OK_INSERT_RETURNING) == 1)
+	hc_args(&args, &new_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "stale_after", stale_after);
+	lease_bind_session(&args, session);
+	hc_bind_text(&args, "detail", lease_detail(owner, 1, NULL));
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
 	{
 		taken->token = 1;
 		taken->previous_owner = NULL;
 		taken->previous_token = 0;
-		taken->version = DatumGetInt64(hc_datum(0, 1, &isnull));
+		taken->version = hc_int64(0, "seq");
 		taken->logged = true;
 		return true;
 	}
 
-	/* An existing resource: is it bound to a session that has ended? */
-	if (hc_run(&peek_session, values, NULL, SPI_OK_SELECT) == 1)
-	{
-		int32		pid = DatumGetInt32(hc_datum(0, 1, &isnull));
-		TimestampTz started = DatumGetTimestampTz(hc_datum(0, 2, &isnull));
-
-		if (!lease_session_alive(pid, started))
-		{
-			values[4] = Int32GetDatum(pid);
-			values[5] = TimestampTzGetDatum(started);
-			nulls[4] = nulls[5] = ' ';
-		}
-	}
+	hc_args(&args, &take_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "stale_after", stale_after);
+	lease_bind_session(&args, session);
+	hc_bind_null(&args, "ended_pid");
+	hc_bind_null(&args, "ended_started");
+	lease_bind_ended_session(call, &args, resource);
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
-	if (hc_run(&take_lease, values, nulls, SPI_OK_UPDATE_RETURNING) == 1)
+	if (hc_run(call, &args, SPI_OK_UPDATE_RETURNING) == 1)
 	{
-		taken->token = DatumGetInt64(hc_datum(0, 1, &isnull));
-		taken->previous_owner = hc_text(call, 0, 2);
-		taken->previous_token = DatumGetInt64(hc_datum(0, 3, &isnull));
-		taken->version = DatumGetInt64(hc_datum(0, 4, &isnull));
+		taken->token = hc_int64(0, "token");
+		taken->previous_owner = hc_text(call, 0, "previous_owner");
+		taken->previous_token = hc_int64(0, "previous_token");
+		taken->version = hc_int64(0, "version");
 		taken->logged = false;
 		got = true;
 		ReleaseCurrentSubTransaction();
@@ -583,15 +542,15 @@ hc_lock_heartbeat(PG_FUNCTION_ARGS)
 	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
 	int64		token = hc_arg_token(fcinfo, 2, "token");
 	HcCall		call;
-	Datum		values[4];
+	HcArgs		args;
 
 	hc_lease_refuse_in_transaction("hc_lock_heartbeat");
 	hc_call_begin(&call, fcinfo, "hc_lock_heartbeat");
-	values[0] = HC_TEXT(resource);
-	values[1] = HC_TEXT(owner);
-	values[2] = Int64GetDatum(token);
-	values[3] = TimestampTzGetDatum(call.now);
-	if (hc_run(&beat_lease, values, NULL, SPI_OK_UPDATE_RETURNING) == 0)
+	hc_args(&args, &beat_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "token", Int64GetDatum(token));
+	if (hc_run(&call, &args, SPI_OK_UPDATE_RETURNING) == 0)
 		lease_not_held(&call, resource, owner, token);
 	hc_call_end(&call);
 	PG_RETURN_TIMESTAMPTZ(call.now);
@@ -609,19 +568,17 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
 	int64		token = hc_arg_token(fcinfo, 2, "token");
 	HcCall		call;
-	Datum		values[7];
+	HcArgs		args;
 	bool		released;
 
 	hc_lease_refuse_in_transaction("hc_lock_release");
 	hc_call_begin(&call, fcinfo, "hc_lock_release");
-	values[0] = HC_TEXT(resource);
-	values[1] = HC_TEXT(owner);
-	values[2] = Int64GetDatum(token);
-	values[3] = TimestampTzGetDatum(call.now);
-	values[4] = HC_TEXT(call.function);
-	values[5] = HC_TEXT(hc_actor(&call));
-	values[6] = HC_TEXT(lease_detail(owner, token, NULL));
-	released = hc_run(&free_lease, values, NULL, SPI_OK_INSERT_RETURNING) == 1;
+	hc_args(&args, &free_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "token", Int64GetDatum(token));
+	hc_bind_text(&args, "detail", lease_detail(owner, token, NULL));
+	released = hc_run(&call, &args, SPI_OK_INSERT_RETURNING) == 1;
 	hc_call_end(&call);
 	PG_RETURN_BOOL(released);
 }

@@ -5,17 +5,27 @@
 #ifndef HOLDCOMMIT_LEDGER_H
 #define HOLDCOMMIT_LEDGER_H
 
-#include "call.h"
+#include "lib/stringinfo.h"
+
+#include "statement.h"
 
 /*
- * The columns of a ledger row, for statements that write their ledger rows
- * themselves (INSERT ... SELECT from what they changed).  seq is the new
+ * The ledger rows of a statement that writes them itself, one per row of
+ * the FROM that follows: each argument is an SQL expression.  seq is the new
  * version of the entity's own row (asset, product, resource), so the order
  * of an entity's changes comes from the entity, not from a global sequence.
+ * The statement takes the call's :now, :function and :actor.
  */
-#define HC_LEDGER_INSERT \
-	"INSERT INTO hc_ledger (kind, entity_id, seq, at, event, source, function," \
-	" reservation_id, buyer_id, reserved_delta, stock_delta, actor, detail)"
+#define HC_LEDGER_ROWS(kind, entity_id, seq, event, source, reservation_id, buyer_id, \
+					   reserved_delta, stock_delta, detail) \
+	" INSERT INTO hc_ledger (kind, entity_id, seq, event, source, reservation_id, buyer_id," \
+	" reserved_delta, stock_delta, detail, at, function, actor)" \
+	" SELECT " kind ", " entity_id ", " seq ", " event ", " source ", " reservation_id ", " \
+	buyer_id ", " reserved_delta ", " stock_delta ", " detail ", :now, :function, :actor"
+
+/* The parameters HC_LEDGER_ROWS takes from the call. */
+#define HC_LEDGER_PARAMS \
+	{"now", TIMESTAMPTZOID}, {"function", TEXTOID}, {"actor", TEXTOID}
 
 /* One row of the ledger, for hc_ledger_append(). */
 typedef struct HcLedgerEntry
@@ -33,5 +43,11 @@ typedef struct HcLedgerEntry
 } HcLedgerEntry;
 
 extern void hc_ledger_append(HcCall *call, const HcLedgerEntry *entry);
+
+/* The detail of a lease or attempt row: a small JSON object. */
+extern void hc_detail_init(StringInfo buf);
+extern void hc_detail_text(StringInfo buf, const char *key, const char *value);
+extern void hc_detail_int(StringInfo buf, const char *key, int64 value);
+extern char *hc_detail_done(StringInfo buf);
 
 #endif							/* HOLDCOMMIT_LEDGER_H */

@@ -1,7 +1,8 @@
 /*
  * stock.c
  *		Counted stock: hc_stock_set, hc_stock_adjust, hc_reserve,
- *		hc_reserve_items, hc_finalize, hc_unreserve.
+ *		hc_reserve_items, hc_finalize, hc_unreserve, and the sweep of
+ *		expired stock reservations.
  *
  * hc_inventory keeps stock and reserved per product (CHECK stock >= reserved
  * >= 0); each reservation has one line per product, and a line is counted in
@@ -24,29 +25,23 @@
  */
 #include "postgres.h"
 
-#include "access/table.h"
-#include "access/tableam.h"
-#include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "executor/tuptable.h"
-#include "funcapi.h"
-#include "storage/itemptr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
-#include "utils/snapmgr.h"
 
-#include "call.h"
 #include "errors.h"
+#include "fetch.h"
 #include "holdcommit.h"
 #include "idempotency.h"
 #include "ids.h"
 #include "ledger.h"
 #include "notify.h"
-#include "stock.h"
+#include "result.h"
+#include "sweep.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);
@@ -80,87 +75,83 @@ typedef struct StockReservation
 	int			nlines;
 } StockReservation;
 
-/* The same, without a statement: the lock of stock_lock. */
-static HcFetch lock_product_row = {"hc_inventory", "product_id", 2, {"stock", "reserved"}};
+/* A product's row locked FOR NO KEY UPDATE. */
+static HcFetch lock_product = {"hc_inventory", "product_id", HC_FETCH_WAIT, 2, {"stock", "reserved"}};
 
-static HcStatement lock_product = {
-	"SELECT stock, reserved FROM hc_inventory"
-	" WHERE product_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
-	1, {TEXTOID}
-};
+/*
+ * The same for the sweeper, unless another transaction has the row, and
+ * never waiting on an update chain (fetch.c): a call holding the product
+ * may be waiting for an order that this sweep holds.
+ */
+static HcFetch sweep_product = {"hc_inventory", "product_id", HC_FETCH_SKIP_NOWAIT, 1, {"reserved"}};
 
 /*
  * Everything a new order must know, in one read: the reservation its key
  * already made, and for each line the product's numbers and, only where too
  * little is free, the units that expired lines still hold (as many as one
- * call may reclaim).  $1 products (sorted), $2 quantities, $3 now, $4 key.
+ * call may reclaim).  :products sorted, :quantities beside them.
  */
 static HcStatement read_order = {
-	"WITH " HC_KNOWN_KEY("$4")
+	"WITH " HC_KNOWN_KEY
 	" SELECT p.product_id, i.stock, i.reserved,"
-	"        CASE WHEN i.stock OPERATOR(pg_catalog.-) i.reserved OPERATOR(pg_catalog.<) p.qty THEN"
+	"        CASE WHEN i.stock" MINUS "i.reserved" LT "p.qty THEN"
 	"          (SELECT COALESCE(pg_catalog.sum(x.qty), 0)"
 	"             FROM (SELECT l.qty FROM hc_stock_reservation_lines l"
-	"                    WHERE l.product_id OPERATOR(pg_catalog.=) p.product_id"
-	"                      AND l.status OPERATOR(pg_catalog.=) 'RESERVED'"
-	"                      AND l.expires_at OPERATOR(pg_catalog.<=) $3"
+	"                    WHERE l.product_id" EQ "p.product_id"
+	"                      AND l.status" EQ "'RESERVED'" " AND l.expires_at" LE ":now"
 	"                    ORDER BY l.expires_at LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") x)"
-	"        END, "
+	"        END AS expired_units, "
 	HC_KNOWN_KEY_COLUMNS
-	"   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+	"   FROM ROWS FROM (pg_catalog.unnest(:products), pg_catalog.unnest(:quantities))"
 	"        WITH ORDINALITY AS p (product_id, qty, n)"
-	"   LEFT JOIN hc_inventory i ON i.product_id OPERATOR(pg_catalog.=) p.product_id"
+	"   LEFT JOIN hc_inventory i ON i.product_id" EQ "p.product_id"
 	"   LEFT JOIN known k ON true"
 	"  ORDER BY p.n",
-	4, {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, TEXTOID}
+	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"key", TEXTOID},
+	 {"now", TIMESTAMPTZOID}}
 };
 
-/*
- * The reservation and its lines.  $1 products (sorted; the first is the
- * reservation's scope), $2 quantities, $3 id, $4 buyer, $5 key,
- * $6 fingerprint, $7 expires_at, $8 now.
- */
+/* The reservation and its lines; the first of :products is its scope. */
 static HcStatement insert_order = {
 	"WITH r AS ("
 	"  INSERT INTO hc_stock_reservations"
 	"    (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
-	"  VALUES ($1[1], $3, $4, $5, $6, 'RESERVED', $7, $8))"
+	"  VALUES ((:products)[1], :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED',"
+	"          :expires_at, :now))"
 	" INSERT INTO hc_stock_reservation_lines"
 	"   (product_id, reservation_id, qty, status, expires_at, buyer_id)"
-	" SELECT p, $3, q, 'RESERVED', $7, $4"
-	"   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u (p, q)",
-	8, {TEXTARRAYOID, INT4ARRAYOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID}
+	" SELECT p, :reservation_id, q, 'RESERVED', :expires_at, :buyer_id"
+	"   FROM ROWS FROM (pg_catalog.unnest(:products), pg_catalog.unnest(:quantities)) AS u (p, q)",
+	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"reservation_id", TEXTOID},
+	 {"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID},
+	 {"expires_at", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID}}
 };
 
 /*
  * The atomic conditional step, reserved += qty where that much is available,
- * with its ledger row.  $1 product, $2 qty, $3 now, $4 function,
- * $5 reservation, $6 buyer, $7 actor.
+ * with its ledger row.
  */
 static HcStatement take_stock = {
 	"WITH u AS ("
 	"  UPDATE hc_inventory"
-	"     SET reserved = reserved OPERATOR(pg_catalog.+) $2,"
-	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $3"
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1"
-	"     AND stock OPERATOR(pg_catalog.-) reserved OPERATOR(pg_catalog.>=) $2"
+	"     SET reserved = reserved" PLUS ":qty, version = version" PLUS "1, updated_at = :now"
+	"   WHERE product_id" EQ ":product_id" " AND stock" MINUS "reserved" GE ":qty"
 	"  RETURNING version)"
-	HC_LEDGER_INSERT
-	" SELECT 'product', $1, u.version, $3, 'reserve', 'call', $4, $5, $6, $2, 0, $7, NULL"
-	"   FROM u RETURNING seq",
-	7, {TEXTOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	HC_LEDGER_ROWS("'product'", ":product_id", "u.version", "'reserve'", "'call'",
+				   ":reservation_id", ":buyer_id", ":qty", "0", "NULL")
+	" FROM u RETURNING seq",
+	{{"product_id", TEXTOID}, {"qty", INT4OID}, {"reservation_id", TEXTOID},
+	 {"buyer_id", TEXTOID}, HC_LEDGER_PARAMS}
 };
 
 /*
  * Reclaim, in one statement, the oldest expired lines of a product whose row
- * we have locked: just enough of them to free $3 units, and never more than
- * STOCK_RECLAIM_MAX_LINES lines, so that no caller pays for a backlog the
- * sweeper should clear.  Each line stops counting once (its own status is
- * checked), gets its ledger row (event $6 from source $7), and its
+ * we have locked: just enough of them to free :wanted units, and never more
+ * than STOCK_RECLAIM_MAX_LINES lines, so that no caller pays for a backlog
+ * the sweeper should clear.  Each line stops counting once (its own status
+ * is checked), gets its ledger row (:event from :source), and its
  * reservation becomes EXPIRED unless another transaction has that row
  * locked.  Returns the units freed and the reservations ended, or no row.
- * $1 product, $2 now, $3 units wanted, $4 function, $5 actor.
  */
 static HcStatement reclaim_lines = {
 	"WITH doomed AS ("
@@ -168,152 +159,176 @@ static HcStatement reclaim_lines = {
 	"    SELECT reservation_id, qty,"
 	"           pg_catalog.sum(qty) OVER (ORDER BY expires_at, reservation_id) AS running"
 	"      FROM (SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
-	"             WHERE product_id OPERATOR(pg_catalog.=) $1"
-	"               AND status OPERATOR(pg_catalog.=) 'RESERVED'"
-	"               AND expires_at OPERATOR(pg_catalog.<=) $2"
+	"             WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'"
+	"               AND expires_at" LE ":now"
 	"             ORDER BY expires_at, reservation_id"
 	"             LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") oldest) s"
-	"   WHERE running OPERATOR(pg_catalog.-) qty OPERATOR(pg_catalog.<) $3),"
+	"   WHERE running" MINUS "qty" LT ":wanted),"
 	" expired AS ("
 	"  UPDATE hc_stock_reservation_lines l SET status = 'EXPIRED'"
 	"    FROM doomed d"
-	"   WHERE l.product_id OPERATOR(pg_catalog.=) $1"
-	"     AND l.reservation_id OPERATOR(pg_catalog.=) d.reservation_id"
-	"     AND l.status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"   WHERE l.product_id" EQ ":product_id" " AND l.reservation_id" EQ "d.reservation_id"
+	"     AND l.status" EQ "'RESERVED'"
 	"  RETURNING l.reservation_id, l.qty, l.buyer_id),"
 	" moved AS ("
 	"  UPDATE hc_inventory i"
-	"     SET reserved = i.reserved OPERATOR(pg_catalog.-) t.total,"
-	"         version = i.version OPERATOR(pg_catalog.+) t.n, updated_at = $2"
+	"     SET reserved = i.reserved" MINUS "t.total, version = i.version" PLUS "t.n,"
+	"         updated_at = :now"
 	"    FROM (SELECT pg_catalog.sum(qty)::pg_catalog.int4 AS total,"
 	"                 pg_catalog.count(*)::pg_catalog.int4 AS n FROM expired) t"
-	"   WHERE i.product_id OPERATOR(pg_catalog.=) $1 AND t.n OPERATOR(pg_catalog.>) 0"
+	"   WHERE i.product_id" EQ ":product_id" " AND t.n" GT "0"
 	"  RETURNING i.version, t.total, t.n),"
-	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'product', $1, m.version OPERATOR(pg_catalog.-) m.n OPERATOR(pg_catalog.+) e.k,"
-	"         $2, $6, $7, $4, e.reservation_id, e.buyer_id,"
-	"         OPERATOR(pg_catalog.-) e.qty, 0, $5, NULL"
+	" logged AS ("
+	HC_LEDGER_ROWS("'product'", ":product_id", "m.version" MINUS "m.n" PLUS "e.k", ":event",
+				   ":source", "e.reservation_id", "e.buyer_id", "OPERATOR(pg_catalog.-) e.qty",
+				   "0", "NULL")
 	"    FROM moved m, (SELECT *, pg_catalog.row_number() OVER () AS k FROM expired) e),"
 	" ended AS ("
-	"  UPDATE hc_stock_reservations SET status = 'EXPIRED', ended_at = $2"
-	"   WHERE id OPERATOR(pg_catalog.=) ANY ("
+	"  UPDATE hc_stock_reservations SET status = 'EXPIRED', ended_at = :now"
+	"   WHERE id" EQ "ANY ("
 	"     SELECT r.id FROM hc_stock_reservations r"
-	"      WHERE r.id OPERATOR(pg_catalog.=) ANY (SELECT reservation_id FROM expired)"
-	"        AND r.status OPERATOR(pg_catalog.=) 'RESERVED'"
+	"      WHERE r.id" EQ "ANY (SELECT reservation_id FROM expired)"
+	"        AND r.status" EQ "'RESERVED'"
 	"        FOR NO KEY UPDATE SKIP LOCKED)"
 	"  RETURNING id)"
-	" SELECT total, (SELECT pg_catalog.count(*) FROM ended) FROM moved",
-	7, {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
-};
-
-/* Where a product's row is, for the sweeper to lock it (stock_try_lock_product). */
-static HcStatement find_product = {
-	"SELECT tableoid, ctid FROM hc_inventory WHERE product_id OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}
+	" SELECT total AS units, (SELECT pg_catalog.count(*) FROM ended) AS ended FROM moved",
+	{{"product_id", TEXTOID}, {"wanted", INT8OID}, {"event", TEXTOID}, {"source", TEXTOID},
+	 HC_LEDGER_PARAMS}
 };
 
 /* The products of a reservation, in the order they are locked in. */
 static HcStatement order_products = {
 	"SELECT product_id FROM hc_stock_reservation_lines"
-	" WHERE reservation_id OPERATOR(pg_catalog.=) $1"
+	" WHERE reservation_id" EQ ":reservation_id"
 	" ORDER BY product_id COLLATE \"C\"",
-	1, {TEXTOID}
+	{{"reservation_id", TEXTOID}}
 };
 
 /* Lock a reservation and read it with its lines (its products are locked). */
 static HcStatement lock_order = {
 	"SELECT r.scope_id, r.buyer_id, r.status, r.expires_at, r.created_at,"
-	"       l.product_id, l.qty, l.status"
+	"       l.product_id, l.qty, l.status AS line_status"
 	"  FROM hc_stock_reservations r"
-	"  JOIN hc_stock_reservation_lines l ON l.reservation_id OPERATOR(pg_catalog.=) r.id"
-	" WHERE r.id OPERATOR(pg_catalog.=) $1"
+	"  JOIN hc_stock_reservation_lines l ON l.reservation_id" EQ "r.id"
+	" WHERE r.id" EQ ":reservation_id"
 	" ORDER BY l.product_id COLLATE \"C\""
 	" FOR NO KEY UPDATE OF r",
-	1, {TEXTOID}
+	{{"reservation_id", TEXTOID}}
 };
 
 /*
- * Move one line from status $4, as read under the lock, to $3, change its
- * product's stock by $5 and reserved by $6, and write the ledger row (event
- * $8 from source $9).  $1 product, $2 reservation, $7 now, $10 function,
- * $11 actor.
+ * Move one line from :line_status, as read under the lock, to :status,
+ * change its product's stock by :stock_delta and reserved by
+ * :reserved_delta, and write the ledger row (:event from :source).
  */
 #define MOVE_LINE_CTES \
 	"WITH l AS (" \
-	"  UPDATE hc_stock_reservation_lines SET status = $3" \
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND reservation_id OPERATOR(pg_catalog.=) $2" \
-	"     AND status OPERATOR(pg_catalog.=) $4 RETURNING buyer_id)," \
+	"  UPDATE hc_stock_reservation_lines SET status = :status" \
+	"   WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id" \
+	"     AND status" EQ ":line_status" " RETURNING buyer_id)," \
 	" i AS (" \
 	"  UPDATE hc_inventory" \
-	"     SET stock = stock OPERATOR(pg_catalog.+) $5, reserved = reserved OPERATOR(pg_catalog.+) $6," \
-	"         version = version OPERATOR(pg_catalog.+) 1, updated_at = $7" \
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM l)" \
+	"     SET stock = stock" PLUS ":stock_delta, reserved = reserved" PLUS ":reserved_delta," \
+	"         version = version" PLUS "1, updated_at = :now" \
+	"   WHERE product_id" EQ ":product_id" " AND EXISTS (SELECT FROM l)" \
 	"  RETURNING version)"
 #define MOVE_LINE_LEDGER \
-	HC_LEDGER_INSERT \
-	" SELECT 'product', $1, i.version, $7, $8, $9, $10, $2, l.buyer_id, $6, $5, $11, NULL"
-#define MOVE_LINE_TYPES \
-	TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, \
-	TEXTOID, TEXTOID, TEXTOID
+	HC_LEDGER_ROWS("'product'", ":product_id", "i.version", ":event", ":source", \
+				   ":reservation_id", "l.buyer_id", ":reserved_delta", ":stock_delta", "NULL")
+#define MOVE_LINE_PARAMS \
+	{"product_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID}, \
+	{"line_status", TEXTOID}, {"stock_delta", INT4OID}, {"reserved_delta", INT4OID}, \
+	{"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS
 
 static HcStatement move_line = {
-	MOVE_LINE_CTES MOVE_LINE_LEDGER "   FROM l, i RETURNING seq",
-	11, {MOVE_LINE_TYPES}
+	MOVE_LINE_CTES MOVE_LINE_LEDGER " FROM l, i RETURNING seq",
+	{MOVE_LINE_PARAMS}
 };
 
 /*
  * move_line for the last line of a reservation that ends with it: the same
- * statement moves the reservation from status $12, as read under the lock,
- * to $3 ($13 its scope).
+ * statement moves the reservation (of :scope_id) from :reservation_status,
+ * as read under the lock, to :status.
  */
 static HcStatement move_last_line = {
 	MOVE_LINE_CTES ","
 	" o AS ("
-	"  UPDATE hc_stock_reservations SET status = $3, ended_at = $7"
-	"   WHERE scope_id OPERATOR(pg_catalog.=) $13 AND id OPERATOR(pg_catalog.=) $2"
-	"     AND status OPERATOR(pg_catalog.=) $12 AND EXISTS (SELECT FROM l)"
+	"  UPDATE hc_stock_reservations SET status = :status, ended_at = :now"
+	"   WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ ":reservation_status" " AND EXISTS (SELECT FROM l)"
 	"  RETURNING id)"
-	MOVE_LINE_LEDGER "   FROM l, i, o RETURNING seq",
-	13, {MOVE_LINE_TYPES, TEXTOID, TEXTOID}
+	MOVE_LINE_LEDGER " FROM l, i, o RETURNING seq",
+	{MOVE_LINE_PARAMS, {"reservation_status", TEXTOID}, {"scope_id", TEXTOID}}
 };
 
-/* End a reservation that is still $5 as read under the lock. */
+/* End a reservation that is still :reservation_status as read under the lock. */
 static HcStatement end_order = {
-	"UPDATE hc_stock_reservations SET status = $3, ended_at = $4"
-	" WHERE scope_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2"
-	"   AND status OPERATOR(pg_catalog.=) $5",
-	5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
+	"UPDATE hc_stock_reservations SET status = :status, ended_at = :now"
+	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+	"   AND status" EQ ":reservation_status",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
+	 {"reservation_status", TEXTOID}, {"now", TIMESTAMPTZOID}}
 };
 
-/* $1 product, $2 now, $3 stock, $4 function, $5 actor. */
 static HcStatement create_product = {
 	"WITH i AS ("
 	"  INSERT INTO hc_inventory (product_id, stock, reserved, created_at, updated_at)"
-	"  VALUES ($1, $3, 0, $2, $2) ON CONFLICT (product_id) DO NOTHING RETURNING *),"
-	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'product', $1, i.version, $2, 'stock_set', 'adjustment', $4, NULL, NULL, 0, $3,"
-	"         $5, 'created' FROM i)"
+	"  VALUES (:product_id, :stock, 0, :now, :now)"
+	"  ON CONFLICT (product_id) DO NOTHING RETURNING *),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'product'", ":product_id", "i.version", "'stock_set'", "'adjustment'",
+				   "NULL", "NULL", "0", ":stock", "'created'") " FROM i)"
 	" SELECT * FROM i",
-	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID}
+	{{"product_id", TEXTOID}, {"stock", INT4OID}, HC_LEDGER_PARAMS}
 };
 
 /*
- * Set a locked product's stock from $6 to $2, with ledger event $4 and a new
- * version unless nothing changes.  $1 product, $3 now, $5 function, $7 actor, $8 detail.
+ * Set a locked product's stock from :old_stock to :stock, with the ledger's
+ * :event and a new version unless nothing changes.
  */
 static HcStatement set_stock = {
 	"WITH i AS ("
 	"  UPDATE hc_inventory"
-	"     SET stock = $2, updated_at = $3,"
-	"         version = version OPERATOR(pg_catalog.+)"
-	"                   CASE WHEN $2 OPERATOR(pg_catalog.<>) $6 THEN 1 ELSE 0 END"
-	"   WHERE product_id OPERATOR(pg_catalog.=) $1 RETURNING *),"
-	" logged AS (" HC_LEDGER_INSERT
-	"  SELECT 'product', $1, i.version, $3, $4, 'adjustment', $5, NULL, NULL, 0,"
-	"         $2 OPERATOR(pg_catalog.-) $6, $7, $8"
-	"    FROM i WHERE $2 OPERATOR(pg_catalog.<>) $6)"
+	"     SET stock = :stock, updated_at = :now,"
+	"         version = version" PLUS "CASE WHEN :stock" NE ":old_stock" " THEN 1 ELSE 0 END"
+	"   WHERE product_id" EQ ":product_id" " RETURNING *),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'product'", ":product_id", "i.version", ":event", "'adjustment'", "NULL",
+				   "NULL", "0", ":stock" MINUS ":old_stock", ":detail")
+	"    FROM i WHERE :stock" NE ":old_stock)"
 	" SELECT * FROM i",
-	8, {TEXTOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TEXTOID}
+	{{"product_id", TEXTOID}, {"stock", INT4OID}, {"old_stock", INT4OID}, {"event", TEXTOID},
+	 {"detail", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/*
+ * The sweeper's work: products with expired lines that still count, in
+ * lock order.
+ */
+static HcStatement expired_products = {
+	"SELECT DISTINCT product_id COLLATE \"C\" AS product_id FROM hc_stock_reservation_lines"
+	" WHERE status" EQ "'RESERVED'" " AND expires_at" LE ":now"
+	" ORDER BY 1 LIMIT :batch_size",
+	{{"batch_size", INT4OID}, {"now", TIMESTAMPTZOID}}
+};
+
+/*
+ * Expired orders still RESERVED although none of their lines counts any
+ * more (a reclaimer expired the lines but skipped the order's locked row):
+ * they end as EXPIRED.
+ */
+static HcStatement end_orders = {
+	"WITH doomed AS ("
+	"  SELECT r.scope_id, r.id FROM hc_stock_reservations r"
+	"   WHERE r.status" EQ "'RESERVED'" " AND r.expires_at" LE ":now"
+	"     AND NOT EXISTS (SELECT FROM hc_stock_reservation_lines l"
+	"                      WHERE l.reservation_id" EQ "r.id" " AND l.status" EQ "'RESERVED')"
+	"   ORDER BY r.expires_at LIMIT :batch_size"
+	"     FOR NO KEY UPDATE SKIP LOCKED)"
+	" UPDATE hc_stock_reservations r SET status = 'EXPIRED', ended_at = :now"
+	"   FROM doomed d"
+	"  WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id" " AND r.status" EQ "'RESERVED'",
+	{{"batch_size", INT4OID}, {"now", TIMESTAMPTZOID}}
 };
 
 /* RS006 for a product. */
@@ -349,21 +364,18 @@ static int64
 stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, const char *event,
 				 const char *source, int64 *ended)
 {
-	Datum		values[7];
-	bool		isnull;
+	HcArgs		args;
 
-	values[0] = HC_TEXT(product_id);
-	values[1] = TimestampTzGetDatum(call->now);
-	values[2] = Int64GetDatum(needed);
-	values[3] = HC_TEXT(call->function);
-	values[4] = HC_TEXT(hc_actor(call));
-	values[5] = HC_TEXT(event);
-	values[6] = HC_TEXT(source);
+	hc_args(&args, &reclaim_lines);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "wanted", Int64GetDatum(needed));
+	hc_bind_text(&args, "event", event);
+	hc_bind_text(&args, "source", source);
 	*ended = 0;
-	if (hc_run(&reclaim_lines, values, NULL, SPI_OK_SELECT) == 0)
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		return 0;
-	*ended = DatumGetInt64(hc_datum(0, 2, &isnull));
-	return hc_int32(0, 1);
+	*ended = hc_int64(0, "ended");
+	return hc_int32(0, "units");
 }
 
 /* A call's inline reclaim: the units freed. */
@@ -376,76 +388,59 @@ stock_reclaim(HcCall *call, const char *product_id, int64 needed)
 }
 
 /*
- * Lock a product's row as FOR NO KEY UPDATE does, unless another transaction
- * has it: never wait.  Returns false if the row is locked (skipped) or gone.
- *
- * Not SELECT ... FOR NO KEY UPDATE SKIP LOCKED, which in PostgreSQL 15 can
- * still wait: when the version its snapshot shows was updated by a call that
- * has just ended, it follows the update chain (heap_lock_updated_tuple) and
- * waits, whatever the wait policy, for a live call that has locked the newer
- * version ("while locking updated version ... of tuple" in the log).  The
- * sweeper then holds other rows, an order from end_orders or a product of an
- * earlier batch, that this very call may be waiting for: a deadlock.  Here
- * the newest version is locked without following updates in progress
- * (FIND_LAST_VERSION only), and a row anyone has locked is skipped.
+ * The sweeper's part for stock (sweep.c): the expired lines of up to
+ * batch_size products, one product at a time in product order, each under
+ * its row lock and skipped if a live call has the row (its lines are left
+ * to the next run); at most STOCK_RECLAIM_MAX_LINES lines a product, each
+ * once, with source 'sweep' in the ledger.  Then the expired orders that
+ * were left RESERVED.
  */
-static bool
-stock_try_lock_product(const char *product_id)
+void
+hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	Datum		values[1];
-	bool		isnull;
-	Oid			relid;
-	ItemPointerData tid;
-	Relation	rel;
-	TupleTableSlot *slot;
-	TM_FailureData tmfd;
-	TM_Result	result;
+	HcArgs		args;
+	uint64		n;
+	uint64		i;
+	char	  **products;
 
-	values[0] = HC_TEXT(product_id);
-	if (hc_run(&find_product, values, NULL, SPI_OK_SELECT) == 0)
-		return false;
-	relid = DatumGetObjectId(hc_datum(0, 1, &isnull));
-	ItemPointerCopy((ItemPointer) DatumGetPointer(hc_datum(0, 2, &isnull)), &tid);
-
-	rel = table_open(relid, RowShareLock);
-	slot = table_slot_create(rel, NULL);
-	result = table_tuple_lock(rel, &tid, GetActiveSnapshot(), slot, GetCurrentCommandId(false),
-							  LockTupleNoKeyExclusive, LockWaitSkip,
-							  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
-
-	switch (result)
+	hc_args(&args, &expired_products);
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	products = palloc(sizeof(char *) * (n + 1));
+	for (i = 0; i < n; i++)
+		products[i] = hc_text(call, (int) i, "product_id");
+	for (i = 0; i < n; i++)
 	{
-		case TM_Ok:
-			return true;
-		case TM_WouldBlock:		/* a live call has it */
-		case TM_Deleted:		/* gone */
-		case TM_Invisible:		/* newer than this command: not ours to take */
-			return false;
-		default:
-			elog(ERROR, "could not lock product \"%s\": unexpected result %d", product_id,
-				 (int) result);
+		Datum		reserved;
+		bool		isnull;
+		int64		units;
+		int64		ended;
+
+		if (!hc_fetch(call, &sweep_product, products[i], &reserved, &isnull))
+			continue;
+		units = stock_reclaim_as(call, products[i], PG_INT64_MAX, "expire", "sweep", &ended);
+		if (units == 0)
+			continue;
+		counts->released_units += units;
+		counts->expired_reservations += ended;
+		hc_notify("product", products[i], "AVAILABLE");
 	}
-	return false;				/* keep the compiler quiet */
+	hc_args(&args, &end_orders);
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	counts->expired_reservations += (int64) hc_run(call, &args, SPI_OK_UPDATE);
 }
 
-/*
- * The sweeper's work on one product (sweep.c): unless a live call has the
- * product's row locked, lock it and expire its oldest expired lines (at most
- * STOCK_RECLAIM_MAX_LINES), each once, with source 'sweep' in the ledger.
- * Returns false if the row was locked (skipped) or is gone; otherwise
- * *units and *ended say what it freed and how many reservations it ended.
- */
-bool
-hc_stock_sweep_product(HcCall *call, const char *product_id, int64 *units, int64 *ended)
+/* Lock a product's row and read its numbers; RS006 if it does not exist. */
+static void
+stock_lock_product_row(HcCall *call, const char *product_id, int32 *stock, int32 *reserved)
 {
-	*units = 0;
-	*ended = 0;
-	if (!stock_try_lock_product(product_id))
-		return false;
-	*units = stock_reclaim_as(call, product_id, PG_INT64_MAX, "expire", "sweep", ended);
-	return true;
+	Datum		numbers[2];
+	bool		nulls[2];
+
+	if (!hc_fetch(call, &lock_product, product_id, numbers, nulls))
+		product_not_found(product_id);
+	*stock = DatumGetInt32(numbers[0]);
+	*reserved = DatumGetInt32(numbers[1]);
 }
 
 /*
@@ -459,28 +454,21 @@ static bool
 stock_take(HcCall *call, const char *product_id, int32 qty, const char *reservation_id,
 		   const char *buyer_id, int32 *stock, int32 *reserved)
 {
-	Datum		values[7];
+	HcArgs		args;
 
-	values[0] = HC_TEXT(product_id);
-	values[1] = Int32GetDatum(qty);
-	values[2] = TimestampTzGetDatum(call->now);
-	values[3] = HC_TEXT(call->function);
-	values[4] = HC_TEXT(reservation_id);
-	values[5] = HC_TEXT(buyer_id);
-	values[6] = HC_TEXT(hc_actor(call));
-	if (hc_run(&take_stock, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
+	hc_args(&args, &take_stock);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "qty", Int32GetDatum(qty));
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	hc_bind_text(&args, "buyer_id", buyer_id);
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
 		return true;
-	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
-		product_not_found(product_id);
-	*stock = hc_int32(0, 1);
-	*reserved = hc_int32(0, 2);
+	stock_lock_product_row(call, product_id, stock, reserved);
 	if (stock_reclaim(call, product_id, (int64) qty - (*stock - *reserved)) == 0)
 		return false;
-	if (hc_run(&take_stock, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
 		return true;
-	hc_run(&lock_product, values, NULL, SPI_OK_SELECT);
-	*stock = hc_int32(0, 1);
-	*reserved = hc_int32(0, 2);
+	stock_lock_product_row(call, product_id, stock, reserved);
 	return false;
 }
 
@@ -509,13 +497,9 @@ stock_items_jsonb(const StockLine *lines, int n)
 static Datum
 stock_result(FunctionCallInfo fcinfo, const StockReservation *r)
 {
-	TupleDesc	tupdesc;
 	Datum		values[7];
 	bool		nulls[7] = {false};
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	tupdesc = BlessTupleDesc(tupdesc);
 	values[0] = CStringGetTextDatum(r->id);
 	values[1] = CStringGetTextDatum(r->buyer_id);
 	values[2] = CStringGetTextDatum(r->status);
@@ -523,7 +507,7 @@ stock_result(FunctionCallInfo fcinfo, const StockReservation *r)
 	values[4] = TimestampTzGetDatum(r->expires_at);
 	values[5] = TimestampTzGetDatum(r->created_at);
 	values[6] = BoolGetDatum(r->replayed);
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	return hc_result_tuple(fcinfo, values, nulls);
 }
 
 /* Lines sort by product_id bytewise, the order rows are locked in. */
@@ -557,10 +541,7 @@ stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines)
 	int			out;
 	StockLine  *lines;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("items must not be null")));
+	hc_arg_not_null(fcinfo, argno, "items");
 	items = PG_GETARG_JSONB_P(argno);
 	if (!JsonContainerIsArray(&items->root) || JB_ROOT_IS_SCALAR(items))
 		bad_items("not a JSON array", -1);
@@ -589,11 +570,12 @@ stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines)
 			bad_items("product_id must be a string", i);
 		if (product.val.string.len == 0)
 			bad_items("product_id must not be empty", i);
-		if (product.val.string.len > 64)
+		if (product.val.string.len > HC_MAX_ID_BYTES)
 			ereport(ERROR,
 					(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
 					 errmsg("items[%d].product_id is too long", i),
-					 errdetail("It is %d bytes long; the limit is 64 bytes.", product.val.string.len)));
+					 errdetail("It is %d bytes long; the limit is %d bytes.",
+							   product.val.string.len, HC_MAX_ID_BYTES)));
 		if (getKeyJsonValueFromContainer(item->val.binary.data, "qty", 3, &qty) == NULL ||
 			qty.type != jbvNumeric)
 			bad_items("qty must be a number", i);
@@ -660,7 +642,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	HcFingerprint fp;
 	HcKnownKey	known;
 	StockReservation r = {0};
-	Datum		values[8];
+	HcArgs		args;
 	int			i;
 
 	hc_call_begin(&call, fcinfo, function);
@@ -680,11 +662,11 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	r.lines = lines;
 	r.nlines = n;
 
-	values[0] = stock_products(lines, n);
-	values[1] = stock_quantities(lines, n);
-	values[2] = TimestampTzGetDatum(call.now);
-	values[3] = HC_TEXT(key);
-	if (hc_idempotency_run(&call, &read_order, values, n, key, &fp, 5, &known))
+	hc_args(&args, &read_order);
+	hc_bind(&args, "products", stock_products(lines, n));
+	hc_bind(&args, "quantities", stock_quantities(lines, n));
+	hc_bind_text(&args, "key", key);
+	if (hc_idempotency_run(&call, &args, n, key, &fp, &known))
 	{
 		/* The stored response: the reservation as this request made it. */
 		r.id = known.id;
@@ -700,29 +682,31 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	{
 		bool		isnull;
 
-		(void) hc_datum(i, 2, &isnull);
+		(void) hc_datum(i, "stock", &isnull);
 		if (isnull)
 			product_not_found(lines[i].product_id);
 	}
 	for (i = 0; i < n; i++)
 	{
-		int32		stock = hc_int32(i, 2);
-		int32		reserved = hc_int32(i, 3);
+		int32		stock = hc_int32(i, "stock");
+		int32		reserved = hc_int32(i, "reserved");
 		bool		isnull;
-		Datum		expired = hc_datum(i, 4, &isnull);
+		Datum		expired = hc_datum(i, "expired_units", &isnull);
 
 		if (!isnull && (int64) stock - reserved + DatumGetInt64(expired) < lines[i].qty)
 			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
 	}
 
 	r.id = hc_new_reservation_id(call.now);
-	values[2] = HC_TEXT(r.id);
-	values[3] = HC_TEXT(buyer_id);
-	values[4] = HC_TEXT(key);
-	values[5] = PointerGetDatum(hc_fingerprint_digest(&fp));
-	values[6] = TimestampTzGetDatum(r.expires_at);
-	values[7] = TimestampTzGetDatum(call.now);
-	if (hc_run(&insert_order, values, NULL, SPI_OK_INSERT) != (uint64) n)
+	hc_args(&args, &insert_order);
+	hc_bind(&args, "products", stock_products(lines, n));
+	hc_bind(&args, "quantities", stock_quantities(lines, n));
+	hc_bind_text(&args, "reservation_id", r.id);
+	hc_bind_text(&args, "buyer_id", buyer_id);
+	hc_bind_text(&args, "key", key);
+	hc_bind(&args, "fingerprint", PointerGetDatum(hc_fingerprint_digest(&fp)));
+	hc_bind(&args, "expires_at", TimestampTzGetDatum(r.expires_at));
+	if (hc_run(&call, &args, SPI_OK_INSERT) != (uint64) n)
 		elog(ERROR, "could not insert the lines of reservation \"%s\"", r.id);
 
 	for (i = 0; i < n; i++)
@@ -784,49 +768,48 @@ hc_reserve_items(PG_FUNCTION_ARGS)
 static void
 stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 {
-	Datum		values[1];
+	HcArgs		args;
 	char	  **products;
 	uint64		n;
 	uint64		i;
 
-	values[0] = HC_TEXT(reservation_id);
-	n = hc_run(&order_products, values, NULL, SPI_OK_SELECT);
+	hc_args(&args, &order_products);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	n = hc_run(call, &args, SPI_OK_SELECT);
 	if (n == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_HC_NOT_FOUND),
-				 errmsg("reservation \"%s\" does not exist", reservation_id),
-				 errdetail("No stock reservation has the id \"%s\".", reservation_id),
-				 errhint("Use the reservation_id that hc_reserve() or hc_reserve_items() returned.")));
+		hc_reservation_not_found(reservation_id, "stock reservation",
+								 "Use the reservation_id that hc_reserve() or hc_reserve_items() returned.");
 	products = palloc(sizeof(char *) * n);
 	for (i = 0; i < n; i++)
-		products[i] = hc_text(call, (int) i, 1);
+		products[i] = hc_text(call, (int) i, "product_id");
 	for (i = 0; i < n; i++)
 	{
 		Datum		numbers[2];
 		bool		nulls[2];
 
-		if (!hc_fetch_lock(call, &lock_product_row, products[i], numbers, nulls))
+		if (!hc_fetch(call, &lock_product, products[i], numbers, nulls))
 			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", products[i], reservation_id);
 	}
 
-	values[0] = HC_TEXT(reservation_id);
-	n = hc_run(&lock_order, values, NULL, SPI_OK_SELECT);
+	hc_args(&args, &lock_order);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	n = hc_run(call, &args, SPI_OK_SELECT);
 	if (n == 0)
 		elog(ERROR, "reservation \"%s\" has lines but no row", reservation_id);
 	r->id = pstrdup(reservation_id);
-	r->scope_id = hc_text(call, 0, 1);
-	r->buyer_id = hc_text(call, 0, 2);
-	r->status = hc_text(call, 0, 3);
-	r->expires_at = hc_timestamptz(0, 4);
-	r->created_at = hc_timestamptz(0, 5);
+	r->scope_id = hc_text(call, 0, "scope_id");
+	r->buyer_id = hc_text(call, 0, "buyer_id");
+	r->status = hc_text(call, 0, "status");
+	r->expires_at = hc_timestamptz(0, "expires_at");
+	r->created_at = hc_timestamptz(0, "created_at");
 	r->replayed = false;
 	r->nlines = (int) n;
 	r->lines = palloc(sizeof(StockLine) * n);
 	for (i = 0; i < n; i++)
 	{
-		r->lines[i].product_id = hc_text(call, (int) i, 6);
-		r->lines[i].qty = hc_int32((int) i, 7);
-		r->lines[i].status = hc_text(call, (int) i, 8);
+		r->lines[i].product_id = hc_text(call, (int) i, "product_id");
+		r->lines[i].qty = hc_int32((int) i, "qty");
+		r->lines[i].status = hc_text(call, (int) i, "line_status");
 	}
 }
 
@@ -840,22 +823,23 @@ stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *
 				int32 stock_delta, int32 reserved_delta, const char *event, const char *source,
 				bool last)
 {
-	Datum		values[13];
+	HcArgs		args;
 
-	values[0] = HC_TEXT(line->product_id);
-	values[1] = HC_TEXT(r->id);
-	values[2] = HC_TEXT(status);
-	values[3] = HC_TEXT(line->status);
-	values[4] = Int32GetDatum(stock_delta);
-	values[5] = Int32GetDatum(reserved_delta);
-	values[6] = TimestampTzGetDatum(call->now);
-	values[7] = HC_TEXT(event);
-	values[8] = HC_TEXT(source);
-	values[9] = HC_TEXT(call->function);
-	values[10] = HC_TEXT(hc_actor(call));
-	values[11] = HC_TEXT(r->status);
-	values[12] = HC_TEXT(r->scope_id);
-	if (hc_run(last ? &move_last_line : &move_line, values, NULL, SPI_OK_INSERT_RETURNING) != 1)
+	hc_args(&args, last ? &move_last_line : &move_line);
+	hc_bind_text(&args, "product_id", line->product_id);
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind_text(&args, "status", status);
+	hc_bind_text(&args, "line_status", line->status);
+	hc_bind(&args, "stock_delta", Int32GetDatum(stock_delta));
+	hc_bind(&args, "reserved_delta", Int32GetDatum(reserved_delta));
+	hc_bind_text(&args, "event", event);
+	hc_bind_text(&args, "source", source);
+	if (last)
+	{
+		hc_bind_text(&args, "reservation_status", r->status);
+		hc_bind_text(&args, "scope_id", r->scope_id);
+	}
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) != 1)
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s%s",
 			 line->product_id, r->id, line->status,
 			 last ? psprintf(", or the reservation is no longer %s", r->status) : "");
@@ -870,14 +854,14 @@ stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *
 static void
 stock_end(HcCall *call, StockReservation *r, const char *status)
 {
-	Datum		values[5];
+	HcArgs		args;
 
-	values[0] = HC_TEXT(r->scope_id);
-	values[1] = HC_TEXT(r->id);
-	values[2] = HC_TEXT(status);
-	values[3] = TimestampTzGetDatum(call->now);
-	values[4] = HC_TEXT(r->status);
-	if (hc_run(&end_order, values, NULL, SPI_OK_UPDATE) != 1)
+	hc_args(&args, &end_order);
+	hc_bind_text(&args, "scope_id", r->scope_id);
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind_text(&args, "status", status);
+	hc_bind_text(&args, "reservation_status", r->status);
+	if (hc_run(call, &args, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "reservation \"%s\" is no longer %s", r->id, r->status);
 	r->status = pstrdup(status);
 }
@@ -917,21 +901,13 @@ stock_is_expired(HcCall *call, const StockReservation *r)
 static void
 stock_not_active(const StockReservation *r, const char *hint)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_HC_RESERVATION_NOT_ACTIVE),
-			 errmsg("reservation \"%s\" is not active", r->id),
-			 errdetail("Reservation \"%s\" is %s.", r->id, r->status),
-			 errhint("%s", hint)));
+	hc_reservation_not_active(r->id, "", r->status, hint);
 }
 
 static void
 stock_expired(const StockReservation *r, const char *hint)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_HC_RESERVATION_EXPIRED),
-			 errmsg("reservation \"%s\" has expired", r->id),
-			 errdetail("Reservation \"%s\" expired at %s.", r->id, timestamptz_to_str(r->expires_at)),
-			 errhint("%s", hint)));
+	hc_reservation_expired(r->id, "", r->expires_at, hint);
 }
 
 /*
@@ -1021,13 +997,7 @@ hc_unreserve(PG_FUNCTION_ARGS)
 static void
 stock_lock_product(HcCall *call, const char *product_id, int32 *stock, int32 *reserved)
 {
-	Datum		values[1];
-
-	values[0] = HC_TEXT(product_id);
-	if (hc_run(&lock_product, values, NULL, SPI_OK_SELECT) == 0)
-		product_not_found(product_id);
-	*stock = hc_int32(0, 1);
-	*reserved = hc_int32(0, 2);
+	stock_lock_product_row(call, product_id, stock, reserved);
 
 	/*
 	 * Reclaim all of them: a stock change is an operator's act, not the hot
@@ -1048,8 +1018,7 @@ static Datum
 stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int64 new_stock,
 			 int32 stock, int32 reserved, const char *event, const char *detail)
 {
-	Datum		values[8];
-	char		nulls[8];
+	HcArgs		args;
 
 	if (new_stock < reserved)
 		ereport(ERROR,
@@ -1064,18 +1033,13 @@ stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int6
 				 errdetail("Stock would be " INT64_FORMAT "; the most it can be is %d.", new_stock, PG_INT32_MAX),
 				 errhint("Adjust by a smaller delta.")));
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = HC_TEXT(product_id);
-	values[1] = Int32GetDatum((int32) new_stock);
-	values[2] = TimestampTzGetDatum(call->now);
-	values[3] = HC_TEXT(event);
-	values[4] = HC_TEXT(call->function);
-	values[5] = Int32GetDatum(stock);
-	values[6] = HC_TEXT(hc_actor(call));
-	values[7] = detail ? HC_TEXT(detail) : (Datum) 0;
-	if (detail == NULL)
-		nulls[7] = 'n';
-	if (hc_run(&set_stock, values, nulls, SPI_OK_SELECT) != 1)
+	hc_args(&args, &set_stock);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "stock", Int32GetDatum((int32) new_stock));
+	hc_bind(&args, "old_stock", Int32GetDatum(stock));
+	hc_bind_text(&args, "event", event);
+	hc_bind_text(&args, "detail", detail);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
 		elog(ERROR, "product \"%s\" vanished", product_id);
 	return hc_result_row(call, fcinfo);
 }
@@ -1091,7 +1055,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	HcCall		call;
 	int32		stock;
 	int32		reserved;
-	Datum		values[5];
+	HcArgs		args;
 	Datum		row;
 
 	if (new_stock < 0)
@@ -1099,12 +1063,10 @@ hc_stock_set(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("stock must not be negative")));
 	hc_call_begin(&call, fcinfo, "hc_stock_set");
-	values[0] = HC_TEXT(product_id);
-	values[1] = TimestampTzGetDatum(call.now);
-	values[2] = Int32GetDatum(new_stock);
-	values[3] = HC_TEXT(call.function);
-	values[4] = HC_TEXT(hc_actor(&call));
-	if (hc_run(&create_product, values, NULL, SPI_OK_SELECT) == 1)
+	hc_args(&args, &create_product);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "stock", Int32GetDatum(new_stock));
+	if (hc_run(&call, &args, SPI_OK_SELECT) == 1)
 		row = hc_result_row(&call, fcinfo);
 	else
 	{

@@ -1,6 +1,7 @@
 /*
  * sweep.h
- *		The sweep (sweep.c), shared with the background worker (worker.c).
+ *		The sweep (sweep.c): what each domain sweeps, and what the background
+ *		worker (worker.c) runs.
  */
 #ifndef HOLDCOMMIT_SWEEP_H
 #define HOLDCOMMIT_SWEEP_H
@@ -18,6 +19,11 @@ typedef struct HcSweepCounts
 	bool		resumed;
 	TimestampTz holds_from;
 } HcSweepCounts;
+
+/* Each domain sweeps its own (hold.c, stock.c, idempotency.c). */
+extern int64 hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
+extern void hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
+extern int64 hc_idempotency_sweep(HcCall *call, int batch_size);
 
 extern bool hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern void hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts,

@@ -13,10 +13,7 @@
 #include "holdcommit.h"
 #include "validate.h"
 
-#define HC_MAX_ID_BYTES		64
-#define HC_MAX_KEY_BYTES	255
-
-static void
+void
 hc_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	if (PG_ARGISNULL(argno))
@@ -70,26 +67,30 @@ hc_arg_text(FunctionCallInfo fcinfo, int argno, const char *name)
 }
 
 /*
- * A ttl: > 0 and <= holdcommit.max_ttl, as microseconds.  A month counts as
- * 30 days, as interval comparison does; a ttl too large for that is simply
- * over the limit.
+ * An interval as microseconds, a month counting as 30 days, as interval
+ * comparison does; past the int64 range, the largest value of its sign (the
+ * days' sign, or with none the time's).
  */
+static int64
+interval_usecs(const Interval *span)
+{
+	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
+	int64		usecs;
+
+	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, span->time, &usecs))
+		usecs = (days != 0 ? days : span->time) < 0 ? PG_INT64_MIN : PG_INT64_MAX;
+	return usecs;
+}
+
+/* A ttl: > 0 and <= holdcommit.max_ttl, as microseconds. */
 int64
 hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
 {
-	Interval   *ttl;
-	int64		days;
 	int64		usecs;
-	bool		overflow;
 
 	hc_arg_not_null(fcinfo, argno, name);
-	ttl = PG_GETARG_INTERVAL_P(argno);
-	days = (int64) ttl->month * DAYS_PER_MONTH + ttl->day;
-	overflow = pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
-		pg_add_s64_overflow(usecs, ttl->time, &usecs);
-	/* Past the int64 range, the sign is the days' (or, with none, the time's). */
-	if (overflow)
-		usecs = (days != 0 ? days : ttl->time) < 0 ? -1 : PG_INT64_MAX;
+	usecs = interval_usecs(PG_GETARG_INTERVAL_P(argno));
 	if (usecs <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -101,6 +102,37 @@ hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errdetail("holdcommit.max_ttl is %d seconds.", hc_max_ttl),
 				 errhint("Ask for a shorter %s, or extend the hold later.", name)));
 	return usecs;
+}
+
+/* A cooldown: >= 0, as microseconds. */
+int64
+hc_arg_cooldown(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	int64		usecs;
+
+	hc_arg_not_null(fcinfo, argno, name);
+	usecs = interval_usecs(PG_GETARG_INTERVAL_P(argno));
+	if (usecs < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", name)));
+	return usecs;
+}
+
+/* A fencing token: positive. */
+int64
+hc_arg_token(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	int64		token;
+
+	hc_arg_not_null(fcinfo, argno, name);
+	token = PG_GETARG_INT64(argno);
+	if (token <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", name),
+				 errhint("Use the token that hc_lock_acquire() returned.")));
+	return token;
 }
 
 /* A boolean or an integer, not null. */

@@ -1,0 +1,47 @@
+/*
+ * fetch.h
+ *		Point reads and row locks without the executor (fetch.c).
+ */
+#ifndef HOLDCOMMIT_FETCH_H
+#define HOLDCOMMIT_FETCH_H
+
+#include "statement.h"
+
+/* How a fetch locks the row it finds. */
+typedef enum HcFetchLock
+{
+	HC_FETCH_READ,				/* no lock: a plain read */
+	HC_FETCH_WAIT,				/* FOR NO KEY UPDATE: wait for a holder */
+	HC_FETCH_SKIP,				/* FOR NO KEY UPDATE SKIP LOCKED: skip a held row */
+	HC_FETCH_SKIP_NOWAIT		/* the same, and never wait on an update chain */
+} HcFetchLock;
+
+/*
+ * A row looked up (and maybe locked) by one text key through a unique btree
+ * index on that column alone: the point reads of the hot paths, such as the
+ * first look of a hold, which ends every refusal.  The relation, index and
+ * column numbers are found in the extension's schema by OID and kept until
+ * a relcache invalidation.  Where the index is gone (a distributed
+ * deployment may drop the single-node ones), the same read runs as a
+ * statement.  values[i] and nulls[i] receive columns[i].
+ */
+#define HC_FETCH_MAX_COLUMNS 8
+typedef struct HcFetch
+{
+	const char *table;
+	const char *key;			/* the column a unique index has as its only key */
+	HcFetchLock lock;
+	int			ncolumns;
+	const char *columns[HC_FETCH_MAX_COLUMNS];
+	/* found on first use */
+	Oid			schema;
+	Oid			relid;
+	Oid			indexid;		/* InvalidOid: no such index, use the statement */
+	AttrNumber	keyattnum;
+	AttrNumber	attnums[HC_FETCH_MAX_COLUMNS];
+	HcStatement statement;		/* the read as SQL, made when first needed */
+} HcFetch;
+
+extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
+
+#endif							/* HOLDCOMMIT_FETCH_H */

@@ -1,0 +1,271 @@
+/*
+ * statement.c
+ *		Prepared statements with named parameters, and their results.
+ *
+ * A statement is prepared the first time a call runs it and kept for the
+ * backend; its ":name" parameters become $1, $2, ... in the order of its
+ * params at that moment, so a reader finds a parameter's name, type and
+ * value together and never counts positions.
+ *
+ * A call's statements reach their rows through indexes, by parameters: they
+ * get one generic plan, made with sequential and bitmap scans off, so that
+ * a plan made while the tables are empty (right after CREATE EXTENSION) is
+ * not a scan kept for the life of the backend.  A later re-plan (after an
+ * ANALYZE) is the planner's, with real statistics.  hc_check's statements,
+ * which read whole tables, are planned as usual (call->point_lookups).
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
+
+#include "statement.h"
+
+/* The position of a parameter in the statement, or an error. */
+static int
+statement_param(HcStatement *stmt, const char *name, int len)
+{
+	int			i;
+
+	for (i = 0; i < HC_MAX_PARAMS && stmt->params[i].name != NULL; i++)
+		if ((len < 0 ? strcmp(stmt->params[i].name, name) == 0 :
+			 (strncmp(stmt->params[i].name, name, len) == 0 &&
+			  stmt->params[i].name[len] == '\0')))
+			return i;
+	elog(ERROR, "holdcommit statement has no parameter :%.*s: \"%s\"",
+		 len < 0 ? (int) strlen(name) : len, name, stmt->sql);
+	return -1;					/* keep the compiler quiet */
+}
+
+/*
+ * The text as SPI takes it: every :name outside quotes becomes $n (a "::"
+ * cast stays as it is).
+ */
+static char *
+statement_sql(HcStatement *stmt)
+{
+	StringInfoData buf;
+	const char *p;
+	char		quote = '\0';
+
+	initStringInfo(&buf);
+	for (p = stmt->sql; *p != '\0'; p++)
+	{
+		if (quote != '\0' || *p == '\'' || *p == '"')
+		{
+			if (quote == '\0')
+				quote = *p;
+			else if (*p == quote)
+				quote = '\0';
+			appendStringInfoChar(&buf, *p);
+		}
+		else if (p[0] == ':' && p[1] == ':')
+			appendStringInfoString(&buf, "::"), p++;
+		else if (p[0] == ':' && (isalpha((unsigned char) p[1]) || p[1] == '_'))
+		{
+			const char *name = p + 1;
+			int			len = 0;
+
+			while (isalnum((unsigned char) name[len]) || name[len] == '_')
+				len++;
+			appendStringInfo(&buf, "$%d", statement_param(stmt, name, len) + 1);
+			p += len;
+		}
+		else
+			appendStringInfoChar(&buf, *p);
+	}
+	return buf.data;
+}
+
+/* Prepare the statement for the call's schema if not done yet, keep it. */
+static SPIPlanPtr
+statement_prepare(HcCall *call, HcStatement *stmt)
+{
+	Oid			argtypes[HC_MAX_PARAMS];
+	SPIPlanPtr	plan;
+	char	   *sql;
+	int			guc_level = 0;
+
+	if (stmt->plan != NULL && stmt->schema == call->schema)
+		return stmt->plan;
+	if (stmt->plan != NULL)
+		SPI_freeplan(stmt->plan);
+	stmt->plan = NULL;
+
+	for (stmt->nparams = 0; stmt->nparams < HC_MAX_PARAMS && stmt->params[stmt->nparams].name;
+		 stmt->nparams++)
+		argtypes[stmt->nparams] = stmt->params[stmt->nparams].type;
+	sql = statement_sql(stmt);
+	if (call->point_lookups)
+	{
+		guc_level = NewGUCNestLevel();
+		(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
+	plan = SPI_prepare_cursor(sql, stmt->nparams, argtypes,
+							  call->point_lookups ? CURSOR_OPT_GENERIC_PLAN : 0);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	if (call->point_lookups)
+	{
+		ReleaseCachedPlan(SPI_plan_get_cached_plan(plan), CurrentResourceOwner);
+		AtEOXact_GUC(true, guc_level);
+	}
+	pfree(sql);
+	stmt->plan = plan;
+	stmt->schema = call->schema;
+	return plan;
+}
+
+/* Start the arguments of one run of stmt: nothing bound yet. */
+void
+hc_args(HcArgs *args, HcStatement *stmt)
+{
+	args->stmt = stmt;
+	memset(args->nulls, ' ', sizeof(args->nulls));
+	memset(args->bound, 0, sizeof(args->bound));
+}
+
+/* Bind a parameter by name. */
+void
+hc_bind(HcArgs *args, const char *name, Datum value)
+{
+	int			i = statement_param(args->stmt, name, -1);
+
+	args->values[i] = value;
+	args->nulls[i] = ' ';
+	args->bound[i] = true;
+}
+
+void
+hc_bind_null(HcArgs *args, const char *name)
+{
+	int			i = statement_param(args->stmt, name, -1);
+
+	args->values[i] = (Datum) 0;
+	args->nulls[i] = 'n';
+	args->bound[i] = true;
+}
+
+/* A text parameter from a C string; NULL binds SQL's null. */
+void
+hc_bind_text(HcArgs *args, const char *name, const char *value)
+{
+	if (value == NULL)
+		hc_bind_null(args, name);
+	else
+		hc_bind(args, name, HC_TEXT(value));
+}
+
+/*
+ * Run a statement with a fresh snapshot (read_only = false), as a statement
+ * of a READ COMMITTED transaction does, check that SPI answered as expected,
+ * return the number of rows.  The rows stay in SPI_tuptable until the next
+ * statement; copy what must outlive it.
+ */
+uint64
+hc_run(HcCall *call, HcArgs *args, int expected)
+{
+	HcStatement *stmt = args->stmt;
+	MemoryContext mine = CurrentMemoryContext;
+	SPIPlanPtr	plan = statement_prepare(call, stmt);
+	int			rc;
+	int			i;
+
+	for (i = 0; i < stmt->nparams; i++)
+	{
+		const char *name = stmt->params[i].name;
+
+		if (args->bound[i])
+			continue;
+		if (strcmp(name, "now") == 0)
+			hc_bind(args, name, TimestampTzGetDatum(call->now));
+		else if (strcmp(name, "function") == 0)
+			hc_bind_text(args, name, call->function);
+		else if (strcmp(name, "actor") == 0)
+			hc_bind_text(args, name, hc_actor(call));
+		else
+			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
+	}
+	rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
+	/* SPI leaves us in its procedure context; stay where the caller was. */
+	MemoryContextSwitchTo(mine);
+	if (rc != expected)
+		elog(ERROR, "unexpected SPI result %s for \"%s\"",
+			 SPI_result_code_string(rc), stmt->sql);
+	return SPI_processed;
+}
+
+/* A column of row row of the last statement's result, by name. */
+Datum
+hc_datum(int row, const char *column, bool *isnull)
+{
+	int			col = SPI_fnumber(SPI_tuptable->tupdesc, column);
+
+	if (col <= 0)
+		elog(ERROR, "holdcommit statement returned no column \"%s\"", column);
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+/* A column that must not be null: the schema says NOT NULL. */
+static Datum
+statement_required(int row, const char *column)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, column, &isnull);
+
+	if (isnull)
+		elog(ERROR, "column \"%s\" of a holdcommit row is unexpectedly null", column);
+	return d;
+}
+
+/* A text column as a C string that outlives SPI_finish, or NULL. */
+char *
+hc_text(HcCall *call, int row, const char *column)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, column, &isnull);
+	MemoryContext old;
+	char	   *s;
+
+	if (isnull)
+		return NULL;
+	old = MemoryContextSwitchTo(call->outer);
+	s = TextDatumGetCString(d);
+	MemoryContextSwitchTo(old);
+	return s;
+}
+
+/* NOT NULL columns of the last statement's result. */
+TimestampTz
+hc_timestamptz(int row, const char *column)
+{
+	return DatumGetTimestampTz(statement_required(row, column));
+}
+
+int32
+hc_int32(int row, const char *column)
+{
+	return DatumGetInt32(statement_required(row, column));
+}
+
+int64
+hc_int64(int row, const char *column)
+{
+	return DatumGetInt64(statement_required(row, column));
+}
+
+Datum
+hc_text_datum(const char *s)
+{
+	if (s == NULL)
+		elog(ERROR, "null string passed as a holdcommit statement argument");
+	return PointerGetDatum(cstring_to_text(s));
+}
