@@ -21,6 +21,8 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 
+#include "statement.h"
+
 PG_FUNCTION_INFO_V1(hc_grant_app);
 PG_FUNCTION_INFO_V1(hc_grant_operator);
 
@@ -86,9 +88,9 @@ grant_find_members(GrantTarget *t)
 	t->extension = get_extension_oid("holdcommit", false);
 	values[0] = ObjectIdGetDatum(t->extension);
 	if (SPI_execute_with_args("SELECT classid, objid FROM pg_catalog.pg_depend"
-							  " WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
-							  "   AND refobjid OPERATOR(pg_catalog.=) $1"
-							  "   AND deptype OPERATOR(pg_catalog.=) 'e'",
+							  " WHERE refclassid" EQ "'pg_catalog.pg_extension'::pg_catalog.regclass"
+							  "   AND refobjid" EQ "$1"
+							  "   AND deptype" EQ "'e'",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not list the members of extension holdcommit");
 	n = SPI_processed;
@@ -174,9 +176,9 @@ grant_select(GrantTarget *t, const char *const *names, bool keyless)
 
 			values[0] = ObjectIdGetDatum(relid);
 			if (SPI_execute_with_args("SELECT attname FROM pg_catalog.pg_attribute"
-									  " WHERE attrelid OPERATOR(pg_catalog.=) $1"
-									  "   AND attnum OPERATOR(pg_catalog.>) 0 AND NOT attisdropped"
-									  "   AND attname OPERATOR(pg_catalog.<>) ALL ('{idempotency_key,fingerprint}'::pg_catalog.name[])"
+									  " WHERE attrelid" EQ "$1"
+									  "   AND attnum" GT "0 AND NOT attisdropped"
+									  "   AND attname" NE "ALL ('{idempotency_key,fingerprint}'::pg_catalog.name[])"
 									  " ORDER BY attnum",
 									  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 				elog(ERROR, "could not list the columns of %s", *names);

@@ -180,7 +180,7 @@ static HcStatement reclaim_lines = {
 	"  RETURNING i.version, t.total, t.n),"
 	" logged AS ("
 	HC_LEDGER_ROWS("'product'", ":product_id", "m.version" MINUS "m.n" PLUS "e.k", ":event",
-				   ":source", "e.reservation_id", "e.buyer_id", "OPERATOR(pg_catalog.-) e.qty",
+				   ":source", "e.reservation_id", "e.buyer_id", MINUS "e.qty",
 				   "0", "NULL")
 	"    FROM moved m, (SELECT *, pg_catalog.row_number() OVER () AS k FROM expired) e),"
 	" ended AS ("
