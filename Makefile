@@ -7,7 +7,13 @@ EXTENSION = holdcommit
 EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
 MODULE_big = holdcommit
 OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
-DATA = $(wildcard sql/holdcommit--*.sql)
+# Released versions keep their scripts.  A new version has no script of its
+# own: its install script is made from the last full script and the update
+# scripts after it (FULL_SCRIPT_CHAIN), so fresh and updated installs have one
+# source, and make dist and make deb ship the made file.
+FULL_SCRIPT_CHAIN = sql/holdcommit--0.2.0.sql sql/holdcommit--0.2.0--0.3.0.sql
+FULL_SCRIPT = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(sort $(wildcard sql/holdcommit--*.sql) $(FULL_SCRIPT))
 PGFILEDESC = "holdcommit - hold-and-commit inside PostgreSQL"
 
 # Regression inputs are sql/<name>.sql (the install scripts are sql/holdcommit--*.sql);
@@ -19,8 +25,9 @@ ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extensi
 
 PG_CONFIG ?= pg_config
 # make test builds with WERROR=-Werror; a user's build does not fail on a new compiler's warning.
-PG_CPPFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-missing-field-initializers
-EXTRA_CLEAN = results output_iso regression.diffs regression.out test/tmp $(BUILD_DIR)
+PG_CPPFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-missing-field-initializers \
+	-DHC_LIBRARY_VERSION='"$(EXTVERSION)"'
+EXTRA_CLEAN = $(FULL_SCRIPT) results output_iso regression.diffs regression.out test/tmp $(BUILD_DIR)
 
 # No JIT bitcode: it needs clang, and the functions are not JIT candidates.
 override with_llvm = no
@@ -29,7 +36,13 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # The headers are small and shared: a change to one rebuilds every object.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h) $(EXTENSION).control
+
+all: $(FULL_SCRIPT)
+$(FULL_SCRIPT): $(FULL_SCRIPT_CHAIN)
+	{ echo '-- holdcommit $(EXTVERSION), made by make from $(FULL_SCRIPT_CHAIN): edit those.'; \
+	  echo '\\echo Use "CREATE EXTENSION holdcommit" to load this file. \\quit'; \
+	  sed '/^\\echo Use /d' $(FULL_SCRIPT_CHAIN); } >$@
 
 RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).

@@ -27,6 +27,7 @@
 #include "utils/syscache.h"
 
 #include "call.h"
+#include "version.h"
 
 /*
  * Start a call: read the clock, become the extension's owner in a
@@ -39,6 +40,7 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 {
 	OverrideSearchPath path = {0};
 
+	hc_require_served_sql();
 	call->function = function;
 	call->now = GetCurrentTimestamp();
 	call->outer = CurrentMemoryContext;

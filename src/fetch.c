@@ -187,7 +187,7 @@ fetch_statement(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bo
 	hc_bind_text(&args, "key", key);
 	n = hc_run(call, &args, SPI_OK_SELECT);
 	if (n > 1)
-		elog(ERROR, "%s has more than one row with %s \"%s\"", fetch->table, fetch->key, key);
+		elog(ERROR, "%s has more than one row with the same %s", fetch->table, fetch->key);
 	if (n == 1)
 	{
 		MemoryContext old = MemoryContextSwitchTo(call->outer);

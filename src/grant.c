@@ -1,7 +1,8 @@
 /*
  * grant.c
- *		hc_grant_app(role) and hc_grant_operator(role): exactly the rights an
- *		application or an operator's tooling needs, and nothing for PUBLIC.
+ *		hc_grant_app(role), hc_grant_operator(role), hc_grant_monitor(role):
+ *		exactly the rights an application, an operator's tooling or a
+ *		monitoring role needs, and nothing for PUBLIC.
  *
  * Only members of the extension are granted (found through pg_depend by
  * OID, never by a name someone could have put beside them), and every name
@@ -22,9 +23,12 @@
 #include "utils/regproc.h"
 
 #include "statement.h"
+#include "validate.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(hc_grant_app);
 PG_FUNCTION_INFO_V1(hc_grant_operator);
+PG_FUNCTION_INFO_V1(hc_grant_monitor);
 
 /* What an application calls, and the state it may read in full. */
 static const char *const app_functions[] = {
@@ -57,6 +61,9 @@ static const char *const operator_tables[] = {
 	"hc_reservations", "hc_stock_reservations", "hc_idempotency_keys", "hc_ledger",
 	"hc_overview", NULL
 };
+
+/* What a monitoring role reads: figures only, no keys, no buyers. */
+static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};
 
 typedef struct GrantTarget
 {
@@ -197,10 +204,8 @@ grant_select(GrantTarget *t, const char *const *names, bool keyless)
 static void
 grant_begin(GrantTarget *t, FunctionCallInfo fcinfo)
 {
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("role must not be null")));
+	hc_arg_not_null(fcinfo, 0, "role");
+	hc_require_served_sql();
 	t->role = PG_GETARG_OID(0);
 	t->role_name = quote_identifier(GetUserNameFromId(t->role, false));
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -247,6 +252,21 @@ hc_grant_operator(PG_FUNCTION_ARGS)
 	grant_app(&t);
 	grant_functions(&t, operator_functions);
 	grant_select(&t, operator_tables, false);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * hc_grant_monitor(role): read access to hc_metrics and hc_overview only,
+ * for a monitoring role such as postgres_exporter's.
+ */
+Datum
+hc_grant_monitor(PG_FUNCTION_ARGS)
+{
+	GrantTarget t;
+
+	grant_begin(&t, fcinfo);
+	grant_select(&t, monitor_tables, false);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -27,6 +27,7 @@ int			hc_sweep_interval = 30;
 int			hc_sweep_batch_size = 1000;
 char	   *hc_sweep_databases = NULL;
 bool		hc_notify_enabled = false;
+bool		hc_preloaded = false;
 
 void		_PG_init(void);
 
@@ -125,6 +126,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("holdcommit");
 	hc_install_log_hook();
 
+	hc_preloaded = process_shared_preload_libraries_in_progress;
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	hc_worker_init();

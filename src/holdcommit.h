@@ -15,4 +15,7 @@ extern int	hc_sweep_batch_size;
 extern char *hc_sweep_databases;
 extern bool hc_notify_enabled;
 
+/* Was the library loaded through shared_preload_libraries? */
+extern bool hc_preloaded;
+
 #endif							/* HOLDCOMMIT_H */

@@ -186,6 +186,26 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 }
 
 /*
+ * How messages name a key: it is a per-request secret (whoever knows it can
+ * replay the request and read its reservation), so never the key itself but
+ * the first 8 hex digits of its SHA-256, which the client can compute too:
+ * sha256:1a2b3c4d.
+ */
+static char *
+idempotency_label(const char *key)
+{
+	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) key, strlen(key)) < 0 ||
+		pg_cryptohash_final(ctx, hash, sizeof(hash)) < 0)
+		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+	return psprintf("sha256:%02x%02x%02x%02x", hash[0], hash[1], hash[2], hash[3]);
+}
+
+/*
  * Judge what was found for the key: nothing (new), the same request within
  * holdcommit.idempotency_retention (replay), another request (RS005), or a
  * key past retention, which is forgotten here so that the caller can run
@@ -207,7 +227,7 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 		hc_bind_text(&args, "scope_id", known->scope_id);
 		hc_bind_text(&args, "reservation_id", known->id);
 		if (hc_run(call, &args, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "could not forget idempotency key \"%s\"", key);
+			elog(ERROR, "could not forget idempotency key %s", idempotency_label(key));
 		return HC_KEY_FORGOTTEN;
 	}
 	digest = hc_fingerprint_digest(fp);
@@ -216,9 +236,11 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 		memcmp(VARDATA_ANY(known->fingerprint), VARDATA(digest), PG_SHA256_DIGEST_LENGTH) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HC_IDEMPOTENCY_KEY_REUSED),
-				 errmsg("idempotency key \"%s\" was already used for a different request", key),
+				 errmsg("idempotency key %s was already used for a different request",
+						idempotency_label(key)),
 				 errdetail("A %s was made with this key and other arguments.",
 						   strcmp(known->kind, "hold") == 0 ? "hold" : "stock reservation"),
+				 errhidestmt(true),
 				 errhint("Send a new idempotency key for a new request; reuse a key only to retry the same request.")));
 	return HC_KEY_REPLAY;
 }

@@ -21,9 +21,10 @@
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
-#include "pgstat.h"
+#include "common/hashfn.h"
 #include "storage/latch.h"
-#include "utils/backend_status.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
@@ -43,6 +44,12 @@ PG_FUNCTION_INFO_V1(hc_lock_release);
 #define LEASE_BACKOFF_BASE_MS	200
 #define LEASE_BACKOFF_JITTER_MS 200
 #define LEASE_BACKOFF_MAX_MS	2000
+
+/*
+ * Session locks of session-bound leases use this in field 4 of the lock tag
+ * (idempotency keys use 0x4843; pg_advisory_lock() 1 and 2).
+ */
+#define LEASE_SESSION_LOCK_SPACE	0x4844
 
 /* What one successful acquire attempt found and made. */
 typedef struct LeaseTaken
@@ -274,25 +281,59 @@ hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq)
 }
 
 /*
- * Is the backend with this pid, started at this time, still there?  The
- * start time tells a new backend that reuses the pid from the old one.
+ * A session-bound lease is also held as a session-level advisory lock on its
+ * resource, which PostgreSQL releases when the session ends, however it
+ * ends (a crash restarts every backend).  So whether the session a lease is
+ * bound to still lives is whether someone still holds that lock: nothing is
+ * read from pg_stat_activity, whose snapshot belongs to the caller's
+ * transaction.  A lock held by a session that no longer holds the lease
+ * (taken over once stale) only makes a later binding look alive, and that
+ * lease still ends by its stale_after.
  */
-static bool
-lease_session_alive(int32 pid, TimestampTz started)
+static void
+lease_session_tag(LOCKTAG *tag, const char *resource)
 {
-	int			n;
-	int			i;
+	uint64		hash = hash_bytes_extended((const unsigned char *) resource, strlen(resource), 0);
 
-	pgstat_clear_snapshot();	/* the backends as they are now */
-	n = pgstat_fetch_stat_numbackends();
-	for (i = 1; i <= n; i++)
-	{
-		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
+						 LEASE_SESSION_LOCK_SPACE);
+}
 
-		if (local != NULL && local->backendStatus.st_procpid == pid &&
-			local->backendStatus.st_proc_start_timestamp == started)
-			return true;
-	}
+/* Hold the resource's session lock for this session, once. */
+static void
+lease_session_hold(const char *resource)
+{
+	LOCKTAG		tag;
+
+	lease_session_tag(&tag, resource);
+	if (LockHeldByMe(&tag, ExclusiveLock))
+		return;
+	(void) LockAcquire(&tag, ExclusiveLock, true, true);
+}
+
+/* Let the resource's session lock go, if this session holds it. */
+static void
+lease_session_let_go(const char *resource)
+{
+	LOCKTAG		tag;
+
+	lease_session_tag(&tag, resource);
+	if (LockHeldByMe(&tag, ExclusiveLock))
+		(void) LockRelease(&tag, ExclusiveLock, true);
+}
+
+/* Does the session the lease is bound to (pid, started) still hold it? */
+static bool
+lease_session_alive(const char *resource, int32 pid, TimestampTz started)
+{
+	LOCKTAG		tag;
+
+	if (pid == MyProcPid && started == MyStartTimestamp)
+		return true;
+	lease_session_tag(&tag, resource);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	(void) LockRelease(&tag, ExclusiveLock, false);
 	return false;
 }
 
@@ -347,7 +388,7 @@ lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
 		return;
 	pid = hc_int32(0, "session_pid");
 	started = hc_timestamptz(0, "session_started");
-	if (!lease_session_alive(pid, started))
+	if (!lease_session_alive(resource, pid, started))
 	{
 		hc_bind(take, "ended_pid", Int32GetDatum(pid));
 		hc_bind(take, "ended_started", TimestampTzGetDatum(started));
@@ -503,6 +544,8 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 	if (!taken.logged && taken.token != taken.previous_token)
 		lease_ledger(&call, resource, taken.previous_owner == NULL ? "acquire" : "takeover",
 					 owner, &taken);
+	if (session)
+		lease_session_hold(resource);
 	hc_call_end(&call);
 	PG_RETURN_INT64(taken.token);
 }
@@ -579,6 +622,7 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	hc_bind(&args, "token", Int64GetDatum(token));
 	hc_bind_text(&args, "detail", lease_detail(owner, token, NULL));
 	released = hc_run(&call, &args, SPI_OK_INSERT_RETURNING) == 1;
+	lease_session_let_go(resource);
 	hc_call_end(&call);
 	PG_RETURN_BOOL(released);
 }

@@ -1,0 +1,171 @@
+-- holdcommit 0.2.0 -> 0.3.0.  This file is the one source of 0.3.0: make joins
+-- holdcommit--0.2.0.sql and this update into holdcommit--0.3.0.sql, so a fresh
+-- install and an updated one are the same by construction; make test still
+-- compares the two and checks that data made under 0.2.0 survives.
+
+\echo Use "ALTER EXTENSION holdcommit UPDATE TO '0.3.0'" to load this file. \quit
+
+------------------------------------------------------------------------------
+-- Trust by construction: the schema belongs to the extension's owner
+------------------------------------------------------------------------------
+
+-- Whoever owns the extension's schema may drop or invalidate its indexes,
+-- drop its data with the schema, create look-alikes and rename it: the
+-- guarantees would rest on that role.  So holdcommit lives only in a schema
+-- that a superuser or the extension's owner owns (the control file names
+-- one, holdcommit, which CREATE EXTENSION creates if it is missing).  A
+-- schema that exists already is judged by its owner, not by its name.
+DO $$
+DECLARE
+    owner_name name;
+BEGIN
+    SELECT r.rolname INTO owner_name
+      FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+     WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+       AND NOT r.rolsuper AND r.rolname OPERATOR(pg_catalog.<>) CURRENT_USER;
+    IF owner_name IS NOT NULL THEN
+        RAISE EXCEPTION 'holdcommit cannot live in schema @extschema@, which role % owns', owner_name
+              USING ERRCODE = 'insufficient_privilege',
+                    DETAIL = 'The owner of the extension''s schema could drop its indexes and its data, or create look-alikes of its functions.',
+                    HINT = CASE WHEN '@extschema@' OPERATOR(pg_catalog.=) 'holdcommit'
+                           THEN 'Drop schema holdcommit or give it to a superuser (ALTER SCHEMA holdcommit OWNER TO postgres), then try again.'
+                           ELSE 'Move the extension to schema holdcommit first, as doc/operations.md ("Moving out of public") shows, then update.' END;
+    END IF;
+END
+$$;
+
+-- The event triggers of 0.2.0 kept the owner of public out of the extension's
+-- objects; in a schema only trusted roles own, nobody else can reach them, and
+-- the triggers refused Citus' shard tables.
+DROP EVENT TRIGGER hc_guard_ddl;
+DROP EVENT TRIGGER hc_guard_drop;
+DROP FUNCTION @extschema@.hc_guard_ddl();
+
+------------------------------------------------------------------------------
+-- Monitoring: counts only
+------------------------------------------------------------------------------
+
+-- What a monitoring role reads: figures, never a buyer, a key or a reference.
+CREATE VIEW @extschema@.hc_metrics AS
+    WITH t AS (SELECT pg_catalog.clock_timestamp() AS now)
+    SELECT 'assets'::text AS metric, s.status AS label,
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_assets a, t
+             WHERE CASE WHEN a.status OPERATOR(pg_catalog.=) 'HELD'
+                         AND a.hold_expires_at OPERATOR(pg_catalog.<=) t.now
+                        THEN 'HELD_EXPIRED' ELSE a.status END OPERATOR(pg_catalog.=) s.status
+           )::pg_catalog.float8 AS value
+      FROM (VALUES ('AVAILABLE'::text), ('HELD'), ('HELD_EXPIRED'), ('SOLD')) s (status)
+    UNION ALL
+    SELECT 'holds', s.status,
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_reservations r
+             WHERE r.status OPERATOR(pg_catalog.=) s.status)::pg_catalog.float8
+      FROM (VALUES ('HELD'::text), ('COMMITTED'), ('RELEASED'), ('EXPIRED')) s (status)
+    UNION ALL
+    SELECT 'holds_overdue', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
+                   COALESCE(pg_catalog.date_part('epoch', t.now OPERATOR(pg_catalog.-)
+                                                 pg_catalog.min(r.expires_at)), 0) AS oldest
+              FROM @extschema@.hc_reservations r, t
+             WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.expires_at OPERATOR(pg_catalog.<=) t.now
+             GROUP BY t.now) o
+     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('oldest_seconds', o.oldest)) m (label, value)
+    UNION ALL
+    SELECT 'stock', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS products,
+                   COALESCE(pg_catalog.sum(i.stock), 0)::pg_catalog.float8 AS stock,
+                   COALESCE(pg_catalog.sum(i.reserved), 0)::pg_catalog.float8 AS reserved,
+                   (pg_catalog.count(*) FILTER (WHERE i.stock OPERATOR(pg_catalog.=) i.reserved))::pg_catalog.float8 AS sold_out
+              FROM @extschema@.hc_inventory i) o
+     CROSS JOIN LATERAL (VALUES ('products'::text, o.products), ('stock_units', o.stock),
+                                ('reserved_units', o.reserved),
+                                ('available_units', o.stock OPERATOR(pg_catalog.-) o.reserved),
+                                ('sold_out_products', o.sold_out)) m (label, value)
+    UNION ALL
+    SELECT 'stock_overdue', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
+                   COALESCE(pg_catalog.sum(l.qty), 0)::pg_catalog.float8 AS units,
+                   COALESCE(pg_catalog.date_part('epoch', t.now OPERATOR(pg_catalog.-)
+                                                 pg_catalog.min(l.expires_at)), 0) AS oldest
+              FROM @extschema@.hc_stock_reservation_lines l, t
+             WHERE l.status OPERATOR(pg_catalog.=) 'RESERVED' AND l.expires_at OPERATOR(pg_catalog.<=) t.now
+             GROUP BY t.now) o
+     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('units', o.units),
+                                ('oldest_seconds', o.oldest)) m (label, value)
+    UNION ALL
+    SELECT 'leases', m.label, m.value
+      FROM (SELECT (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL))::pg_catalog.float8 AS held,
+                   (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL
+                       AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after OPERATOR(pg_catalog.<) t.now))::pg_catalog.float8 AS stale
+              FROM @extschema@.hc_locks l, t GROUP BY t.now) o
+     CROSS JOIN LATERAL (VALUES ('held'::text, o.held), ('stale', o.stale)) m (label, value)
+    UNION ALL
+    SELECT 'attempts', 'manual_review',
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_attempts a
+             WHERE a.status OPERATOR(pg_catalog.=) 'MANUAL_REVIEW')::pg_catalog.float8
+    UNION ALL
+    SELECT 'sweeper', m.label, m.value
+      FROM (SELECT COALESCE(pg_catalog.date_part('epoch', t.now OPERATOR(pg_catalog.-)
+                                                 pg_catalog.max(s.last_end)), -1) AS since,
+                   COALESCE(pg_catalog.sum(s.expired_holds), 0)::pg_catalog.float8 AS holds,
+                   COALESCE(pg_catalog.sum(s.expired_reservations), 0)::pg_catalog.float8 AS reservations,
+                   (pg_catalog.count(*) FILTER (WHERE s.last_error_at OPERATOR(pg_catalog.>=) s.last_start))::pg_catalog.float8 AS failing
+              FROM @extschema@.hc_sweeper_status s, t GROUP BY t.now) o
+     CROSS JOIN LATERAL (VALUES ('seconds_since_last_run'::text, o.since),
+                                ('last_expired_holds', o.holds),
+                                ('last_expired_reservations', o.reservations),
+                                ('failing', o.failing)) m (label, value);
+COMMENT ON VIEW @extschema@.hc_metrics IS
+    'For monitoring: one figure per row (metric, label, value), counts and ages only, for postgres_exporter.';
+
+CREATE FUNCTION @extschema@.hc_grant_monitor(role regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hc_grant_monitor' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_grant_monitor(regrole) IS
+    'Grant a monitoring role read access to hc_metrics and hc_overview only: no keys, no buyers, no calls that change state.';
+REVOKE ALL ON FUNCTION @extschema@.hc_grant_monitor(regrole) FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- Grants kept
+------------------------------------------------------------------------------
+
+-- A role granted in 0.2.0 keeps its grants; after a move out of public it
+-- needs USAGE on the new schema, which it gets here.  A role granted as an
+-- application under 0.1.0 can still read the idempotency keys: the NOTICE
+-- names it, for hc_grant_app() to be run again after revoking that.
+DO $$
+DECLARE
+    r record;
+    stale text;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT a.grantee::pg_catalog.regrole AS role
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+          CROSS JOIN LATERAL (
+              SELECT (pg_catalog.aclexplode(c.relacl)).grantee FROM pg_catalog.pg_class c
+               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                 AND c.oid OPERATOR(pg_catalog.=) d.objid
+              UNION ALL
+              SELECT (pg_catalog.aclexplode(p.proacl)).grantee FROM pg_catalog.pg_proc p
+               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                 AND p.oid OPERATOR(pg_catalog.=) d.objid) a
+         WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit' AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) 0
+           AND a.grantee OPERATOR(pg_catalog.<>) (SELECT nspowner FROM pg_catalog.pg_namespace
+                                                 WHERE oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace)
+    LOOP
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', '@extschema@', r.role);
+    END LOOP;
+
+    SELECT pg_catalog.string_agg(r.rolname, ', ' ORDER BY r.rolname) INTO stale
+      FROM pg_catalog.pg_roles r
+     WHERE pg_catalog.has_table_privilege(r.oid, '@extschema@.hc_reservations', 'SELECT')
+       AND NOT pg_catalog.has_function_privilege(r.oid, '@extschema@.hc_attempt_reset(text, text)', 'EXECUTE')
+       AND NOT r.rolsuper;
+    IF stale IS NOT NULL THEN
+        RAISE NOTICE 'roles granted as applications under 0.1.0 can still read idempotency keys: %', stale
+              USING HINT = 'For each: REVOKE SELECT ON hc_reservations, hc_stock_reservations FROM the role; then SELECT hc_grant_app(''role'').';
+    END IF;
+END
+$$;

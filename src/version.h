@@ -1,0 +1,10 @@
+/*
+ * version.h
+ *		Which SQL versions this library serves (version.c).
+ */
+#ifndef HOLDCOMMIT_VERSION_H
+#define HOLDCOMMIT_VERSION_H
+
+extern void hc_require_served_sql(void);
+
+#endif							/* HOLDCOMMIT_VERSION_H */
