@@ -63,11 +63,11 @@ CREATE VIEW @extschema@.hc_metrics AS
     UNION ALL
     SELECT 'holds_overdue', m.label, m.value
       FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
-                   COALESCE(pg_catalog.date_part('epoch', t.now OPERATOR(pg_catalog.-)
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
                                                  pg_catalog.min(r.expires_at)), 0) AS oldest
-              FROM @extschema@.hc_reservations r, t
-             WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.expires_at OPERATOR(pg_catalog.<=) t.now
-             GROUP BY t.now) o
+              FROM @extschema@.hc_reservations r
+             WHERE r.status OPERATOR(pg_catalog.=) 'HELD'
+               AND r.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
      CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('oldest_seconds', o.oldest)) m (label, value)
     UNION ALL
     SELECT 'stock', m.label, m.value
@@ -84,19 +84,20 @@ CREATE VIEW @extschema@.hc_metrics AS
     SELECT 'stock_overdue', m.label, m.value
       FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
                    COALESCE(pg_catalog.sum(l.qty), 0)::pg_catalog.float8 AS units,
-                   COALESCE(pg_catalog.date_part('epoch', t.now OPERATOR(pg_catalog.-)
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
                                                  pg_catalog.min(l.expires_at)), 0) AS oldest
-              FROM @extschema@.hc_stock_reservation_lines l, t
-             WHERE l.status OPERATOR(pg_catalog.=) 'RESERVED' AND l.expires_at OPERATOR(pg_catalog.<=) t.now
-             GROUP BY t.now) o
+              FROM @extschema@.hc_stock_reservation_lines l
+             WHERE l.status OPERATOR(pg_catalog.=) 'RESERVED'
+               AND l.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
      CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('units', o.units),
                                 ('oldest_seconds', o.oldest)) m (label, value)
     UNION ALL
     SELECT 'leases', m.label, m.value
       FROM (SELECT (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL))::pg_catalog.float8 AS held,
                    (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL
-                       AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after OPERATOR(pg_catalog.<) t.now))::pg_catalog.float8 AS stale
-              FROM @extschema@.hc_locks l, t GROUP BY t.now) o
+                       AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after
+                           OPERATOR(pg_catalog.<) (SELECT now FROM t)))::pg_catalog.float8 AS stale
+              FROM @extschema@.hc_locks l) o
      CROSS JOIN LATERAL (VALUES ('held'::text, o.held), ('stale', o.stale)) m (label, value)
     UNION ALL
     SELECT 'attempts', 'manual_review',
@@ -104,12 +105,12 @@ CREATE VIEW @extschema@.hc_metrics AS
              WHERE a.status OPERATOR(pg_catalog.=) 'MANUAL_REVIEW')::pg_catalog.float8
     UNION ALL
     SELECT 'sweeper', m.label, m.value
-      FROM (SELECT COALESCE(pg_catalog.date_part('epoch', t.now OPERATOR(pg_catalog.-)
+      FROM (SELECT COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
                                                  pg_catalog.max(s.last_end)), -1) AS since,
                    COALESCE(pg_catalog.sum(s.expired_holds), 0)::pg_catalog.float8 AS holds,
                    COALESCE(pg_catalog.sum(s.expired_reservations), 0)::pg_catalog.float8 AS reservations,
                    (pg_catalog.count(*) FILTER (WHERE s.last_error_at OPERATOR(pg_catalog.>=) s.last_start))::pg_catalog.float8 AS failing
-              FROM @extschema@.hc_sweeper_status s, t GROUP BY t.now) o
+              FROM @extschema@.hc_sweeper_status s) o
      CROSS JOIN LATERAL (VALUES ('seconds_since_last_run'::text, o.since),
                                 ('last_expired_holds', o.holds),
                                 ('last_expired_reservations', o.reservations),
@@ -134,10 +135,10 @@ REVOKE ALL ON FUNCTION @extschema@.hc_grant_monitor(regrole) FROM PUBLIC;
 -- names it, for hc_grant_app() to be run again after revoking that.
 DO $$
 DECLARE
-    r record;
+    granted record;
     stale text;
 BEGIN
-    FOR r IN
+    FOR granted IN
         SELECT DISTINCT a.grantee::pg_catalog.regrole AS role
           FROM pg_catalog.pg_depend d
           JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
@@ -155,14 +156,14 @@ BEGIN
            AND a.grantee OPERATOR(pg_catalog.<>) (SELECT nspowner FROM pg_catalog.pg_namespace
                                                  WHERE oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace)
     LOOP
-        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', '@extschema@', r.role);
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', '@extschema@', granted.role);
     END LOOP;
 
-    SELECT pg_catalog.string_agg(r.rolname, ', ' ORDER BY r.rolname) INTO stale
-      FROM pg_catalog.pg_roles r
-     WHERE pg_catalog.has_table_privilege(r.oid, '@extschema@.hc_reservations', 'SELECT')
-       AND NOT pg_catalog.has_function_privilege(r.oid, '@extschema@.hc_attempt_reset(text, text)', 'EXECUTE')
-       AND NOT r.rolsuper;
+    SELECT pg_catalog.string_agg(a.rolname, ', ' ORDER BY a.rolname) INTO stale
+      FROM pg_catalog.pg_roles a
+     WHERE pg_catalog.has_table_privilege(a.oid, '@extschema@.hc_reservations', 'SELECT')
+       AND NOT pg_catalog.has_function_privilege(a.oid, '@extschema@.hc_attempt_reset(text, text)', 'EXECUTE')
+       AND NOT a.rolsuper;
     IF stale IS NOT NULL THEN
         RAISE NOTICE 'roles granted as applications under 0.1.0 can still read idempotency keys: %', stale
               USING HINT = 'For each: REVOKE SELECT ON hc_reservations, hc_stock_reservations FROM the role; then SELECT hc_grant_app(''role'').';
