@@ -161,7 +161,7 @@ suite quick layout                   test/layout.sh
 suite quick released                 test/released.sh
 suite quick regression               regression
 suite quick isolation                isolation
-suite quick readme                   test/readme.sh
+suite quick snippets                 test/snippets.sh
 suite quick docs                     test/docs.sh
 suite quick versions                 test/versions.sh
 suite quick upgrade                  test/upgrade.sh
