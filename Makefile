@@ -16,12 +16,16 @@ FULL_SCRIPT = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(sort $(wildcard sql/holdcommit--*.sql) $(FULL_SCRIPT))
 PGFILEDESC = "holdcommit - hold-and-commit inside PostgreSQL"
 
-# Regression inputs are sql/<name>.sql (the install scripts are sql/holdcommit--*.sql);
-# setup, with the helpers the others share, runs first.
-REGRESS = setup $(sort $(filter-out holdcommit--% setup,$(basename $(notdir $(wildcard sql/*.sql)))))
-REGRESS_OPTS = --load-extension=holdcommit
-ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=holdcommit
+# The tests by domain (test/README.md): regression inputs test/sql/NAME.sql, isolation specs
+# test/specs/NAME.spec, both with their expected output in test/expected/NAME.out; sql/ holds
+# only the install scripts.  setup, with the helpers the others share, runs first.
+# make installcheck runs both against the server of PGHOST/PGPORT, after saying what that
+# server lets them test (REGRESS_PREP: test/installcheck-server.sql).
+REGRESS = setup $(sort $(filter-out setup,$(basename $(notdir $(wildcard test/sql/*.sql)))))
+REGRESS_OPTS = --inputdir=test --load-extension=holdcommit
+REGRESS_PREP = installcheck-server
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --load-extension=holdcommit
 
 PG_CONFIG ?= pg_config
 # make test builds with WERROR=-Werror; a user's build does not fail on a new compiler's warning.
@@ -48,7 +52,7 @@ RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
 BUILD_DIR = build
 
-.PHONY: run stop test bench bench-notify deps deb dist version
+.PHONY: run stop test check-quick installcheck-server bench bench-notify deps deb dist version
 deps:
 	@test/deps.sh
 
@@ -58,8 +62,17 @@ run:
 stop:
 	@test/server.sh stop $(RUN_PORT)
 
+# make test: every suite (TIER=quick: the quick tier only); make check-quick: the quick tier.
+# One line per suite, the log of a failing one, then "N passed, N failed" (test/run-tests.sh).
+TIER = full
 test:
-	@test/run-tests.sh
+	@TIER=$(TIER) test/run-tests.sh
+
+check-quick:
+	@TIER=quick test/run-tests.sh
+
+installcheck-server:
+	@$(bindir)/psql -X -q -v dbname=$(CONTRIB_TESTDB) -d postgres -f test/installcheck-server.sql
 
 # Every scenario of issue 9 against the PL/pgSQL port and the seeds' plain SQL,
 # on its own throwaway server: bench/results/latest.md and latest.png.

@@ -207,6 +207,71 @@ fetch_statement(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bo
 }
 
 /*
+ * Open fetch->table, locked as the statement would lock it, and find (again)
+ * what fetch needs of it.  The table is locked first: that is when
+ * invalidations arrive, and one may clear what was found before (an index
+ * dropped or rebuilt); find again until nothing clears it while finding.
+ * With the table locked, no index of it can be dropped until this
+ * transaction ends.
+ */
+static Relation
+fetch_open(HcCall *call, HcFetch *fetch)
+{
+	Oid			relid = fetch->relid;
+	Relation	heap;
+
+	if (!OidIsValid(relid) || fetch->schema != call->schema)
+	{
+		fetch_register(fetch);
+		relid = get_relname_relid(fetch->table, call->schema);
+	}
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
+	heap = table_open(relid, fetch->lock != HC_FETCH_READ ? RowShareLock : AccessShareLock);
+	while (fetch->relid != relid || fetch->schema != call->schema)
+	{
+		fetch->relid = relid;
+		fetch->schema = call->schema;
+		fetch_find(fetch, heap);
+	}
+	return heap;
+}
+
+/*
+ * Lock the row found in slot as ExecLockRows does: wait or skip, then lock
+ * its newest version, which must still have the key asked for (skey).
+ * false if the row is gone or skipped.
+ */
+static bool
+fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey)
+{
+	ItemPointerData tid = slot->tts_tid;
+	TM_FailureData tmfd;
+	TM_Result	result;
+	bool		isnull;
+	Datum		now_key;
+
+	ExecClearTuple(slot);
+	result = table_tuple_lock(heap, &tid, GetActiveSnapshot(), slot,
+							  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
+							  fetch->lock == HC_FETCH_WAIT ? LockWaitBlock : LockWaitSkip,
+							  fetch->lock == HC_FETCH_SKIP_NOWAIT ? TUPLE_LOCK_FLAG_FIND_LAST_VERSION :
+							  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
+							  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+	if (result == TM_Deleted || result == TM_SelfModified ||
+		(result == TM_WouldBlock && fetch->lock != HC_FETCH_WAIT))
+		return false;
+	if (result != TM_Ok)
+		elog(ERROR, "could not lock a row of %s: unexpected result %d", fetch->table, (int) result);
+	if (!tmfd.traversed)
+		return true;
+	/* A newer version: is it still the row asked for (EvalPlanQual's re-check)? */
+	now_key = slot_getattr(slot, fetch->keyattnum, &isnull);
+	return !isnull && DatumGetBool(FunctionCall2Coll(&skey->sk_func, skey->sk_collation,
+													 now_key, skey->sk_argument));
+}
+
+/*
  * Look the row of fetch->table whose key column equals key up, locked as
  * fetch->lock says (see the top of this file).  Copy its columns into
  * values and nulls in the caller's memory.  false if there is no such row,
@@ -215,9 +280,6 @@ fetch_statement(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bo
 bool
 hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
 {
-	HcFetchLock lock = fetch->lock;
-	LOCKMODE	mode = lock != HC_FETCH_READ ? RowShareLock : AccessShareLock;
-	Oid			relid;
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;
@@ -226,34 +288,14 @@ hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nul
 	bool		found;
 	int			i;
 
-	if (lock != HC_FETCH_READ)
+	if (fetch->lock != HC_FETCH_READ)
 	{
 		/* What SELECT ... FOR NO KEY UPDATE refuses, so does this. */
 		PreventCommandIfReadOnly("SELECT FOR NO KEY UPDATE");
 		if (IsolationUsesXactSnapshot())
 			elog(ERROR, "a holdcommit row lock needs READ COMMITTED");
 	}
-	/*
-	 * Lock the table first: that is when invalidations arrive, and one may
-	 * clear what was found before (an index dropped or rebuilt).  Find again
-	 * until nothing clears it while finding.  With the table locked, no index
-	 * of it can be dropped until this transaction ends.
-	 */
-	relid = fetch->relid;
-	if (!OidIsValid(relid) || fetch->schema != call->schema)
-	{
-		fetch_register(fetch);
-		relid = get_relname_relid(fetch->table, call->schema);
-	}
-	if (!OidIsValid(relid))
-		elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
-	heap = table_open(relid, mode);
-	while (fetch->relid != relid || fetch->schema != call->schema)
-	{
-		fetch->relid = relid;
-		fetch->schema = call->schema;
-		fetch_find(fetch, heap);
-	}
+	heap = fetch_open(call, fetch);
 	if (!OidIsValid(fetch->indexid))
 	{
 		table_close(heap, NoLock);
@@ -271,36 +313,8 @@ hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nul
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
-	if (found && lock != HC_FETCH_READ)
-	{
-		ItemPointerData tid = slot->tts_tid;
-		TM_FailureData tmfd;
-		TM_Result	result;
-
-		/* As ExecLockRows does: wait or skip, then lock the newest version. */
-		ExecClearTuple(slot);
-		result = table_tuple_lock(heap, &tid, GetActiveSnapshot(), slot,
-								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
-								  lock == HC_FETCH_WAIT ? LockWaitBlock : LockWaitSkip,
-								  lock == HC_FETCH_SKIP_NOWAIT ? TUPLE_LOCK_FLAG_FIND_LAST_VERSION :
-								  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
-								  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-		if (result == TM_Deleted || result == TM_SelfModified ||
-			(result == TM_WouldBlock && lock != HC_FETCH_WAIT))
-			found = false;
-		else if (result != TM_Ok)
-			elog(ERROR, "could not lock the row of %s \"%s\": unexpected result %d",
-				 fetch->table, key, (int) result);
-		else if (tmfd.traversed)
-		{
-			/* A newer version: is it still the row asked for (EvalPlanQual's re-check)? */
-			bool		isnull;
-			Datum		now_key = slot_getattr(slot, fetch->keyattnum, &isnull);
-
-			found = !isnull && DatumGetBool(FunctionCall2Coll(&skey.sk_func, skey.sk_collation,
-															  now_key, skey.sk_argument));
-		}
-	}
+	if (found && fetch->lock != HC_FETCH_READ)
+		found = fetch_lock(fetch, heap, slot, &skey);
 	if (found)
 	{
 		MemoryContext old = MemoryContextSwitchTo(call->outer);

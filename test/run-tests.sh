@@ -1,133 +1,183 @@
 #!/usr/bin/env bash
-# make test: build, install, start a throwaway server, run every suite
-# (regression, isolation, README, docs, upgrade, pgTAP, load, the example
-# HTTP service, the postgres_exporter queries, the versions, the PGXN archive
-# and the Debian package), remove the server, and end with "N passed, N
-# failed".  Exits non-zero on any failure.
+# make test (TIER=full, the default) / make check-quick (TIER=quick): build,
+# install, start a throwaway server, run the suites of the tier, remove the
+# server.  Prints one line per suite ("ok   NAME   N assertions   T s" or
+# "FAIL NAME   N passed, N failed   T s" followed by that suite's log), and
+# ends with "N passed, N failed" alone on the last line.  Exits non-zero on
+# any failure.  Every suite's log stays in test/tmp/NAME.log.
+#
+# The unit counted is the assertion: every "ok" / "not ok" line of a TAP
+# script (test/tap.bash, test/tap.py, pgTAP's pg_prove -v), and every test
+# file of pg_regress and pg_isolation_regress ("... ok" / "... FAILED").  A
+# suite that exits non-zero without a failed assertion, or that makes none,
+# counts one failure.
+#
+# The suites are listed at the end (test/README.md describes each): adding one
+# is one line, "suite TIER NAME COMMAND...", where COMMAND prints assertions.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+tier=${TIER:-full}
+case $tier in
+quick | full) ;;
+*) echo "TIER is quick or full, not '$tier'" >&2; exit 2 ;;
+esac
+
 port=${HC_TEST_PORT:-54330}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
-# The example service, its PgBouncer, the Debian package's server and postgres_exporter,
-# next to the test server.
+# The example service, its PgBouncer, the Debian package's server, postgres_exporter and the
+# two servers of installcheck against other configurations, next to the test server.
 export HC_HTTP_PORT=${HC_HTTP_PORT:-$((port + 5))} HC_PGBOUNCER_PORT=${HC_PGBOUNCER_PORT:-$((port + 6))}
 export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_PORT:-$((port + 8))}
+other_port=$((port + 9))
 out=test/tmp
 passed=0
 failed=0
 
-fail_setup() { echo "$1" >&2; echo "0 passed, 1 failed"; exit 1; }
+fail_setup() { echo "FAIL setup   $1" >&2; echo "0 passed, 1 failed"; exit 1; }
 
-test/deps.sh || fail_setup "missing packages"
-make -s WERROR=-Werror >/dev/null || fail_setup "build failed"
+t0=$(date +%s)
+rm -rf "$out" results output_iso regression.diffs regression.out && mkdir -p "$out"
+test/deps.sh >"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "missing packages"; }
+make -s WERROR=-Werror >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "build failed"; }
 if [ -n "${HC_PGROOT:-}" ]; then
-    make -s install DESTDIR="$HC_PGROOT" >/dev/null || fail_setup "install failed"
+    make -s install DESTDIR="$HC_PGROOT" >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "install failed"; }
 elif [ "$(id -u)" -eq 0 ]; then
-    make -s install >/dev/null || fail_setup "install failed"
+    make -s install >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "install failed"; }
 fi
-rm -rf "$out" results output_iso && mkdir -p "$out"
-test/server.sh start "$port" || fail_setup "server did not start"
-trap 'test/server.sh stop "$port"' EXIT
+test/server.sh start "$port" >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "server did not start"; }
+# The server's log is kept with the suites' logs.
+trap 'cp "$PGHOST/server.log" "$out/server.log" 2>/dev/null; test/server.sh stop "$port"' EXIT
+printf '%-4s %-26s %s\n' ok setup "build, install, server on port $port   $(($(date +%s) - t0)) s"
 
-# Count "... ok" / "... FAILED" lines of pg_regress and pg_isolation_regress.
-count_regress() {
-    local log=$1 ok bad
-    ok=$(grep -cE '\.\.\. ok' "$log")
-    bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$log")
+# suite TIER NAME COMMAND...: run COMMAND if TIER is in this run's tier, its
+# output in test/tmp/NAME.log; count its assertions and print one line, and
+# the log if anything failed.
+suite() {
+    local suite_tier=$1 name=$2 log=$out/$2.log rc ok bad start
+    shift 2
+    [ "$tier" = full ] || [ "$suite_tier" = "$tier" ] || return 0
+    mkdir -p "$(dirname "$log")"
+    start=$(date +%s)
+    "$@" >"$log" 2>&1
+    rc=$?
+    ok=$(grep -cE '^\s*ok |\.\.\. ok' "$log")
+    bad=$(grep -cE '^\s*not ok( |$)|\.\.\. (FAILED|failed)' "$log")
+    if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        echo "not ok - $name exited $rc without a failed assertion" >>"$log"
+        bad=1
+    fi
+    if [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ]; then
+        echo "not ok - $name made no assertion" >>"$log"
+        bad=1
+    fi
     passed=$((passed + ok))
     failed=$((failed + bad))
-    [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+    if [ "$bad" -eq 0 ]; then
+        printf '%-4s %-26s %5d assertions %5d s\n' ok "$name" "$ok" $(($(date +%s) - start))
+    else
+        printf '%-4s %-26s %5d passed, %d failed %5d s\n' FAIL "$name" "$ok" "$bad" $(($(date +%s) - start))
+        echo "--- $log"
+        cat "$log"
+        echo "--- end of $log"
+    fi
 }
 
-echo "== regression and isolation"
-make -s installcheck 2>&1 | tee "$out/installcheck.log"
-installcheck_rc=${PIPESTATUS[0]}
-count_regress "$out/installcheck.log"
-# A suite that stops half-way lists no FAILED line for what it never ran.
-if [ "$installcheck_rc" -ne 0 ] && ! grep -qE '\.\.\. (FAILED|failed)' "$out/installcheck.log"; then
-    echo "installcheck exited $installcheck_rc without a failed test"
-    failed=$((failed + 1))
-fi
-for d in regression.diffs output_iso/regression.diffs; do
-    [ -s "$d" ] && { echo "-- $d"; head -200 "$d"; }
-done
+# pg_regress's differences, as "#" lines (not counted), after its own lines.
+show_diffs() {
+    local d
+    for d in regression.diffs output_iso/regression.diffs; do
+        [ -s "$d" ] && { echo "# $d:"; sed 's/^/#   /' "$d"; }
+    done
+    return 0
+}
 
-echo "== README examples"
-# Each SQL block of README.md must stand verbatim in sql/readme.sql, whose
-# output the regression suite checks.
-perl -0777 -e '
-    open my $r, "<", "README.md" or die; my $readme = <$r>;
-    open my $t, "<", "sql/readme.sql" or die; my $tested = <$t>;
-    my $i = 0;
-    while ($readme =~ /```sql\n(.*?)```/sg) {
-        $i++;
-        print((index($tested, $1) >= 0 ? "ok" : "not ok"), " - README sql block $i is tested in sql/readme.sql\n");
-    }' >"$out/readme.log"
-cat "$out/readme.log"
-passed=$((passed + $(grep -c '^ok ' "$out/readme.log")))
-failed=$((failed + $(grep -c '^not ok ' "$out/readme.log")))
+# The regression suite (test/sql/*.sql): on this server, with holdcommit
+# preloaded and the background sweeper off, no test may take the path that
+# skips what needs the sweeper off (the SKIP lines of make installcheck).
+regression() {
+    local rc skipped
+    make -s installcheck ISOLATION=
+    rc=$?
+    show_diffs
+    skipped=$(grep -l '^SKIP' results/*.out 2>/dev/null | sed 's|^results/||; s|\.out$||' | tr '\n' ' ')
+    check "no regression test skips anything on the test server" "${skipped:-none}" "none"
+    return $rc
+}
 
-# Scripts that print "ok - ..." / "not ok - ..." lines and exit 0.
-count_tap() {
-    local name=$1 rc
+# The isolation specs (test/specs/*.spec).
+isolation() {
+    local rc
+    make -s installcheck REGRESS=
+    rc=$?
+    show_diffs
+    return $rc
+}
+
+# pgTAP (test/pgtap/NAME.sql), in one database that the files share, as
+# they did when pg_prove ran them together.
+pgtap() {
+    if ! psql -X -qAt -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'hc_tap'" | grep -q 1; then
+        psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE hc_tap" &&
+            psql -X -q -v ON_ERROR_STOP=1 -d hc_tap -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION holdcommit" ||
+            return 1
+    fi
+    pg_prove -v -d hc_tap "$1"
+}
+
+# make installcheck against another server of the same install (port + 9):
+#   other_installcheck no-preload         holdcommit not in shared_preload_libraries:
+#                                         every test runs and passes, none skips
+#   other_installcheck sweeper-on TESTS   holdcommit preloaded, the sweeper on every
+#                                         second: the tests that need it off skip
+other_installcheck() {
+    local config=$1 rc skipped want
     shift
-    "$@" >"$out/$name.log" 2>&1
+    if [ "$config" = no-preload ]; then
+        HC_PRELOAD= test/server.sh start "$other_port" || { echo "not ok - a server starts without preload"; return 0; }
+    else
+        HC_SWEEP_INTERVAL=1 test/server.sh start "$other_port" || { echo "not ok - a server starts"; return 0; }
+    fi
+    rm -rf results output_iso regression.diffs regression.out
+    # "$@": the tests to run; none: every regression test and isolation spec.
+    if [ $# -gt 0 ]; then
+        PGHOST=${TMPDIR:-/tmp}/holdcommit-$other_port PGPORT=$other_port make -s installcheck ISOLATION= REGRESS="$*"
+    else
+        PGHOST=${TMPDIR:-/tmp}/holdcommit-$other_port PGPORT=$other_port make -s installcheck
+    fi
     rc=$?
-    cat "$out/$name.log"
-    ok=$(grep -cE '^ok ' "$out/$name.log")
-    bad=$(grep -cE '^not ok ' "$out/$name.log")
-    passed=$((passed + ok))
-    failed=$((failed + bad))
-    [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
-    [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+    show_diffs
+    test/server.sh stop "$other_port"
+    skipped=$(grep -l '^SKIP' results/*.out 2>/dev/null | sed 's|^results/||; s|\.out$||' | tr '\n' ' ')
+    if [ "$config" = no-preload ]; then want=none; else want="sweep_worker "; fi
+    check "the tests that skip something on a $config server" "${skipped:-none}" "$want"
+    return $rc
 }
 
-echo "== reference documentation"
-# Every function, setting, table and type of the extension has its heading in
-# doc/*.md, and every heading there names something that exists.
-count_tap docs test/docs.sh
+. test/tap.bash
 
-echo "== upgrade"
-# 0.1.0 then ALTER EXTENSION UPDATE equals 0.2.0 installed, and keeps its data.
-count_tap upgrade test/upgrade.sh
-
-echo "== pgTAP"
-psql -qX -d postgres -c "CREATE DATABASE hc_tap" >/dev/null
-psql -qX -d hc_tap -c "CREATE EXTENSION pgtap; CREATE EXTENSION holdcommit;" >/dev/null
-pg_prove -v -d hc_tap test/pgtap/*.sql >"$out/pgtap.log" 2>&1
-prove_rc=$?
-cat "$out/pgtap.log"
-ok=$(grep -cE '^\s*ok [0-9]+' "$out/pgtap.log")
-bad=$(grep -cE '^\s*not ok [0-9]+' "$out/pgtap.log")
-passed=$((passed + ok))
-failed=$((failed + bad))
-[ $prove_rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
-
-echo "== load"
-for t in test/load/*.sh; do
-    bash "$t" >"$out/$(basename "$t").log" 2>&1
-    rc=$?
-    cat "$out/$(basename "$t").log"
-    ok=$(grep -cE '^ok ' "$out/$(basename "$t").log")
-    bad=$(grep -cE '^not ok ' "$out/$(basename "$t").log")
-    passed=$((passed + ok))
-    failed=$((failed + bad))
-    [ $rc -ne 0 ] && [ "$bad" -eq 0 ] && failed=$((failed + 1))
+# TIER     NAME                      COMMAND
+suite quick layout                   test/layout.sh
+suite quick released                 test/released.sh
+suite quick regression               regression
+suite quick isolation                isolation
+suite quick snippets                 test/snippets.sh
+suite quick docs                     test/docs.sh
+suite quick versions                 test/versions.sh
+suite quick upgrade                  test/upgrade.sh
+for f in test/pgtap/*.sql; do
+    suite quick "pgtap/$(basename "$f" .sql)" pgtap "$f"
 done
+for f in test/load/*.sh; do
+    suite full "load/$(basename "$f" .sh)" bash "$f"
+done
+suite full  http                     examples/http/test.sh
+suite full  exporter                 "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
+                                     --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
+suite full  dist                     test/dist.sh
+suite full  package                  test/package.sh
+suite full  installcheck/no-preload  other_installcheck no-preload
+suite full  installcheck/sweeper-on  other_installcheck sweeper-on setup sweep_worker
 
-echo "== example HTTP service, directly and through PgBouncer"
-count_tap http examples/http/test.sh
-
-echo "== postgres_exporter queries"
-count_tap exporter "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
-    --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
-
-echo "== versions, PGXN archive, Debian package"
-count_tap versions test/versions.sh
-count_tap dist test/dist.sh
-count_tap package test/package.sh
-
-echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 server with holdcommit preloaded.
+# A throwaway PostgreSQL 15 server with holdcommit preloaded (HC_PRELOAD: the
+# shared_preload_libraries instead of holdcommit,pg_cron; empty: none).
 #   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
 #   test/server.sh stop PORT    stop it and remove its data
 # Its socket and data live where the postgres user can write; as root the
@@ -30,7 +31,7 @@ start)
 port = $port
 listen_addresses = ''
 unix_socket_directories = '$base'
-shared_preload_libraries = 'holdcommit,pg_cron'
+shared_preload_libraries = '${HC_PRELOAD-holdcommit,pg_cron}'
 max_connections = 250
 max_worker_processes = 32
 # The background sweeper is off unless a test turns it on for its own

@@ -2,7 +2,7 @@
 -- work: first as the superuser (every function), then as the application
 -- role :app (the functions granted to applications); then what each call
 -- did, read from the extension's own tables.  Loaded with \i by
--- sql/security.sql and sql/owner_attack.sql.
+-- test/sql/security.sql and test/sql/owner_attack.sql.
 --
 -- Set before loading it:
 --   ext          the extension's schema, as it is named now

@@ -1,5 +1,6 @@
--- The README's SQL examples, verbatim: test/run-tests.sh checks that each
--- SQL block of README.md stands here unchanged.
+-- A tour of every function family, as the README of 0.2.0 printed it, with
+-- its output checked.  The README's own snippets now run as printed in
+-- test/snippets.sh.
 \set VERBOSITY terse
 CREATE EXTENSION pgtap;
 SELECT no_plan();

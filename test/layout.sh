@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Where the tests live (test/README.md): sql/ holds only the install scripts;
+# the regression inputs test/sql/NAME.sql and the isolation specs
+# test/specs/NAME.spec each have test/expected/NAME.out (NAME_N.out: an
+# alternative output), no regression test and spec share a name, and every
+# expected output belongs to one of them.
+# Prints "ok - ..." / "not ok - ..." lines; exits 0.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. test/tap.bash
+
+names() { for f in "$@"; do [ -e "$f" ] && basename "${f%.*}"; done | sort; }
+
+check "sql/ holds only the install scripts sql/holdcommit--*.sql" \
+    "$(ls sql | grep -v '^holdcommit--.*\.sql$' | tr '\n' ' ')" ""
+regress=$(names test/sql/*.sql)
+specs=$(names test/specs/*.spec)
+check "test/sql has regression inputs, setup among them" "$(grep -cx setup <<<"$regress")" "1"
+check "test/specs has isolation specs" "$([ -n "$specs" ] && echo yes)" "yes"
+for name in $regress $specs; do
+    check "$name has test/expected/$name.out" "$(test -f "test/expected/$name.out" && echo yes)" "yes"
+done
+check "no regression test and isolation spec share a name" "$(comm -12 <(echo "$regress") <(echo "$specs") | tr '\n' ' ')" ""
+orphans=
+for f in test/expected/*.out; do
+    name=$(basename "$f" .out)
+    grep -qxF -- "${name%_[1-9]}" <<<"$regress
+$specs" || orphans="$orphans $name"
+done
+check "every expected output belongs to a regression test or a spec" "${orphans:-none}" "none"
+exit 0
