@@ -24,6 +24,9 @@ PGFILEDESC = "holdcommit - hold-and-commit inside PostgreSQL"
 REGRESS = setup $(sort $(filter-out setup,$(basename $(notdir $(wildcard test/sql/*.sql)))))
 REGRESS_OPTS = --inputdir=test --load-extension=holdcommit
 REGRESS_PREP = installcheck-server
+# The suites call the functions unqualified, as an application does that has the
+# extension's schema on its search_path (after public, so that their own tables stay there).
+installcheck: export PGOPTIONS += -c search_path=public,holdcommit
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --load-extension=holdcommit
 

@@ -129,44 +129,23 @@ REVOKE ALL ON FUNCTION @extschema@.hc_grant_monitor(regrole) FROM PUBLIC;
 -- Grants kept
 ------------------------------------------------------------------------------
 
--- A role granted in 0.2.0 keeps its grants; after a move out of public it
--- needs USAGE on the new schema, which it gets here.  A role granted as an
--- application under 0.1.0 can still read the idempotency keys: the NOTICE
--- names it, for hc_grant_app() to be run again after revoking that.
+-- The update keeps every grant.  It grants nothing itself: a grant made by an
+-- extension script counts as the extension's initial privilege, which
+-- pg_dump leaves out.  A role that may call the extension's functions but
+-- not reach its schema (after a move without the grants of doc/operations.md)
+-- must be granted again; the NOTICE names it.
 DO $$
 DECLARE
-    granted record;
-    stale text;
+    ungranted text;
 BEGIN
-    FOR granted IN
-        SELECT DISTINCT a.grantee::pg_catalog.regrole AS role
-          FROM pg_catalog.pg_depend d
-          JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
-          CROSS JOIN LATERAL (
-              SELECT (pg_catalog.aclexplode(c.relacl)).grantee FROM pg_catalog.pg_class c
-               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-                 AND c.oid OPERATOR(pg_catalog.=) d.objid
-              UNION ALL
-              SELECT (pg_catalog.aclexplode(p.proacl)).grantee FROM pg_catalog.pg_proc p
-               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-                 AND p.oid OPERATOR(pg_catalog.=) d.objid) a
-         WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit' AND d.deptype OPERATOR(pg_catalog.=) 'e'
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-           AND a.grantee OPERATOR(pg_catalog.<>) 0
-           AND a.grantee OPERATOR(pg_catalog.<>) (SELECT nspowner FROM pg_catalog.pg_namespace
-                                                 WHERE oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace)
-    LOOP
-        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', '@extschema@', granted.role);
-    END LOOP;
-
-    SELECT pg_catalog.string_agg(a.rolname, ', ' ORDER BY a.rolname) INTO stale
-      FROM pg_catalog.pg_roles a
-     WHERE pg_catalog.has_table_privilege(a.oid, '@extschema@.hc_reservations', 'SELECT')
-       AND NOT pg_catalog.has_function_privilege(a.oid, '@extschema@.hc_attempt_reset(text, text)', 'EXECUTE')
-       AND NOT a.rolsuper;
-    IF stale IS NOT NULL THEN
-        RAISE NOTICE 'roles granted as applications under 0.1.0 can still read idempotency keys: %', stale
-              USING HINT = 'For each: REVOKE SELECT ON hc_reservations, hc_stock_reservations FROM the role; then SELECT hc_grant_app(''role'').';
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+     WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+       AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+       AND NOT pg_catalog.has_schema_privilege(a.grantee, '@extschema@'::pg_catalog.regnamespace, 'USAGE');
+    IF ungranted IS NOT NULL THEN
+        RAISE NOTICE 'these roles must be granted again, they cannot reach schema @extschema@: %', ungranted
+              USING HINT = 'For each: SELECT hc_grant_app(''role'') or hc_grant_operator(''role''), as it was granted.';
     END IF;
 END
 $$;

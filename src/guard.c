@@ -1,7 +1,12 @@
 /*
  * guard.c
  *		hc_guard_ddl(): the event trigger that keeps the hc_* names of the
- *		extension's schema for the extension.
+ *		extension's schema for the extension, in 0.2.0 databases.
+ *
+ * 0.3.0 lives in a schema that only a superuser or the extension's owner
+ * owns, so nobody else can reach its objects and it needs no guard; this
+ * function stays for the 0.2.0 databases (installed in public) that the
+ * library still serves until they are updated.
  *
  * In PostgreSQL 15 the schema holdcommit is usually installed in, public,
  * belongs to the database owner, who may create anything there.  An

@@ -22,7 +22,9 @@ fi
 # demo can show an abandoned hold going back on sale with no call.
 HC_SWEEP_INTERVAL=2 test/server.sh start "$port"
 psql -qX -d postgres -c "CREATE DATABASE holdcommit_demo"
-psql -qX -d holdcommit_demo -c "CREATE EXTENSION holdcommit"
+# As the README installs it: the extension's own schema, first on the search_path.
+psql -qX -d holdcommit_demo -c "CREATE EXTENSION holdcommit" \
+    -c "ALTER DATABASE holdcommit_demo SET search_path = holdcommit, public"
 psql -X -d holdcommit_demo <test/demo.sql 2>&1
 echo
 echo "== Dual-layer locking: the ERP story of one payment (test/erp-story.sh, about 20 s)"

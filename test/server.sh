@@ -45,6 +45,9 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 log_min_messages = warning
+# The suites and the example service call the functions unqualified, with the
+# extension's schema on the search_path, after public (their own tables stay there).
+search_path = 'public, holdcommit'
 log_line_prefix = '%m [%p] %q%a '
 CONF
     as_server "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 start >/dev/null

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Updating from 0.1.0 gives what installing 0.2.0 gives, and keeps the data.
+# Updating from 0.1.0 gives what installing 0.3.0 gives, and keeps the data.
 #   hc_upgrade_old: CREATE EXTENSION holdcommit VERSION '0.1.0', data in every
-#                   state, then ALTER EXTENSION holdcommit UPDATE TO '0.2.0';
-#   hc_upgrade_new: CREATE EXTENSION holdcommit (0.2.0 directly).
+#                   state, refused by this library (55000) until it is
+#                   updated; ALTER EXTENSION holdcommit UPDATE TO '0.2.0',
+#                   which this library serves, then UPDATE to 0.3.0;
+#   hc_upgrade_new: CREATE EXTENSION holdcommit (0.3.0 directly).
+# (From 0.2.0 in public, the move of doc/operations.md: test/move.sh.)
 # pg_dump dumps an extension as one CREATE EXTENSION; --binary-upgrade makes
 # it dump every member object, which is what is compared.  Then the data made
 # under 0.1.0 must work under 0.2.0.
@@ -168,6 +171,28 @@ last_seq="SELECT string_agg(entity_id || ':' || seq, ' ' ORDER BY entity_id) FRO
      WHERE entity_id IN ('UP-HELD', 'UP-P1', 'UP-P2') GROUP BY entity_id) s"
 seq_before=$(q $old -c "$last_seq")
 
+# This library does not serve 0.1.0: every function refuses before it
+# touches anything, and the session goes on.
+refused=$(q $old -c "SELECT p.proname || '(' || coalesce((SELECT string_agg(CASE t
+                            WHEN 'text'::regtype THEN quote_literal('x')
+                            WHEN 'interval'::regtype THEN quote_literal('1 minute') || '::interval'
+                            WHEN 'jsonb'::regtype THEN quote_literal('[{\"product_id\": \"x\", \"qty\": 1}]') || '::jsonb'
+                            WHEN 'regrole'::regtype THEN 'current_user::regrole'
+                            WHEN 'boolean'::regtype THEN 'false'
+                            ELSE '1' END, ', ' ORDER BY i)
+                        FROM unnest(p.proargtypes) WITH ORDINALITY u (t, i)), '') || ')'
+                       FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+                      WHERE p.pronamespace = 'holdcommit'::regnamespace AND l.lanname = 'c'
+                        AND p.prorettype <> 'event_trigger'::regtype ORDER BY 1" |
+    while read -r call; do
+        psql -X -qAt -d $old -v VERBOSITY=sqlstate -c "SELECT $call" -c "SELECT 1" 2>&1 | tr '\n' ' '
+        echo
+    done | sort -u)
+check "a 0.1.0 database: every function refuses with 55000, the session goes on" \
+    "$refused" "ERROR:  55000 1 "
+check "... and nothing changed" "$(q $old -c "$states")" \
+    "asset:AVAILABLE=3 asset:HELD=1 asset:SOLD=1 hold:COMMITTED=1 hold:EXPIRED=1 hold:HELD=1 hold:RELEASED=1 line:EXPIRED=2 line:FINALIZED=2 line:RELEASED=2 line:RESERVED=3 order:EXPIRED=1 order:FINALIZED=1 order:RELEASED=1 order:RESERVED=2"
+
 if ! q $old -c "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" -c "SELECT hc_grant_app('$app')" \
         >"$work/update.log" 2>&1; then
     echo "not ok - ALTER EXTENSION holdcommit UPDATE TO '0.2.0'"
@@ -175,15 +200,22 @@ if ! q $old -c "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" -c "SELECT hc_gran
     exit 0
 fi
 echo "ok - ALTER EXTENSION holdcommit UPDATE TO '0.2.0'"
+check "this library serves 0.2.0" "$(q $old -c 'SELECT count(*) FROM hc_check()' 2>&1)" "0"
+if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update3.log" 2>&1; then
+    echo "not ok - ALTER EXTENSION holdcommit UPDATE (to 0.3.0)"
+    sed 's/^/#   /' "$work/update3.log"
+    exit 0
+fi
+echo "ok - ALTER EXTENSION holdcommit UPDATE (to 0.3.0)"
 if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app')" >"$work/create.log" 2>&1; then
-    echo "not ok - CREATE EXTENSION holdcommit (0.2.0)"
+    echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
     sed 's/^/#   /' "$work/create.log"
     exit 0
 fi
 
 version="SELECT extversion FROM pg_extension WHERE extname = 'holdcommit'"
-check "extversion after the update" "$(q $old -c "$version")" "0.2.0"
-check "extversion of a fresh install" "$(q $new -c "$version")" "0.2.0"
+check "extversion after the update" "$(q $old -c "$version")" "0.3.0"
+check "extversion of a fresh install" "$(q $new -c "$version")" "0.3.0"
 
 # The schema.  Normalized away is only what must differ between two
 # databases, or between a table altered in place and one created whole:
@@ -214,11 +246,11 @@ for d in $old $new; do
         ' >"$work/$d.sql"
 done
 if [ -s "$work/$old.sql" ] && [ -s "$work/$new.sql" ] && diff -q "$work/$old.sql" "$work/$new.sql" >/dev/null; then
-    echo "ok - pg_dump --schema-only: 0.1.0 updated equals 0.2.0 installed ($(grep -c '^ALTER EXTENSION holdcommit ADD' "$work/$new.sql") members)"
+    echo "ok - pg_dump --schema-only: 0.1.0 updated equals 0.3.0 installed ($(grep -c '^ALTER EXTENSION holdcommit ADD' "$work/$new.sql") members)"
 else
-    echo "not ok - pg_dump --schema-only: 0.1.0 updated equals 0.2.0 installed"
+    echo "not ok - pg_dump --schema-only: 0.1.0 updated equals 0.3.0 installed"
     cat "$work/$old.err" "$work/$new.err" | sed 's/^/#   /'
-    diff -u --label "0.1.0 updated" --label "0.2.0 installed" "$work/$old.sql" "$work/$new.sql" |
+    diff -u --label "0.1.0 updated" --label "0.3.0 installed" "$work/$old.sql" "$work/$new.sql" |
         head -200 | sed 's/^/#   /'
 fi
 
@@ -273,5 +305,5 @@ seq_after=$(q $old -c "$last_seq")
 check "each entity's ledger order continues after the update" \
     "$(for b in $seq_before; do a=$(tr ' ' '\n' <<<"$seq_after" | grep "^${b%%:*}:"); \
          [ "${a##*:}" -gt "${b##*:}" ] && echo -n "${b%%:*} "; done)" "UP-HELD UP-P1 UP-P2 "
-check "hc_check() is empty after calls under 0.2.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+check "hc_check() is empty after calls under 0.3.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
 exit 0

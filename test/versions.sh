@@ -69,4 +69,18 @@ for s in sql/holdcommit--*.sql; do
     [[ $reach == *" $version "* ]] || unreachable="$unreachable $from"
 done
 check "every installable version upgrades to $version" "${unreachable:-none}" "none"
+
+# Every C function that any SQL version names is in the library, so that a
+# database not yet updated reaches the library's version check instead of
+# failing with 42883 (doc/operations.md, Library and SQL versions).
+missing=
+if [ -f holdcommit.so ]; then
+    exported=" $(nm -D --defined-only holdcommit.so | awk '{print $3}' | tr '\n' ' ') "
+    for sym in $(grep -ho "'MODULE_PATHNAME', '[a-z_0-9]*'" sql/holdcommit--*.sql | cut -d"'" -f4 | sort -u); do
+        [[ $exported == *" $sym "* ]] || missing="$missing $sym"
+    done
+    check "the library exports every C function that a SQL version names" "${missing:-none}" "none"
+else
+    echo "not ok - holdcommit.so is built"
+fi
 exit 0

@@ -427,22 +427,22 @@ SELECT ok(NOT has_function_privilege('public', 'hc_hold(text, text, text, interv
           'privileges: PUBLIC has no EXECUTE on hc_hold');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_proc p
-       WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'hc\_%'
+       WHERE p.pronamespace = 'holdcommit'::regnamespace AND p.proname LIKE 'hc\_%'
          AND has_function_privilege('hc_test_nobody', p.oid, 'EXECUTE')$$,
     'privileges: a role with no grants may execute no hc_* function');
 SELECT is_empty(
     $$SELECT c.oid::regclass FROM pg_class c
-       WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'hc\_%' AND c.relkind = 'r'
+       WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relname LIKE 'hc\_%' AND c.relkind = 'r'
          AND has_table_privilege('hc_test_nobody', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')$$,
     'privileges: a role with no grants has no access to any hc_* table');
-SELECT function_privs_are('public', 'hc_hold', ARRAY['text', 'text', 'text', 'interval'],
+SELECT function_privs_are('holdcommit', 'hc_hold', ARRAY['text', 'text', 'text', 'interval'],
                           'hc_test_app', ARRAY['EXECUTE'],
                           'privileges: hc_grant_app gives EXECUTE on hc_hold');
 SELECT ok(NOT has_function_privilege('hc_test_app', 'hc_asset_add(text, text)', 'EXECUTE'),
           'privileges: an app role cannot add assets (operator only)');
 
 SET LOCAL ROLE hc_test_nobody;
-SELECT throws_ok($$SELECT hc_hold('A-priv', 'buyer-nobody', 'key-priv-nobody')$$, '42501', NULL,
+SELECT throws_ok($$SELECT holdcommit.hc_hold('A-priv', 'buyer-nobody', 'key-priv-nobody')$$, '42501', NULL,
                  'privileges: a role with no grants cannot call hc_hold');
 RESET ROLE;
 

@@ -29,6 +29,21 @@ SELECT reservation_id = :'r1' AS same, asset_id, buyer_id, status, replayed
 SELECT state() AS before \gset
 SELECT outcome($$SELECT hc_hold('LOT-1', 'alice', 'key-1', '5 minutes')$$);
 SELECT outcome($$SELECT hc_hold('LOT-2', 'alice', 'key-1')$$);
+-- The key is a per-request secret: the message, detail and hint of RS005
+-- do not carry it (the context is the caller's own statement); it is named
+-- by the start of its SHA-256.
+DO $$
+DECLARE
+    m text; d text; h text;
+BEGIN
+    PERFORM hc_hold('LOT-2', 'alice', 'key-1');
+EXCEPTION WHEN SQLSTATE 'RS005' THEN
+    GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+    RAISE NOTICE 'the key in the error: %; named by its hash: %',
+        strpos(concat_ws('|', m, d, h), 'key-1') > 0,
+        strpos(m, 'sha256:' || left(encode(sha256('key-1'), 'hex'), 8)) > 0;
+END
+$$;
 -- Another buyer: RS001 at once (HTTP 409); an unknown asset: RS006.
 SELECT outcome($$SELECT hc_hold('LOT-1', 'bob', 'key-2')$$);
 SELECT outcome($$SELECT hc_hold('LOT-9', 'bob', 'key-2')$$);

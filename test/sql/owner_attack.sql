@@ -1,8 +1,9 @@
 -- The database owner's threat model (doc/reference.md, Privileges).
 --
 -- A non-superuser role owns a database, so in PostgreSQL 15 it owns the
--- schema public (through pg_database_owner), where the superuser installed
--- holdcommit; it was also given hc_grant_app.  In one backend, as a
+-- schema public (through pg_database_owner); the superuser installed
+-- holdcommit into its own schema, holdcommit, which the superuser owns, and
+-- gave the database owner hc_grant_app.  In one backend, as a
 -- connection pool would share it, the victims (the superuser and an
 -- application role) first call every hc_* function so that their plans are
 -- cached; then the owner sets traps, one attack at a time, and after each the
@@ -36,16 +37,18 @@ SET client_min_messages = warning;
 -- object by its schema: the attacker's objects are never looked up by them.
 SET search_path = pg_catalog, pg_temp;
 
--- The superuser installs holdcommit into public, which the database owner owns.
-CREATE EXTENSION holdcommit SCHEMA public;
+-- The superuser installs holdcommit; the database owner owns public, not
+-- the extension's schema.
+CREATE EXTENSION holdcommit;
 SELECT n.nspowner::regrole AS public_owner,
        pg_has_role('regress_hc_dbowner', n.nspowner, 'USAGE') AS dbowner_owns_public,
+       x.nspname AS extension_schema, x.nspowner::regrole AS extension_schema_owner,
        e.extowner::regrole AS extension_owner
-  FROM pg_namespace n, pg_extension e
+  FROM pg_namespace n, pg_extension e JOIN pg_namespace x ON x.oid = e.extnamespace
  WHERE n.nspname = 'public' AND e.extname = 'holdcommit';
-SELECT public.hc_grant_app('regress_hc_dbowner'), public.hc_grant_app('regress_hc_victim_app');
+SELECT holdcommit.hc_grant_app('regress_hc_dbowner'), holdcommit.hc_grant_app('regress_hc_victim_app');
 -- A product without ledger rows: hc_check() reports it, and only it.
-INSERT INTO public.hc_inventory (product_id, stock) VALUES ('CHECK-CANARY', 7);
+INSERT INTO holdcommit.hc_inventory (product_id, stock) VALUES ('CHECK-CANARY', 7);
 
 -- The attacker's kit, in a schema of the attacker's own.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
@@ -225,7 +228,7 @@ RESET SESSION AUTHORIZATION;
 
 -- Round 0, no attack yet: the victims call every function; the backend now
 -- has every plan of the extension cached.
-\set ext public
+\set ext holdcommit
 \set victim_path '"$user", public'
 \set app regress_hc_victim_app
 \set s s0
@@ -244,8 +247,8 @@ SET SESSION AUTHORIZATION regress_hc_dbowner;
 CREATE SCHEMA lure;
 GRANT USAGE ON SCHEMA lure TO PUBLIC;
 SELECT attacker.plant_lures('lure');
-SELECT attacker.plant_views('lure', 'public', 'lure view');
-SELECT attacker.plant_functions('lure', 'public', 'lure function');
+SELECT attacker.plant_views('lure', 'holdcommit', 'lure view');
+SELECT attacker.plant_functions('lure', 'holdcommit', 'lure function');
 RESET SESSION AUTHORIZATION;
 \set victim_path 'lure, pg_catalog, public'
 \set s s1
@@ -262,8 +265,8 @@ ALTER ROLE regress_hc_dbowner NOSUPERUSER;
 -- on their search_path.  What stops it: the extension names its tables by
 -- schema and pg_temp is never searched for functions or operators.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
-SELECT attacker.plant_views('pg_temp', 'public', 'temp view');
-SELECT attacker.plant_functions('pg_temp', 'public', 'temp function');
+SELECT attacker.plant_views('pg_temp', 'holdcommit', 'temp view');
+SELECT attacker.plant_functions('pg_temp', 'holdcommit', 'temp function');
 CREATE SEQUENCE pg_temp.hc_ledger_seq;
 CREATE FUNCTION pg_temp.clock_timestamp() RETURNS timestamptz LANGUAGE sql
     AS $$ SELECT CASE WHEN attacker.pwn('pg_temp.clock_timestamp()') THEN pg_catalog.clock_timestamp() END $$;
@@ -279,24 +282,21 @@ TRUNCATE attacker.log;
 ALTER ROLE regress_hc_dbowner NOSUPERUSER;
 DISCARD TEMP;
 
--- Attack 3: the owner renames public to shop and creates a new public full
--- of look-alikes: views over the real tables that run the payload for every
--- row, and functions named like the extension's (hc_grant_app and
--- hc_grant_operator once called hc_grant and hc_grant_app by a schema name
--- written in at install time; hc_check read its tables so, as SECURITY
--- DEFINER).  The plans cached in round 0 named the tables by the old name;
--- the rename itself invalidates them.  What stops it: no body names the
--- schema by a name written in at install time, and every plan is made and
--- checked against the extension's schema as it is named now.
+-- Attack 3: the owner tries to rename the extension's schema, and renames
+-- public to shop instead and creates a new public full of look-alikes:
+-- views over the real tables that run the payload for every row, and
+-- functions named like the extension's.  What stops it: only the schema's
+-- owner (the superuser) may rename it, and nothing of the extension is
+-- looked up in public.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
+ALTER SCHEMA holdcommit RENAME TO vault;
 ALTER SCHEMA public RENAME TO shop;
 CREATE SCHEMA public;
 GRANT USAGE ON SCHEMA public TO PUBLIC;
-SELECT attacker.plant_views('public', 'shop', 'renamed view');
-SELECT attacker.plant_functions('public', 'shop', 'renamed function');
+SELECT attacker.plant_views('public', 'holdcommit', 'renamed view');
+SELECT attacker.plant_functions('public', 'holdcommit', 'renamed function');
 CREATE SEQUENCE public.hc_ledger_seq;
 RESET SESSION AUTHORIZATION;
-\set ext shop
 \set victim_path '"$user", public'
 \set s s3
 \set grantee_app regress_hc_grantee_app_3
@@ -307,27 +307,29 @@ SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_
 TRUNCATE attacker.log;
 ALTER ROLE regress_hc_dbowner NOSUPERUSER;
 
--- Attack 4: the owner renames shop to vault, fills both names the extension
--- has had (public, shop) with look-alike tables whose triggers run the
--- payload, then forces re-plans with ANALYZE and VACUUM of the extension's
--- tables, which a database owner may run.  What stops it: the plans follow
--- the extension's schema (by its OID) through every rename and re-plan.
+-- Attack 4: the owner fills public and shop with look-alike tables whose
+-- triggers run the payload, then does to the extension's tables all that a
+-- database owner may: ANALYZE (forcing re-plans), VACUUM, VACUUM FULL and
+-- REINDEX DATABASE.  What stops it: the plans follow the extension's schema
+-- by its OID, and none of these changes what a statement means: they
+-- rebuild the same rows and the same unique indexes.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
 DROP SCHEMA public CASCADE;
-ALTER SCHEMA shop RENAME TO vault;
 CREATE SCHEMA public;
-CREATE SCHEMA shop;
 GRANT USAGE ON SCHEMA public, shop TO PUBLIC;
-SELECT attacker.plant_tables('public', 'vault', 'table public');
-SELECT attacker.plant_tables('shop', 'vault', 'table shop');
-SELECT attacker.plant_functions('public', 'vault', 'public function');
-SELECT attacker.plant_functions('shop', 'vault', 'shop function');
-ANALYZE vault.hc_assets, vault.hc_reservations, vault.hc_ledger,
-        vault.hc_inventory, vault.hc_stock_reservations, vault.hc_stock_reservation_lines;
-VACUUM vault.hc_assets, vault.hc_reservations, vault.hc_ledger,
-       vault.hc_inventory, vault.hc_stock_reservations, vault.hc_stock_reservation_lines;
+SELECT attacker.plant_tables('public', 'holdcommit', 'table public');
+SELECT attacker.plant_tables('shop', 'holdcommit', 'table shop');
+SELECT attacker.plant_functions('public', 'holdcommit', 'public function');
+SELECT attacker.plant_functions('shop', 'holdcommit', 'shop function');
+ANALYZE holdcommit.hc_assets, holdcommit.hc_reservations, holdcommit.hc_ledger,
+        holdcommit.hc_inventory, holdcommit.hc_stock_reservations,
+        holdcommit.hc_stock_reservation_lines;
+VACUUM holdcommit.hc_assets, holdcommit.hc_reservations, holdcommit.hc_ledger,
+       holdcommit.hc_inventory, holdcommit.hc_stock_reservations,
+       holdcommit.hc_stock_reservation_lines;
+VACUUM FULL holdcommit.hc_assets, holdcommit.hc_reservations;
+REINDEX DATABASE regress_hc_owned;
 RESET SESSION AUTHORIZATION;
-\set ext vault
 \set victim_path '"$user", public'
 \set s s4
 \set grantee_app regress_hc_grantee_app_4
@@ -338,17 +340,14 @@ SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_
 TRUNCATE attacker.log;
 ALTER ROLE regress_hc_dbowner NOSUPERUSER;
 
--- Attack 5: the owner fills the extension's own schema (which it owns)
--- with the look-alike operators, functions, aggregates, domains and cast of
--- attack 1, and with overloads of the extension's functions.  What must
--- stop it: the extension's statements name their functions and operators
--- in pg_catalog and look names up in pg_catalog first; and the overloads
--- (hc_grant_app(text) would win over hc_grant_app(regrole) for an untyped
--- literal, hc_commit(varchar) over hc_commit(text) for a varchar) are
--- refused by the extension's event trigger, hc_guard_ddl.
+-- Attack 5: the owner tries to fill the extension's own schema with the
+-- look-alike operators, functions, aggregates, domains and cast of attack 1,
+-- and with overloads of the extension's functions (hc_grant_app(text) would
+-- win over hc_grant_app(regrole) for an untyped literal).  What stops it:
+-- the owner may create nothing there.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
-SELECT attacker.plant_overloads('vault');
-SELECT attacker.plant_lures('vault');
+SELECT attacker.plant_overloads('holdcommit');
+SELECT attacker.plant_lures('holdcommit');
 RESET SESSION AUTHORIZATION;
 \set victim_path '"$user", public'
 \set s s5
@@ -358,27 +357,35 @@ RESET SESSION AUTHORIZATION;
 SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
 SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
 
--- Attack 6: the schema's owner may drop what is in it, and the extension's
--- indexes are not extension members: dropping hc_reservations_one_committed
--- would remove the last guard against a second sale.  What stops it: the
--- same event trigger, on sql_drop, refuses a drop of an hc_* object of the
--- schema by anyone but a superuser (its own error shows it got inside).
+-- Attack 6: dropping hc_reservations_one_committed would remove the last
+-- guard against a second sale, and DROP INDEX CONCURRENTLY commits its
+-- first phases before any check of an event trigger could run; dropping
+-- the schema would drop every row, the ledger with them.  What stops it:
+-- only the owner of the schema and its indexes (the superuser) may drop
+-- them, which PostgreSQL checks before the first phase; dropping public,
+-- which the owner may, drops nothing of the extension.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
-\set VERBOSITY default
-DROP INDEX vault.hc_reservations_one_committed;
-DROP INDEX vault.hc_reservations_key;
-\set VERBOSITY terse
+DROP INDEX holdcommit.hc_reservations_one_committed;
+DROP INDEX CONCURRENTLY holdcommit.hc_reservations_one_committed;
+DROP INDEX holdcommit.hc_reservations_key;
+DROP SCHEMA holdcommit CASCADE;
+DROP SCHEMA public, shop CASCADE;
 RESET SESSION AUTHORIZATION;
-SELECT count(*) AS indexes_kept FROM pg_indexes
- WHERE schemaname = 'vault' AND indexname IN ('hc_reservations_one_committed', 'hc_reservations_key');
+SELECT c.relname AS index, i.indisvalid, i.indisready
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE c.relnamespace = 'holdcommit'::regnamespace
+   AND c.relname IN ('hc_reservations_one_committed', 'hc_reservations_key')
+ ORDER BY 1;
+SELECT count(*) > 0 AS assets_kept, (SELECT count(*) > 0 FROM holdcommit.hc_ledger) AS ledger_kept
+  FROM holdcommit.hc_assets;
 -- A superuser may (a distributed deployment drops the single-node indexes).
 BEGIN;
-DROP INDEX vault.hc_reservations_key;
+DROP INDEX holdcommit.hc_reservations_key;
 ROLLBACK;
 
 -- Every call of every round left the extension's state consistent: only
 -- the canary is reported.
-SELECT subject FROM vault.hc_check();
+SELECT subject FROM holdcommit.hc_check();
 
 \c :regress_db
 SET client_min_messages = warning;

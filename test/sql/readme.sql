@@ -5,12 +5,7 @@
 CREATE EXTENSION pgtap;
 SELECT no_plan();
 
--- pg_regress installed holdcommit into public; the README installs it into
--- a schema of its own (put back at the end for the suites that follow).
-DROP EXTENSION holdcommit;
-CREATE SCHEMA holdcommit AUTHORIZATION CURRENT_USER;  -- run as the superuser who owns the extension
-CREATE EXTENSION holdcommit SCHEMA holdcommit;
--- call holdcommit.hc_hold(...), or put the schema first on the search_path:
+-- pg_regress installed holdcommit as the README does: into its own schema.
 SET search_path = holdcommit, public;
 SELECT extnamespace::regnamespace AS installed_in FROM pg_extension WHERE extname = 'holdcommit';
 
@@ -63,6 +58,3 @@ DROP OWNED BY shop_app, shop_ops;
 DROP ROLE shop_app, shop_ops;
 DROP EXTENSION pgtap;
 RESET search_path;
-DROP EXTENSION holdcommit;
-DROP SCHEMA holdcommit;
-CREATE EXTENSION holdcommit;

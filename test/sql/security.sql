@@ -4,11 +4,11 @@
 -- Nothing is granted to PUBLIC: no function, no table.
 SELECT p.oid::regprocedure AS public_can_execute
   FROM pg_proc p
- WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'hc\_%'
+ WHERE p.pronamespace = 'holdcommit'::regnamespace AND p.proname LIKE 'hc\_%'
    AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0));
 SELECT c.relname AS public_can_read
   FROM pg_class c
- WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'hc\_%'
+ WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relname LIKE 'hc\_%'
    AND EXISTS (SELECT FROM aclexplode(c.relacl) a WHERE a.grantee = 0);
 
 -- pg_dump keeps the data of the extension's tables.
@@ -98,23 +98,26 @@ DELETE FROM regress_hc_expected
  WHERE CASE privilege WHEN 'EXECUTE' THEN to_regprocedure(object) IS NULL
                       ELSE to_regclass(split_part(object, ' ', 1)) IS NULL END;
 
--- Nobody, not even a superuser, may put an hc_* function, relation or type
--- beside the extension's members in its schema (an overload such as
--- hc_commit(varchar) would win over the real one for a varchar argument):
--- the event trigger hc_guard_ddl refuses to create, rename or move one there.
-CREATE FUNCTION public.hc_hold(text) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
-CREATE FUNCTION public.lookalike(text) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
-ALTER FUNCTION public.lookalike(text) RENAME TO hc_lock_acquire;
-CREATE SCHEMA elsewhere;
-CREATE FUNCTION elsewhere.hc_commit(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
-ALTER FUNCTION elsewhere.hc_commit(varchar) SET SCHEMA public;
-CREATE VIEW public.hc_dashboard AS SELECT 1 AS one;
-CREATE DOMAIN public.hc_money AS integer;
-SELECT count(*) AS strangers FROM pg_proc
- WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'hc\_%'
-   AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = pg_proc.oid AND d.deptype = 'e');
-DROP SCHEMA elsewhere CASCADE;
-DROP FUNCTION public.lookalike(text);
+-- The extension lives in its own schema, which the superuser who installed
+-- it owns; nobody else may create anything there (an overload such as
+-- hc_commit(varchar) would win over the real one for a varchar argument).
+-- Look-alikes in public, which an untrusted role may own, are not reached
+-- by a caller whose search_path puts holdcommit first, as the README says.
+SELECT n.nspowner = e.extowner AS schema_owned_by_extension_owner
+  FROM pg_namespace n, pg_extension e
+ WHERE e.extname = 'holdcommit' AND n.oid = e.extnamespace;
+CREATE ROLE regress_hc_squatter;
+GRANT CREATE ON SCHEMA public TO regress_hc_squatter;
+SET SESSION AUTHORIZATION regress_hc_squatter;
+CREATE FUNCTION holdcommit.hc_commit(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
+CREATE FUNCTION public.hc_check() RETURNS TABLE (invariant text, subject text, detail text)
+    LANGUAGE sql AS $$ SELECT 'not holdcommit', '', '' $$;
+RESET SESSION AUTHORIZATION;
+SET search_path = holdcommit, public;
+SELECT count(*) AS violations FROM hc_check();
+RESET search_path;
+DROP FUNCTION public.hc_check();
+REVOKE CREATE ON SCHEMA public FROM regress_hc_squatter;
 CREATE ROLE regress_hc_app;
 CREATE ROLE regress_hc_operator;
 CREATE ROLE regress_hc_nobody;
@@ -186,10 +189,10 @@ RESET ROLE;
 -- The ledger records the caller, not the extension's owner.
 SELECT actor, event FROM hc_ledger WHERE entity_id IN ('SEC-1', 'SEC-P') ORDER BY seq;
 
--- A role granted nothing can call nothing.
+-- A role granted nothing can call nothing: it cannot even reach the schema.
 SET ROLE regress_hc_nobody;
-SELECT hc_hold('SEC-2', 'x', 'sec-key-3');
-SELECT * FROM hc_check();
+SELECT holdcommit.hc_hold('SEC-2', 'x', 'sec-key-3');
+SELECT * FROM holdcommit.hc_check();
 RESET ROLE;
 
 -- Objects on the caller's search_path never run inside hc_* functions.
@@ -236,10 +239,10 @@ CREATE FUNCTION regress_evil.sum_step(s bigint, v integer) RETURNS bigint LANGUA
     AS $$ SELECT CASE WHEN regress_evil.ran('sum') THEN COALESCE(s, 0) OPERATOR(pg_catalog.+) v END $$;
 CREATE AGGREGATE regress_evil.sum(integer) (SFUNC = regress_evil.sum_step, STYPE = bigint);
 CREATE DOMAIN regress_evil.text AS pg_catalog.text CHECK (regress_evil.ran('domain text'));
-CREATE TABLE regress_evil.hc_assets (LIKE public.hc_assets);
-CREATE TABLE regress_evil.hc_reservations (LIKE public.hc_reservations);
-CREATE TABLE regress_evil.hc_inventory (LIKE public.hc_inventory);
-CREATE TABLE regress_evil.hc_ledger (LIKE public.hc_ledger);
+CREATE TABLE regress_evil.hc_assets (LIKE holdcommit.hc_assets);
+CREATE TABLE regress_evil.hc_reservations (LIKE holdcommit.hc_reservations);
+CREATE TABLE regress_evil.hc_inventory (LIKE holdcommit.hc_inventory);
+CREATE TABLE regress_evil.hc_ledger (LIKE holdcommit.hc_ledger);
 CREATE FUNCTION regress_evil.on_write() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM regress_evil.ran('trigger on ' || TG_TABLE_NAME);
@@ -258,7 +261,7 @@ GRANT ALL ON ALL TABLES IN SCHEMA regress_evil TO PUBLIC;
 INSERT INTO hc_inventory (product_id, stock) VALUES ('CHECK-CANARY', 7);
 CREATE ROLE regress_hc_grantee_app;
 CREATE ROLE regress_hc_grantee_op;
-\set ext public
+\set ext holdcommit
 \set victim_path 'regress_evil, pg_catalog, public'
 \set app regress_hc_app
 \set s sec
@@ -278,13 +281,20 @@ DROP OWNED BY regress_hc_app, regress_hc_operator, regress_hc_grantee_app, regre
 DROP ROLE regress_hc_app, regress_hc_operator, regress_hc_nobody, regress_hc_grantee_app, regress_hc_grantee_op;
 SELECT * FROM hc_check();
 
--- holdcommit refuses to install beside hc_* objects that are not its own.
+-- holdcommit refuses to install into a schema holdcommit that someone else
+-- created first (judged by its owner, not its name), and installs into one
+-- that a superuser made.
 SELECT current_database() AS regress_db \gset
 CREATE DATABASE regress_hc_squatted;
 \c regress_hc_squatted
-CREATE SCHEMA squatted;
-CREATE FUNCTION squatted.hc_grant_app(text) RETURNS void LANGUAGE sql AS $$ SELECT $$;
-CREATE EXTENSION holdcommit SCHEMA squatted;
+CREATE SCHEMA holdcommit AUTHORIZATION regress_hc_squatter;
+\set VERBOSITY default
+CREATE EXTENSION holdcommit;
+\set VERBOSITY terse
 SELECT count(*) AS installed FROM pg_extension WHERE extname = 'holdcommit';
+ALTER SCHEMA holdcommit OWNER TO CURRENT_USER;
+CREATE EXTENSION holdcommit;
+SELECT extnamespace::regnamespace AS installed_in FROM pg_extension WHERE extname = 'holdcommit';
 \c :regress_db
 DROP DATABASE regress_hc_squatted;
+DROP ROLE regress_hc_squatter;

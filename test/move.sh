@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A 0.2.0 installed in public, as 0.2.0 allowed: the update to 0.3.0 refuses
+# it (42501), and the move that doc/operations.md prints, run as printed,
+# takes it to its own schema and updates it with its data, keys, ledger,
+# grants and pg_dump registrations kept; the result is what a fresh 0.3.0
+# install gives.
+#   hc_move_old: 0.2.0, moved into public (what a 0.2.0 install there is),
+#                data made by its calls, an application role;
+#   hc_move_new: CREATE EXTENSION holdcommit (0.3.0).
+# Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. test/tap.bash
+
+old=hc_move_old
+new=hc_move_new
+app=hc_move_app
+work=$(mktemp -d)
+q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
+drop_all() {
+    for d in $old $new; do
+        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+    done
+    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" >/dev/null 2>&1
+}
+cleanup() { drop_all; rm -rf "$work"; }
+trap cleanup EXIT
+
+# The move, exactly as doc/operations.md prints it.
+recipe=$(perl -0777 -ne 'print $1 if /test\/move\.sh runs this block as printed -->\n```sql\n(.*?)```/s' \
+         doc/operations.md)
+check "doc/operations.md prints the move" "$(grep -c 'ALTER EXTENSION holdcommit SET SCHEMA' <<<"$recipe")" "1"
+
+drop_all
+if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" -c "CREATE ROLE $app" >/dev/null ||
+   ! q $old >"$work/setup.log" 2>&1 <<SQL; then
+\set VERBOSITY terse
+CREATE EXTENSION holdcommit VERSION '0.2.0';
+-- Where 0.2.0 let it live: public (the reverse of the move).
+UPDATE pg_extension SET extrelocatable = true WHERE extname = 'holdcommit';
+ALTER EXTENSION holdcommit SET SCHEMA public;
+UPDATE pg_extension SET extrelocatable = false WHERE extname = 'holdcommit';
+DROP SCHEMA holdcommit;
+SET search_path = public;
+SELECT hc_grant_app('$app');
+SELECT hc_asset_add('MV-1', 'one'), hc_asset_add('MV-2', 'two');
+SELECT hc_hold('MV-1', 'alice', 'mv-hold-1');
+SELECT hc_commit(reservation_id) FROM hc_hold('MV-2', 'bob', 'mv-hold-2');
+SELECT hc_stock_set('MV-P', 10);
+SELECT hc_reserve('MV-P', 3, 'carol', 'mv-order-1');
+SELECT hc_lock_acquire('mv-lease', 'worker-1');
+SELECT hc_attempt_begin('mv-lease', 'worker-1', 1);
+SQL
+    echo "not ok - a 0.2.0 database in public with data"
+    sed 's/^/#   /' "$work/setup.log"
+    exit 0
+fi
+counts="SELECT concat_ws(' ', (SELECT count(*) FROM hc_assets), (SELECT count(*) FROM hc_reservations),
+    (SELECT count(*) FROM hc_inventory), (SELECT count(*) FROM hc_stock_reservations),
+    (SELECT count(*) FROM hc_stock_reservation_lines), (SELECT count(*) FROM hc_locks),
+    (SELECT count(*) FROM hc_attempts), (SELECT count(*) FROM hc_ledger),
+    (SELECT count(*) FROM hc_idempotency_keys))"
+before=$(q $old -c "SET search_path = public" -c "$counts")
+check "the 0.2.0 database lives in public" \
+    "$(q $old -c "SELECT extversion, extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'")" \
+    "0.2.0|public"
+
+# The update refuses public, and changes nothing.
+out=$(q $old -v VERBOSITY=verbose -c "ALTER EXTENSION holdcommit UPDATE" 2>&1)
+check "the update to 0.3.0 refuses public (42501)" "$(grep -o '42501' <<<"$out" | head -1)" "42501"
+check "... and says where the move is" "$(grep -c 'Moving out of public' <<<"$out")" "1"
+check "... and changes nothing" \
+    "$(q $old -c "SELECT extversion FROM pg_extension WHERE extname = 'holdcommit'")" "0.2.0"
+
+# The move, as printed; the applications' search_path finds it in both places.
+if ! q $old -c "$recipe" >"$work/move.log" 2>&1; then
+    echo "not ok - the move of doc/operations.md"
+    sed 's/^/#   /' "$work/move.log"
+    exit 0
+fi
+echo "ok - the move of doc/operations.md"
+check "... with its grants, no role is left to grant again" "$(grep -c 'must be granted again' "$work/move.log")" "0"
+check "moved and updated" \
+    "$(q $old -c "SELECT extversion, extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'")" \
+    "0.3.0|holdcommit"
+check "nothing of it is left in public" \
+    "$(q $old -c "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'hc\_%'")|$(
+       q $old -c "SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'hc\_%'")" "0|0"
+check "every row kept" "$(q $old -c "SET search_path = holdcommit" -c "$counts")" "$before"
+check "pg_dump still keeps the tables' data" \
+    "$(q $old -c "SELECT string_agg(c::regclass::text, ' ' ORDER BY c::regclass::text)
+                    FROM pg_extension, unnest(extconfig) c WHERE extname = 'holdcommit'")" \
+    "hc_assets hc_attempts hc_inventory hc_ledger hc_locks hc_reservations hc_stock_reservation_lines hc_stock_reservations"
+check "hc_check() is empty after the move" "$(q $old -c 'SELECT count(*) FROM holdcommit.hc_check()')" "0"
+check "a key made in public replays" \
+    "$(q $old -c "SELECT status, replayed FROM holdcommit.hc_hold('MV-1', 'alice', 'mv-hold-1')")" "HELD|t"
+check "the lease and its marker kept" \
+    "$(q $old -c "SELECT token FROM holdcommit.hc_locks WHERE resource = 'mv-lease'")|$(
+       q $old -c "SELECT status, attempt FROM holdcommit.hc_attempt_begin('mv-lease', 'worker-1', 1, '0')")" \
+    "1|PROCEED|2"
+check "the application role's grants work in the new schema" \
+    "$(q $old -c "SET ROLE $app" -c "SET search_path = holdcommit, public" \
+                -c "SELECT status FROM hc_reserve('MV-P', 1, 'dave', 'mv-order-2')" 2>&1)" "RESERVED"
+
+# The same members, with the same definitions and privileges, as a fresh install.
+members="SELECT pg_describe_object(d.classid, d.objid, 0) FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+          WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'holdcommit' ORDER BY 1"
+columns="SELECT string_agg(table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' ||
+                           coalesce(column_default, ''), E'\n' ORDER BY table_name, ordinal_position)
+           FROM information_schema.columns WHERE table_schema = 'holdcommit'"
+indexes="SELECT string_agg(indexdef, E'\n' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'holdcommit'"
+q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app')" >/dev/null 2>&1 ||
+    echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
+for what in members columns indexes; do
+    check "the moved 0.2.0 has a fresh install's $what" "$(q $old -c "${!what}")" "$(q $new -c "${!what}")"
+done
+grants="SELECT string_agg(p, ' ' ORDER BY p) FROM (
+    SELECT 'f:' || p.proname AS p FROM pg_proc p
+     WHERE p.pronamespace = 'holdcommit'::regnamespace AND has_function_privilege('$app', p.oid, 'EXECUTE')
+    UNION ALL
+    SELECT 'r:' || c.relname FROM pg_class c
+     WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relkind IN ('r', 'v')
+       AND has_any_column_privilege('$app', c.oid, 'SELECT')
+    UNION ALL
+    SELECT 's:' || has_schema_privilege('$app', 'holdcommit', 'USAGE')) s"
+check "the application role keeps a fresh install's grants" "$(q $old -c "$grants")" "$(q $new -c "$grants")"
+exit 0
