@@ -103,7 +103,9 @@ deb:
 	@ls $(BUILD_DIR)/deb/*.deb
 
 # The PGXN release archive of the committed tree (HEAD): build/holdcommit-VERSION.zip.
-dist:
+# It adds the install script that make makes (FULL_SCRIPT), at its place in sql/.
+dist: $(FULL_SCRIPT)
 	mkdir -p $(BUILD_DIR)
-	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(BUILD_DIR)/$(EXTENSION)-$(EXTVERSION).zip HEAD
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/sql/ --add-file=$(FULL_SCRIPT) \
+	    --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(BUILD_DIR)/$(EXTENSION)-$(EXTVERSION).zip HEAD
 	@echo $(BUILD_DIR)/$(EXTENSION)-$(EXTVERSION).zip

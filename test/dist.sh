@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The PGXN release archive (run by make test): make dist makes
-# build/holdcommit-VERSION.zip from the committed tree (git archive HEAD), and
+# build/holdcommit-VERSION.zip from the committed tree (git archive HEAD) and
+# the install script that make makes from it (sql/holdcommit--VERSION.sql), and
 # that archive, unpacked in a clean directory, builds and installs (into a
 # DESTDIR) the module, the control file and every SQL script, as PGXN's
 # client (pgxn install) would.
@@ -27,8 +28,9 @@ check "make dist makes $zip" "$(test -f "$zip" && echo yes)" "yes"
 
 listing=$("$python" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$zip")
 check "every file of the archive is under $name/" "$(grep -vc "^$name/" <<<"$listing")" "0"
-check "the archive holds exactly the files of HEAD" \
-    "$(grep -v '/$' <<<"$listing" | sed "s|^$name/||" | sort)" "$(git ls-tree -r --name-only HEAD | sort)"
+check "the archive holds exactly the files of HEAD and the made install script" \
+    "$(grep -v '/$' <<<"$listing" | sed "s|^$name/||" | sort)" \
+    "$( (git ls-tree -r --name-only HEAD; echo "sql/holdcommit--$version.sql") | sort -u)"
 for f in META.json Makefile holdcommit.control README.md "sql/holdcommit--$version.sql"; do
     check "the archive has $f" "$(grep -cx "$name/$f" <<<"$listing")" "1"
 done
@@ -57,6 +59,6 @@ sharedir=$(pg_config --sharedir)
 check "it installs the module, the control file and every SQL script of HEAD, nothing else" \
     "$(cd "$work/root" && find . -type f | sed 's|^\.||' | sort)" \
     "$( (echo "$pkglibdir/holdcommit.so"; echo "$sharedir/extension/holdcommit.control"
-         git ls-tree --name-only HEAD sql/ | grep '^sql/holdcommit--' |
-             sed "s|^sql/|$sharedir/extension/|") | sort)"
+         (git ls-tree --name-only HEAD sql/; echo "sql/holdcommit--$version.sql") |
+             grep '^sql/holdcommit--' | sed "s|^sql/|$sharedir/extension/|") | sort -u)"
 exit 0

@@ -42,7 +42,10 @@ top=$PWD
 
 : "${PGHOST:?set PGHOST, PGPORT and PGUSER}" "${PGPORT:?}" "${PGUSER:?}"
 export PGHOST PGPORT PGUSER
-unset PGDATABASE PGOPTIONS PGSERVICE
+unset PGDATABASE PGSERVICE
+# A server's own default search_path (the test server's has holdcommit on it) must not
+# stand in for the search_path the documents tell their reader to set.
+export PGOPTIONS='-c search_path=public'
 timeout_s=${HC_SNIPPET_TIMEOUT:-300}
 docs=(README.md doc/*.md)
 

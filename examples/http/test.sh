@@ -98,12 +98,13 @@ psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "DROP RO
 if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres \
         -c "CREATE DATABASE $db" -c "CREATE ROLE $role LOGIN NOSUPERUSER" >/dev/null ||
    ! psql -X -q -v ON_ERROR_STOP=1 -d "$db" \
-        -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$role')" >/dev/null; then
+        -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$role')" \
+        -c "ALTER ROLE $role SET search_path = holdcommit, public" >/dev/null; then
     echo "not ok - set up database $db and the application role $role"
     exit 0
 fi
 
-echo "# the service connects as $role, given hc_grant_app('$role')"
+echo "# the service connects as $role, given hc_grant_app('$role'), holdcommit first on its search_path"
 if start_service direct "host=$PGHOST port=$PGPORT dbname=$db user=$role"; then
     drive direct --readme README.md
     stop_service

@@ -3,7 +3,7 @@
     /usr/bin/python3 examples/postgres_exporter/check.py --admin-dsn DSN
 
 With a superuser's connection (--admin-dsn, to any database of the server) it creates a
-database with the extension, a login role given hc_grant_app() (all the exporter needs) and a
+database with the extension, a login role given hc_grant_monitor() (all the exporter needs) and a
 known state: an available, a held, an expired-but-not-swept and a sold asset; a product with
 a live and an expired reservation.  Then, connected as that role, each query must run, return
 exactly the columns its metrics declare, numbers in the GAUGE/COUNTER columns, and for the
@@ -59,7 +59,7 @@ def set_up(admin_dsn):
         c.execute(f"CREATE ROLE {ROLE} LOGIN NOSUPERUSER")
     admin = psycopg.connect(admin_dsn, dbname=DB, autocommit=True)
     admin.execute("CREATE EXTENSION holdcommit")
-    admin.execute("SELECT hc_grant_app(%s)", [ROLE])
+    admin.execute("SELECT hc_grant_monitor(%s)", [ROLE])
     admin.execute("SELECT hc_asset_add(a) FROM unnest(ARRAY['A-free', 'A-held', 'A-late', 'A-sold']) a")
     admin.execute("SELECT hc_hold('A-held', 'b1', 'k-held')")
     late = admin.execute("SELECT reservation_id FROM hc_hold('A-late', 'b2', 'k-late')").fetchone()[0]
@@ -102,9 +102,9 @@ def check_namespace(name, spec, admin, exporter):
         rows = cur.fetchall()
         got_columns = [d.name for d in cur.description]
     except psycopg.Error as e:
-        check(f"{name}: runs as a role given hc_grant_app()", str(e).strip(), "no error")
+        check(f"{name}: runs as a role given hc_grant_monitor()", str(e).strip(), "no error")
         return True
-    check(f"{name}: runs as a role given hc_grant_app(), returns rows", len(rows) > 0, True)
+    check(f"{name}: runs as a role given hc_grant_monitor(), returns rows", len(rows) > 0, True)
     check(f"{name}: returns exactly the declared columns", got_columns, columns)
     numbers = [r[i] for r in rows for i, c in enumerate(got_columns) if usages.get(c) in ("GAUGE", "COUNTER")]
     check(f"{name}: every GAUGE and COUNTER value is a number",
@@ -122,6 +122,24 @@ def check_namespace(name, spec, admin, exporter):
             check(f"{name}: the oldest expired 50 minutes ago (ttl 10 minutes, aged 1 hour)",
                   2990 < seconds < 3100, True)
     return True
+
+
+def check_monitor_only(exporter):
+    """The monitoring role reads the figures and nothing else: no table, no key, no call."""
+    refused = []
+    for sql in ("SELECT count(*) FROM holdcommit.hc_assets",
+                "SELECT buyer_id FROM holdcommit.hc_reservations",
+                "SELECT key FROM holdcommit.hc_idempotency_keys",
+                "SELECT count(*) FROM holdcommit.hc_ledger",
+                "SELECT holdcommit.hc_hold('A-free', 'mallory', 'k-monitor')",
+                "SELECT holdcommit.hc_sweep()"):
+        try:
+            exporter.execute(sql)
+            refused.append("allowed: " + sql)
+        except psycopg.errors.InsufficientPrivilege:
+            refused.append("42501")
+    check("the monitoring role may read no table, key or ledger, and call nothing",
+          refused, ["42501"] * 6)
 
 
 def scrape(url):
@@ -200,6 +218,7 @@ def main():
     try:
         with psycopg.connect(args.admin_dsn, dbname=DB, user=ROLE, autocommit=True) as exporter:
             present = [name for name, spec in queries.items() if check_namespace(name, spec, admin, exporter)]
+            check_monitor_only(exporter)
         check_with_exporter(queries, present, admin, args.exporter_port)
     finally:
         admin.close()
