@@ -17,29 +17,90 @@
 -- schema that exists already is judged by its owner, not by its name.
 DO $$
 DECLARE
+    ext_owner oid := (SELECT extowner FROM pg_catalog.pg_extension
+                       WHERE extname OPERATOR(pg_catalog.=) 'holdcommit');
     owner_name name;
+    creator name;
+    stranger text;
 BEGIN
     SELECT r.rolname INTO owner_name
       FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
      WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
-       AND NOT r.rolsuper AND r.rolname OPERATOR(pg_catalog.<>) CURRENT_USER;
+       AND NOT r.rolsuper AND r.oid OPERATOR(pg_catalog.<>) ext_owner;
     IF owner_name IS NOT NULL THEN
         RAISE EXCEPTION 'holdcommit cannot live in schema @extschema@, which role % owns', owner_name
               USING ERRCODE = 'insufficient_privilege',
                     DETAIL = 'The owner of the extension''s schema could drop its indexes and its data, or create look-alikes of its functions.',
                     HINT = CASE WHEN '@extschema@' OPERATOR(pg_catalog.=) 'holdcommit'
-                           THEN 'Drop schema holdcommit or give it to a superuser (ALTER SCHEMA holdcommit OWNER TO postgres), then try again.'
+                           THEN 'Drop schema holdcommit (with what its creator put there), then try again.'
                            ELSE 'Move the extension to schema holdcommit first, as doc/operations.md ("Moving out of public") shows, then update.' END;
+    END IF;
+    -- Nor may anyone else create in it.
+    SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE r.rolname::pg_catalog.text END INTO creator
+      FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+      LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+     WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+       AND a.grantee OPERATOR(pg_catalog.<>) ext_owner AND NOT COALESCE(r.rolsuper, false)
+     LIMIT 1;
+    IF creator IS NOT NULL THEN
+        RAISE EXCEPTION 'holdcommit cannot live in schema @extschema@, where % may create objects', creator
+              USING ERRCODE = 'insufficient_privilege',
+                    HINT = 'REVOKE CREATE ON SCHEMA @extschema@ FROM it, or drop the schema, then try again.';
+    END IF;
+    -- And nothing in it, nor an hc_* function anywhere, may be someone else's.
+    SELECT pg_catalog.string_agg(o.name, ', ' ORDER BY o.name) INTO stranger
+      FROM (SELECT p.oid, 'pg_catalog.pg_proc'::pg_catalog.regclass AS classid,
+                   p.oid::pg_catalog.regprocedure::pg_catalog.text AS name
+              FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+                OR p.proname OPERATOR(pg_catalog.~~) 'hc\_%'
+            UNION ALL
+            SELECT c.oid, 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid::pg_catalog.regclass::pg_catalog.text
+              FROM pg_catalog.pg_class c
+             WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+               AND c.relkind OPERATOR(pg_catalog.<>) ALL ('{i,I,c,t}'::pg_catalog."char"[])
+            UNION ALL
+            SELECT t.oid, 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid::pg_catalog.regtype::pg_catalog.text
+              FROM pg_catalog.pg_type t
+             WHERE t.typnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+               AND t.typrelid OPERATOR(pg_catalog.=) 0 AND t.typelem OPERATOR(pg_catalog.=) 0) o
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
+                        WHERE d.classid OPERATOR(pg_catalog.=) o.classid
+                          AND d.objid OPERATOR(pg_catalog.=) o.oid
+                          AND d.deptype OPERATOR(pg_catalog.=) 'e'
+                          AND d.refobjid OPERATOR(pg_catalog.=)
+                              (SELECT e.oid FROM pg_catalog.pg_extension e
+                                WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit'));
+    IF stranger IS NOT NULL THEN
+        RAISE EXCEPTION 'objects that are not holdcommit''s stand in its schema or under its names: %', stranger
+              USING ERRCODE = 'insufficient_privilege',
+                    DETAIL = 'A function named hc_* anywhere on a caller''s search_path could stand in for one of holdcommit''s.',
+                    HINT = 'Drop or rename them, then try again.';
     END IF;
 END
 $$;
 
 -- The event triggers of 0.2.0 kept the owner of public out of the extension's
 -- objects; in a schema only trusted roles own, nobody else can reach them, and
--- the triggers refused Citus' shard tables.
+-- the triggers refused Citus' shard tables.  One lever is left outside the
+-- schema: a function call resolves by argument types across the caller's
+-- whole search_path, so an overload such as public.hc_grant_app(text) would
+-- win over the extension's for an untyped literal, even with holdcommit
+-- first.  So no function named hc_* may stand anywhere but in the extension.
 DROP EVENT TRIGGER hc_guard_ddl;
 DROP EVENT TRIGGER hc_guard_drop;
 DROP FUNCTION @extschema@.hc_guard_ddl();
+CREATE FUNCTION @extschema@.hc_guard_names()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'hc_guard_names' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.hc_guard_names() IS
+    'Event trigger: refuse a function named hc_* in any schema that is not holdcommit''s own.';
+REVOKE ALL ON FUNCTION @extschema@.hc_guard_names() FROM PUBLIC;
+CREATE EVENT TRIGGER hc_guard_names ON ddl_command_end
+    WHEN TAG IN ('CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE', 'ALTER PROCEDURE',
+                 'CREATE AGGREGATE', 'ALTER AGGREGATE', 'ALTER ROUTINE')
+    EXECUTE FUNCTION @extschema@.hc_guard_names();
 
 ------------------------------------------------------------------------------
 -- Monitoring: counts only
@@ -96,7 +157,7 @@ CREATE VIEW @extschema@.hc_metrics AS
       FROM (SELECT (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL))::pg_catalog.float8 AS held,
                    (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL
                        AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after
-                           OPERATOR(pg_catalog.<) (SELECT now FROM t)))::pg_catalog.float8 AS stale
+                           OPERATOR(pg_catalog.<=) (SELECT now FROM t)))::pg_catalog.float8 AS stale
               FROM @extschema@.hc_locks l) o
      CROSS JOIN LATERAL (VALUES ('held'::text, o.held), ('stale', o.stale)) m (label, value)
     UNION ALL
@@ -133,15 +194,19 @@ REVOKE ALL ON FUNCTION @extschema@.hc_grant_monitor(regrole) FROM PUBLIC;
 -- extension script counts as the extension's initial privilege, which
 -- pg_dump leaves out.  A role that may call the extension's functions but
 -- not reach its schema (after a move without the grants of doc/operations.md)
--- must be granted again; the NOTICE names it.
+-- must be granted again; the NOTICE names it.  (The owner of the functions
+-- and tables has USAGE as the schema's owner or a superuser.)
 DO $$
 DECLARE
     ungranted text;
 BEGIN
     SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
-      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-     WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
-       AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+      FROM (SELECT (pg_catalog.aclexplode(p.proacl)).grantee FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT (pg_catalog.aclexplode(c.relacl)).grantee FROM pg_catalog.pg_class c
+             WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace) a
+     WHERE a.grantee OPERATOR(pg_catalog.<>) 0
        AND NOT pg_catalog.has_schema_privilege(a.grantee, '@extschema@'::pg_catalog.regnamespace, 'USAGE');
     IF ungranted IS NOT NULL THEN
         RAISE NOTICE 'these roles must be granted again, they cannot reach schema @extschema@: %', ungranted

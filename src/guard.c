@@ -1,12 +1,18 @@
 /*
  * guard.c
- *		hc_guard_ddl(): the event trigger that keeps the hc_* names of the
- *		extension's schema for the extension, in 0.2.0 databases.
+ *		The event triggers that keep the hc_* names for the extension:
+ *		hc_guard_names (0.3.0) and hc_guard_ddl (0.2.0).
  *
  * 0.3.0 lives in a schema that only a superuser or the extension's owner
- * owns, so nobody else can reach its objects and it needs no guard; this
- * function stays for the 0.2.0 databases (installed in public) that the
- * library still serves until they are updated.
+ * owns, so nobody else can reach its objects.  One lever is left, in the
+ * schemas on a caller's search_path that others own (public, which the
+ * database owner owns): a function call resolves by argument types across
+ * the whole path, so a look-alike hc_* overload there could win over the
+ * extension's function.  hc_guard_names refuses hc_* functions outside the
+ * extension, in any schema.
+ *
+ * hc_guard_ddl stays for the 0.2.0 databases, installed in public, that the
+ * library still serves until they are updated; what follows is its case.
  *
  * In PostgreSQL 15 the schema holdcommit is usually installed in, public,
  * belongs to the database owner, who may create anything there.  An
@@ -39,6 +45,7 @@
 #include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(hc_guard_ddl);
+PG_FUNCTION_INFO_V1(hc_guard_names);
 
 /* The name and schema of a function, relation or type; false for others. */
 static bool
@@ -118,32 +125,16 @@ guard_drops(Oid ext_schema)
 }
 
 /*
- * hc_guard_ddl(): at the end of each DDL command, refuse an hc_* object in
- * the extension's schema that is not the extension's; on sql_drop, refuse a
- * drop of one by anyone but a superuser.
+ * Refuse an hc_* object that a DDL command made, renamed or moved and that is
+ * not the extension's: in the schema ext_schema (InvalidOid: in any schema),
+ * and of any kind or, with functions_only, functions, procedures and
+ * aggregates only.
  */
-Datum
-hc_guard_ddl(PG_FUNCTION_ARGS)
+static void
+guard_commands(Oid extension, Oid ext_schema, bool functions_only)
 {
-	Oid			extension;
-	Oid			ext_schema;
 	uint64		i;
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		elog(ERROR, "hc_guard_ddl must be called as an event trigger");
-	extension = get_extension_oid("holdcommit", true);
-	if (!OidIsValid(extension) || (creating_extension && CurrentExtensionObject == extension))
-		PG_RETURN_VOID();
-	ext_schema = get_func_namespace(fcinfo->flinfo->fn_oid);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (strcmp(((EventTriggerData *) fcinfo->context)->event, "sql_drop") == 0)
-	{
-		guard_drops(ext_schema);
-		SPI_finish();
-		PG_RETURN_VOID();
-	}
 	if (SPI_execute("SELECT classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the DDL commands");
@@ -155,18 +146,79 @@ hc_guard_ddl(PG_FUNCTION_ARGS)
 		char	   *name;
 		Oid			schema;
 
-		if (!guard_object_name(classid, objid, &name, &schema) ||
-			schema != ext_schema || strncmp(name, "hc_", 3) != 0 ||
+		if ((functions_only && classid != ProcedureRelationId) ||
+			!guard_object_name(classid, objid, &name, &schema) ||
+			(OidIsValid(ext_schema) && schema != ext_schema) || strncmp(name, "hc_", 3) != 0 ||
 			getExtensionOfObject(classid, objid) == extension)
+			continue;
+		/* pg_temp is never searched for functions a call names without its schema. */
+		if (functions_only && isAnyTempNamespace(schema))
 			continue;
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("names beginning with \"hc_\" in schema \"%s\" are reserved for extension holdcommit",
-						get_namespace_name(ext_schema)),
+						get_namespace_name(schema)),
 				 errdetail("\"%s\" is not part of the extension; an object of that name there could stand in for one of holdcommit's functions.",
 						   name),
-				 errhint("Choose another name, or create it in another schema.")));
+				 errhint("Choose another name.")));
 	}
+}
+
+/* The extension, unless it is being created or updated right now. */
+static Oid
+guard_extension(FunctionCallInfo fcinfo, const char *function)
+{
+	Oid			extension;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "%s must be called as an event trigger", function);
+	extension = get_extension_oid("holdcommit", true);
+	if (!OidIsValid(extension) || (creating_extension && CurrentExtensionObject == extension))
+		return InvalidOid;
+	return extension;
+}
+
+/*
+ * hc_guard_ddl() (0.2.0): at the end of each DDL command, refuse an hc_*
+ * object in the extension's schema that is not the extension's; on
+ * sql_drop, refuse a drop of one by anyone but a superuser.
+ */
+Datum
+hc_guard_ddl(PG_FUNCTION_ARGS)
+{
+	Oid			extension = guard_extension(fcinfo, "hc_guard_ddl");
+	Oid			ext_schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+
+	if (!OidIsValid(extension))
+		PG_RETURN_VOID();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (strcmp(((EventTriggerData *) fcinfo->context)->event, "sql_drop") == 0)
+		guard_drops(ext_schema);
+	else
+		guard_commands(extension, ext_schema, false);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * hc_guard_names() (0.3.0): at the end of a command that makes, renames or
+ * moves a function, refuse one named hc_* in any schema but the extension's
+ * and the sessions' own pg_temp (never searched for functions).  Function calls resolve by argument types across the whole
+ * search_path, so an overload such as public.hc_grant_app(text) would win
+ * over holdcommit.hc_grant_app(regrole) for an untyped literal, even with
+ * holdcommit first on the path, and run with the caller's rights.
+ */
+Datum
+hc_guard_names(PG_FUNCTION_ARGS)
+{
+	Oid			extension = guard_extension(fcinfo, "hc_guard_names");
+
+	if (!OidIsValid(extension))
+		PG_RETURN_VOID();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	guard_commands(extension, InvalidOid, true);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -281,48 +281,49 @@ hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq)
 }
 
 /*
- * A session-bound lease is also held as a session-level advisory lock on its
- * resource, which PostgreSQL releases when the session ends, however it
- * ends (a crash restarts every backend).  So whether the session a lease is
- * bound to still lives is whether someone still holds that lock: nothing is
- * read from pg_stat_activity, whose snapshot belongs to the caller's
- * transaction.  A lock held by a session that no longer holds the lease
- * (taken over once stale) only makes a later binding look alive, and that
- * lease still ends by its stale_after.
+ * A session-bound lease is also held as a session-level advisory lock of
+ * its own: its tag is a hash of the resource and of the bound session (pid
+ * and start time), so each binding has a lock that only its session takes,
+ * and PostgreSQL releases it when that session ends, however it ends (a
+ * crash restarts every backend).  Whether the session a lease is bound to
+ * still lives is whether someone holds that binding's lock: nothing is read
+ * from pg_stat_activity, whose snapshot belongs to the caller's
+ * transaction.  A lock left by a call that failed after taking it names
+ * only a binding that no row has, so nobody asks about it.
  */
 static void
-lease_session_tag(LOCKTAG *tag, const char *resource)
+lease_session_tag(LOCKTAG *tag, const char *resource, int32 pid, TimestampTz started)
 {
-	uint64		hash = hash_bytes_extended((const unsigned char *) resource, strlen(resource), 0);
+	uint64		hash = hash_bytes_extended((const unsigned char *) resource, strlen(resource),
+										   (uint64) started ^ ((uint64) (uint32) pid << 32));
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
 						 LEASE_SESSION_LOCK_SPACE);
 }
 
-/* Hold the resource's session lock for this session, once. */
+/* Hold this session's lock of its binding to the resource, once. */
 static void
 lease_session_hold(const char *resource)
 {
 	LOCKTAG		tag;
 
-	lease_session_tag(&tag, resource);
-	if (LockHeldByMe(&tag, ExclusiveLock))
-		return;
-	(void) LockAcquire(&tag, ExclusiveLock, true, true);
+	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
+	if (!LockHeldByMe(&tag, ExclusiveLock))
+		(void) LockAcquire(&tag, ExclusiveLock, true, false);
 }
 
-/* Let the resource's session lock go, if this session holds it. */
+/* Let this session's lock of its binding to the resource go, if it holds it. */
 static void
 lease_session_let_go(const char *resource)
 {
 	LOCKTAG		tag;
 
-	lease_session_tag(&tag, resource);
+	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
 	if (LockHeldByMe(&tag, ExclusiveLock))
 		(void) LockRelease(&tag, ExclusiveLock, true);
 }
 
-/* Does the session the lease is bound to (pid, started) still hold it? */
+/* Does the session the lease is bound to (pid, started) still hold its lock? */
 static bool
 lease_session_alive(const char *resource, int32 pid, TimestampTz started)
 {
@@ -330,7 +331,7 @@ lease_session_alive(const char *resource, int32 pid, TimestampTz started)
 
 	if (pid == MyProcPid && started == MyStartTimestamp)
 		return true;
-	lease_session_tag(&tag, resource);
+	lease_session_tag(&tag, resource, pid, started);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
 		return true;
 	(void) LockRelease(&tag, ExclusiveLock, false);

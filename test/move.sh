@@ -21,7 +21,7 @@ drop_all() {
     for d in $old $new; do
         psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
     done
-    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" >/dev/null 2>&1
+    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" -c "DROP ROLE IF EXISTS ${app}_owner" >/dev/null 2>&1
 }
 cleanup() { drop_all; rm -rf "$work"; }
 trap cleanup EXIT
@@ -65,6 +65,23 @@ check "the 0.2.0 database lives in public" \
     "$(q $old -c "SELECT extversion, extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'")" \
     "0.2.0|public"
 
+# The database owner (public's owner in PostgreSQL 15) plants an operator
+# that the superuser running the move would reach if the move named
+# pg_catalog's operators through the search_path: it makes its caller's
+# victim, the owner, a superuser.
+q postgres -c "CREATE ROLE ${app}_owner" -c "ALTER DATABASE $old OWNER TO ${app}_owner" >/dev/null
+q $old >/dev/null 2>&1 <<SQL
+SET ROLE ${app}_owner;
+CREATE FUNCTION public.oid_ne_int(a oid, b integer) RETURNS boolean LANGUAGE plpgsql AS \$f\$
+BEGIN
+    BEGIN EXECUTE 'ALTER ROLE ${app}_owner SUPERUSER'; EXCEPTION WHEN OTHERS THEN NULL; END;
+    RETURN a::bigint <> b;
+END \$f\$;
+CREATE OPERATOR public.<> (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.oid_ne_int);
+SQL
+check "the database owner planted its operator in public" \
+    "$(q $old -c "SELECT count(*) FROM pg_operator WHERE oprnamespace = 'public'::regnamespace")" "1"
+
 # The update refuses public, and changes nothing.
 out=$(q $old -v VERBOSITY=verbose -c "ALTER EXTENSION holdcommit UPDATE" 2>&1)
 check "the update to 0.3.0 refuses public (42501)" "$(grep -o '42501' <<<"$out" | head -1)" "42501"
@@ -80,6 +97,8 @@ if ! q $old -c "$recipe" >"$work/move.log" 2>&1; then
 fi
 echo "ok - the move of doc/operations.md"
 check "... with its grants, no role is left to grant again" "$(grep -c 'must be granted again' "$work/move.log")" "0"
+check "the move ran none of the database owner's code" \
+    "$(q $old -c "SELECT rolsuper FROM pg_roles WHERE rolname = '${app}_owner'")" "f"
 check "moved and updated" \
     "$(q $old -c "SELECT extversion, extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'")" \
     "0.3.0|holdcommit"

@@ -70,6 +70,15 @@ for s in sql/holdcommit--*.sql; do
 done
 check "every installable version upgrades to $version" "${unreachable:-none}" "none"
 
+# Every update script creates, replaces or drops a function: the pg_proc
+# change is how running libraries learn of an update (src/version.c).
+silent=
+for u in sql/holdcommit--*--*.sql; do
+    grep -qiE '^(CREATE( OR REPLACE)?|DROP|ALTER) FUNCTION' "$u" || silent="$silent $(basename "$u")"
+done
+check "every update script changes a function, so running libraries check the version again" \
+    "${silent:-none}" "none"
+
 # Every C function that any SQL version names is in the library, so that a
 # database not yet updated reaches the library's version check instead of
 # failing with 42883 (doc/operations.md, Library and SQL versions).

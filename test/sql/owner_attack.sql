@@ -242,7 +242,8 @@ SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_
 -- look-alikes of the extension's tables and functions, in a schema the
 -- attacker puts first on the victims' search_path.  What stops it: the
 -- extension names everything by schema and runs with search_path pinned to
--- pg_catalog, pg_temp.
+-- pg_catalog, pg_temp; and hc_guard_names refuses the look-alike hc_*
+-- functions, which a victim's own call could otherwise reach.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
 CREATE SCHEMA lure;
 GRANT USAGE ON SCHEMA lure TO PUBLIC;

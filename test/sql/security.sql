@@ -110,13 +110,22 @@ CREATE ROLE regress_hc_squatter;
 GRANT CREATE ON SCHEMA public TO regress_hc_squatter;
 SET SESSION AUTHORIZATION regress_hc_squatter;
 CREATE FUNCTION holdcommit.hc_commit(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
-CREATE FUNCTION public.hc_check() RETURNS TABLE (invariant text, subject text, detail text)
-    LANGUAGE sql AS $$ SELECT 'not holdcommit', '', '' $$;
+-- An overload in public would win over the extension's function for an
+-- untyped literal whatever the search_path order (hc_grant_app(text) over
+-- hc_grant_app(regrole)); hc_guard_names refuses hc_* functions everywhere
+-- but in the extension, whoever creates, renames or moves them.
+CREATE FUNCTION public.hc_grant_app(role text) RETURNS void
+    LANGUAGE sql AS $$ SELECT $$;
+CREATE FUNCTION public.lookalike(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
+ALTER FUNCTION public.lookalike(varchar) RENAME TO hc_commit;
 RESET SESSION AUTHORIZATION;
-SET search_path = holdcommit, public;
-SELECT count(*) AS violations FROM hc_check();
-RESET search_path;
-DROP FUNCTION public.hc_check();
+CREATE SCHEMA elsewhere;
+CREATE FUNCTION elsewhere.hc_hold(varchar, varchar, varchar) RETURNS text
+    LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
+SELECT count(*) AS strangers FROM pg_proc
+ WHERE proname LIKE 'hc\_%' AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = pg_proc.oid AND d.deptype = 'e');
+DROP SCHEMA elsewhere;
+DROP FUNCTION public.lookalike(varchar);
 REVOKE CREATE ON SCHEMA public FROM regress_hc_squatter;
 CREATE ROLE regress_hc_app;
 CREATE ROLE regress_hc_operator;
@@ -288,11 +297,25 @@ SELECT current_database() AS regress_db \gset
 CREATE DATABASE regress_hc_squatted;
 \c regress_hc_squatted
 CREATE SCHEMA holdcommit AUTHORIZATION regress_hc_squatter;
+SET SESSION AUTHORIZATION regress_hc_squatter;
+CREATE TABLE holdcommit.planted (x int);
+RESET SESSION AUTHORIZATION;
 \set VERBOSITY default
 CREATE EXTENSION holdcommit;
 \set VERBOSITY terse
 SELECT count(*) AS installed FROM pg_extension WHERE extname = 'holdcommit';
 ALTER SCHEMA holdcommit OWNER TO CURRENT_USER;
+-- Given to a superuser, it still holds what the squatter put there; and one
+-- where anyone may create is no better.
+CREATE EXTENSION holdcommit;
+DROP SCHEMA holdcommit CASCADE;
+CREATE SCHEMA holdcommit;
+GRANT CREATE ON SCHEMA holdcommit TO PUBLIC;
+CREATE EXTENSION holdcommit;
+REVOKE CREATE ON SCHEMA holdcommit FROM PUBLIC;
+CREATE FUNCTION public.hc_hold(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'not holdcommit' $$;
+CREATE EXTENSION holdcommit;
+DROP FUNCTION public.hc_hold(varchar);
 CREATE EXTENSION holdcommit;
 SELECT extnamespace::regnamespace AS installed_in FROM pg_extension WHERE extname = 'holdcommit';
 \c :regress_db
