@@ -413,7 +413,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
 	HcArgs		args;
-	bool		got = false;
+	volatile bool got = false;
 
 	call->now = GetCurrentTimestamp();
 	hc_args(&args, &new_lease);
@@ -441,20 +441,42 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	hc_bind_null(&args, "ended_started");
 	lease_bind_ended_session(call, &args, resource);
 
+	/*
+	 * An error while the subtransaction is open (lock_timeout,
+	 * statement_timeout or a cancel while it waits for the row) must roll it
+	 * back before it goes on, as PL/pgSQL's exception blocks do: left open, it
+	 * would leave an autocommit caller inside a transaction it never began.
+	 */
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
-	if (hc_run(call, &args, SPI_OK_UPDATE_RETURNING) == 1)
+	PG_TRY();
 	{
-		taken->token = hc_int64(0, "token");
-		taken->previous_owner = hc_text(call, 0, "previous_owner");
-		taken->previous_token = hc_int64(0, "previous_token");
-		taken->version = hc_int64(0, "version");
-		taken->logged = false;
-		got = true;
-		ReleaseCurrentSubTransaction();
+		if (hc_run(call, &args, SPI_OK_UPDATE_RETURNING) == 1)
+		{
+			taken->token = hc_int64(0, "token");
+			taken->previous_owner = hc_text(call, 0, "previous_owner");
+			taken->previous_token = hc_int64(0, "previous_token");
+			taken->version = hc_int64(0, "version");
+			taken->logged = false;
+			got = true;
+			ReleaseCurrentSubTransaction();
+		}
+		else
+			RollbackAndReleaseCurrentSubTransaction();
 	}
-	else
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = resowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	CurrentResourceOwner = resowner;
 	return got;
