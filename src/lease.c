@@ -26,6 +26,7 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -301,26 +302,72 @@ lease_session_tag(LOCKTAG *tag, const char *resource, int32 pid, TimestampTz sta
 						 LEASE_SESSION_LOCK_SPACE);
 }
 
-/* Hold this session's lock of its binding to the resource, once. */
-static void
-lease_session_hold(const char *resource)
-{
-	LOCKTAG		tag;
-
-	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
-	if (!LockHeldByMe(&tag, ExclusiveLock))
-		(void) LockAcquire(&tag, ExclusiveLock, true, false);
-}
+/*
+ * The resources whose binding lock this session holds.  A lease released or
+ * taken over from another session leaves its lock here; bindings that no
+ * row names any more are let go before the next one is taken, so a pooled
+ * session never piles them up in the shared lock table.
+ */
+static List *session_bindings = NIL;
 
 /* Let this session's lock of its binding to the resource go, if it holds it. */
 static void
 lease_session_let_go(const char *resource)
 {
 	LOCKTAG		tag;
+	ListCell   *lc;
 
 	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
 	if (LockHeldByMe(&tag, ExclusiveLock))
 		(void) LockRelease(&tag, ExclusiveLock, true);
+	foreach(lc, session_bindings)
+		if (strcmp((char *) lfirst(lc), resource) == 0)
+		{
+			pfree(lfirst(lc));
+			session_bindings = foreach_delete_current(session_bindings, lc);
+			break;
+		}
+}
+
+/* Is the resource's lease still bound to this session? */
+static bool
+lease_bound_here(HcCall *call, const char *resource)
+{
+	HcArgs		args;
+
+	hc_args(&args, &peek_session);
+	hc_bind_text(&args, "resource", resource);
+	return hc_run(call, &args, SPI_OK_SELECT) == 1 &&
+		hc_int32(0, "session_pid") == MyProcPid &&
+		hc_timestamptz(0, "session_started") == MyStartTimestamp;
+}
+
+/*
+ * Hold this session's lock of its binding to the resource, once, after
+ * letting go of the bindings that no row names any more.
+ */
+static void
+lease_session_hold(HcCall *call, const char *resource)
+{
+	LOCKTAG		tag;
+	ListCell   *lc;
+	List	   *stale = NIL;
+	MemoryContext old;
+
+	foreach(lc, session_bindings)
+		if (strcmp((char *) lfirst(lc), resource) != 0 && !lease_bound_here(call, lfirst(lc)))
+			stale = lappend(stale, lfirst(lc));
+	foreach(lc, stale)
+		lease_session_let_go(lfirst(lc));
+	list_free(stale);
+
+	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
+	if (LockHeldByMe(&tag, ExclusiveLock))
+		return;
+	(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	session_bindings = lappend(session_bindings, pstrdup(resource));
+	MemoryContextSwitchTo(old);
 }
 
 /* Does the session the lease is bound to (pid, started) still hold its lock? */
@@ -568,7 +615,7 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 		lease_ledger(&call, resource, taken.previous_owner == NULL ? "acquire" : "takeover",
 					 owner, &taken);
 	if (session)
-		lease_session_hold(resource);
+		lease_session_hold(&call, resource);
 	hc_call_end(&call);
 	PG_RETURN_INT64(taken.token);
 }
