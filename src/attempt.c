@@ -19,6 +19,7 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
+#include "autonomous.h"
 #include "errors.h"
 #include "ids.h"
 #include "lease.h"
@@ -40,6 +41,8 @@ typedef struct Attempt
 	char	   *external_ref;
 	TimestampTz last_attempt_at;
 	bool		has_attempt;	/* last_attempt_at is set */
+	char	   *last_owner;		/* who made the last attempt, with which token */
+	int64		last_token;
 } Attempt;
 
 /* A resource's first attempt (or completion) starts from an empty row. */
@@ -49,7 +52,7 @@ static HcStatement add_attempts = {
 	{{"resource", TEXTOID}, {"now", TIMESTAMPTZOID}}
 };
 
-#define ATTEMPT_COLUMNS "status, attempts, last_marker, external_ref, last_attempt_at"
+#define ATTEMPT_COLUMNS "status, attempts, last_marker, external_ref, last_attempt_at, last_owner, last_token"
 
 static HcStatement lock_attempts = {
 	"SELECT " ATTEMPT_COLUMNS " FROM hc_attempts WHERE resource" EQ ":resource" " FOR UPDATE",
@@ -119,6 +122,9 @@ attempt_read(HcCall *call, const char *resource, Attempt *a)
 	d = hc_datum(0, "last_attempt_at", &isnull);
 	a->has_attempt = !isnull;
 	a->last_attempt_at = isnull ? 0 : DatumGetTimestampTz(d);
+	a->last_owner = hc_text(call, 0, "last_owner");
+	d = hc_datum(0, "last_token", &isnull);
+	a->last_token = isnull ? 0 : DatumGetInt64(d);
 }
 
 /* Make sure the resource has its guard row, then lock it. */
@@ -186,7 +192,9 @@ attempt_detail_holder(StringInfo detail, const char *owner, int64 token)
  * hc_attempt_begin(resource, owner, token, cooldown, max_attempts): may the
  * lease holder make the external call now?  COMPLETED (never again),
  * MANUAL_REVIEW (the cap was reached), COOLDOWN (the last attempt is too
- * recent), or PROCEED with a new permanent marker.
+ * recent), or PROCEED with a new permanent marker.  Within the cooldown the
+ * holder that made the last attempt (the same owner and token) gets that
+ * attempt back, PROCEED with its marker, and nothing is written.
  */
 Datum
 hc_attempt_begin(PG_FUNCTION_ARGS)
@@ -206,7 +214,8 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_attempts must be at least 1")));
-	hc_lease_refuse_in_transaction("hc_attempt_begin");
+	if (!hc_autonomous_here())
+		return hc_autonomous(fcinfo, "hc_attempt_begin");
 
 	hc_call_begin(&call, fcinfo, "hc_attempt_begin");
 	hc_lease_hold(&call, resource, owner, token);
@@ -216,6 +225,16 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		outcome = "COMPLETED";
 	else if (strcmp(a.status, "MANUAL_REVIEW") == 0)
 		outcome = "MANUAL_REVIEW";
+	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown &&
+			 a.last_owner != NULL && strcmp(a.last_owner, owner) == 0 && a.last_token == token)
+	{
+		/*
+		 * The same holder asks again within the cooldown: its answer was lost
+		 * (a cancel, a timeout, a dropped connection after the commit), or it
+		 * retries.  Either way it is the same attempt: give it back.
+		 */
+		outcome = "PROCEED";
+	}
 	else if (a.attempts >= max_attempts)
 	{
 		/* The cap is reached: nothing more to wait for, a human decides. */
@@ -287,7 +306,8 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	HcArgs		args;
 	StringInfoData detail;
 
-	hc_lease_refuse_in_transaction("hc_attempt_complete");
+	if (!hc_autonomous_here())
+		return hc_autonomous(fcinfo, "hc_attempt_complete");
 	hc_call_begin(&call, fcinfo, "hc_attempt_complete");
 
 	/* A replay: the outcome is already recorded, exactly so. */
@@ -347,7 +367,8 @@ hc_attempt_reset(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("note must not be empty"),
 				 errhint("Say what the check of the external system found.")));
-	hc_lease_refuse_in_transaction("hc_attempt_reset");
+	if (!hc_autonomous_here())
+		return hc_autonomous(fcinfo, "hc_attempt_reset");
 	hc_call_begin(&call, fcinfo, "hc_attempt_reset");
 
 	hc_args(&args, &lock_attempts);

@@ -9,9 +9,11 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "postmaster/postmaster.h"
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
+#include "autonomous.h"
 #include "errors.h"
 #include "holdcommit.h"
 #include "worker.h"
@@ -27,6 +29,8 @@ int			hc_sweep_interval = 30;
 int			hc_sweep_batch_size = 1000;
 char	   *hc_sweep_databases = NULL;
 bool		hc_notify_enabled = false;
+int			hc_max_workers = 4;
+int			hc_worker_idle_timeout = 60;
 bool		hc_preloaded = false;
 
 void		_PG_init(void);
@@ -123,6 +127,21 @@ _PG_init(void)
 							   PGC_SIGHUP, GUC_LIST_INPUT,
 							   hc_check_databases, NULL, NULL);
 
+	DefineCustomIntVariable("holdcommit.max_workers",
+							"The most background workers that run lease and attempt calls at once, over all databases.",
+							"Each such call commits in a worker's transaction of its own; 0: every call starts a worker of its own. Needs holdcommit in shared_preload_libraries.",
+							&hc_max_workers,
+							4, 0, MAX_BACKENDS,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.worker_idle_timeout",
+							"How long a worker for lease and attempt calls waits for its next call before it exits.",
+							NULL,
+							&hc_worker_idle_timeout,
+							60, 1, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("holdcommit");
 	hc_install_log_hook();
 
@@ -130,4 +149,5 @@ _PG_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	hc_worker_init();
+	hc_autonomous_init();
 }

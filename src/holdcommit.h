@@ -14,6 +14,8 @@ extern int	hc_sweep_interval;
 extern int	hc_sweep_batch_size;
 extern char *hc_sweep_databases;
 extern bool hc_notify_enabled;
+extern int	hc_max_workers;
+extern int	hc_worker_idle_timeout;
 
 /* Was the library loaded through shared_preload_libraries? */
 extern bool hc_preloaded;

@@ -10,10 +10,11 @@
  * a former holder by its lower token.  Heartbeat and release act only while
  * owner and token both match.
  *
- * A lease must be committed before its holder acts on it, so these functions
- * refuse to run inside a transaction block (hc_lease_refuse_in_transaction):
- * each call is its own transaction, and a lease or marker never depends on a
- * later commit of the caller.
+ * A lease must be committed before its holder acts on it, whatever the
+ * caller does next: each call runs in a worker's transaction of its own
+ * (autonomous.c), which has committed when the call returns.  What belongs
+ * to the caller's session, the lock of a session-bound lease, the caller
+ * takes itself.
  */
 #include "postgres.h"
 
@@ -31,6 +32,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "autonomous.h"
 #include "errors.h"
 #include "lease.h"
 #include "ledger.h"
@@ -184,22 +186,6 @@ static HcStatement next_version = {
 };
 
 /*
- * Refuse to run where the write could still be rolled back after the caller
- * has seen its result: inside a transaction block (explicit, or implicit in
- * a multi-statement query) or a subtransaction.
- */
-void
-hc_lease_refuse_in_transaction(const char *function)
-{
-	if (IsTransactionBlock() || IsSubTransaction())
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("%s cannot run inside a transaction block", function),
-				 errdetail("A lease or attempt marker must be committed before the caller acts on it; inside a transaction block or subtransaction it could still be rolled back."),
-				 errhint("Call it in autocommit mode.")));
-}
-
-/*
  * Raise RS007: this owner and token do not hold the lease.  The detail says
  * what the lease is now.
  */
@@ -338,36 +324,42 @@ lease_bound_here(HcCall *call, const char *resource)
 	hc_args(&args, &peek_session);
 	hc_bind_text(&args, "resource", resource);
 	return hc_run(call, &args, SPI_OK_SELECT) == 1 &&
-		hc_int32(0, "session_pid") == MyProcPid &&
-		hc_timestamptz(0, "session_started") == MyStartTimestamp;
+		hc_int32(0, "session_pid") == hc_session_pid() &&
+		hc_timestamptz(0, "session_started") == hc_session_started();
 }
 
 /*
- * Hold this session's lock of its binding to the resource, once, after
- * letting go of the bindings that no row names any more.
+ * Hold this session's lock of its binding to the resource, after letting go
+ * of the bindings that no row names any more.  It is taken before the
+ * binding is committed, so that no acquirer ever sees the binding without
+ * its lock.  Was it held already (the lease is bound here)?
  */
-static void
-lease_session_hold(HcCall *call, const char *resource)
+static bool
+lease_session_take(FunctionCallInfo fcinfo, const char *function, const char *resource)
 {
+	HcCall		call;
 	LOCKTAG		tag;
 	ListCell   *lc;
 	List	   *stale = NIL;
 	MemoryContext old;
 
+	hc_call_begin_read(&call, fcinfo, function);
 	foreach(lc, session_bindings)
-		if (strcmp((char *) lfirst(lc), resource) != 0 && !lease_bound_here(call, lfirst(lc)))
+		if (strcmp((char *) lfirst(lc), resource) != 0 && !lease_bound_here(&call, lfirst(lc)))
 			stale = lappend(stale, lfirst(lc));
+	hc_call_end(&call);
 	foreach(lc, stale)
 		lease_session_let_go(lfirst(lc));
 	list_free(stale);
 
 	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
 	if (LockHeldByMe(&tag, ExclusiveLock))
-		return;
+		return true;
 	(void) LockAcquire(&tag, ExclusiveLock, true, false);
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	session_bindings = lappend(session_bindings, pstrdup(resource));
 	MemoryContextSwitchTo(old);
+	return false;
 }
 
 /* Does the session the lease is bound to (pid, started) still hold its lock? */
@@ -376,7 +368,7 @@ lease_session_alive(const char *resource, int32 pid, TimestampTz started)
 {
 	LOCKTAG		tag;
 
-	if (pid == MyProcPid && started == MyStartTimestamp)
+	if (pid == hc_session_pid() && started == hc_session_started())
 		return true;
 	lease_session_tag(&tag, resource, pid, started);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
@@ -408,8 +400,8 @@ lease_bind_session(HcArgs *args, bool session)
 {
 	if (session)
 	{
-		hc_bind(args, "session_pid", Int32GetDatum(MyProcPid));
-		hc_bind(args, "session_started", TimestampTzGetDatum(MyStartTimestamp));
+		hc_bind(args, "session_pid", Int32GetDatum(hc_session_pid()));
+		hc_bind(args, "session_started", TimestampTzGetDatum(hc_session_started()));
 	}
 	else
 	{
@@ -572,8 +564,24 @@ lease_ledger(HcCall *call, const char *resource, const char *event, const char *
 }
 
 /*
+ * A session-bound acquire, in the caller: the binding's lock is the
+ * session's, the lease the worker's to commit.
+ */
+static Datum
+lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *resource)
+{
+	bool		held = lease_session_take(fcinfo, function, resource);
+	Datum		token = hc_autonomous(fcinfo, function);
+
+	if (fcinfo->isnull && !held)
+		lease_session_let_go(resource);
+	return token;
+}
+
+/*
  * The acquire of hc_lock_acquire and hc_lock_acquire_session: the fencing
- * token, or NULL if the lease is still busy after max_retries retries.
+ * token, or NULL if the lease is still busy after max_retries retries (or
+ * the caller stopped waiting for it).
  */
 static Datum
 lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
@@ -594,12 +602,14 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_retries must not be negative"),
 				 errhint("Use 0 to try once.")));
-	hc_lease_refuse_in_transaction(function);
+	if (!hc_autonomous_here())
+		return session ? lease_acquire_bound(fcinfo, function, resource)
+			: hc_autonomous(fcinfo, function);
 
 	hc_call_begin(&call, fcinfo, function);
 	for (retry = 0; !lease_try(&call, resource, owner, stale_after, session, &taken); retry++)
 	{
-		if (retry >= max_retries)
+		if (retry >= max_retries || hc_autonomous_caller_gone())
 		{
 			hc_call_end(&call);
 			PG_RETURN_NULL();
@@ -614,8 +624,6 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 	if (!taken.logged && taken.token != taken.previous_token)
 		lease_ledger(&call, resource, taken.previous_owner == NULL ? "acquire" : "takeover",
 					 owner, &taken);
-	if (session)
-		lease_session_hold(&call, resource);
 	hc_call_end(&call);
 	PG_RETURN_INT64(taken.token);
 }
@@ -657,7 +665,8 @@ hc_lock_heartbeat(PG_FUNCTION_ARGS)
 	HcCall		call;
 	HcArgs		args;
 
-	hc_lease_refuse_in_transaction("hc_lock_heartbeat");
+	if (!hc_autonomous_here())
+		return hc_autonomous(fcinfo, "hc_lock_heartbeat");
 	hc_call_begin(&call, fcinfo, "hc_lock_heartbeat");
 	hc_args(&args, &beat_lease);
 	hc_bind_text(&args, "resource", resource);
@@ -684,7 +693,13 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	HcArgs		args;
 	bool		released;
 
-	hc_lease_refuse_in_transaction("hc_lock_release");
+	if (!hc_autonomous_here())
+	{
+		Datum		released = hc_autonomous(fcinfo, "hc_lock_release");
+
+		lease_session_let_go(resource);
+		return released;
+	}
 	hc_call_begin(&call, fcinfo, "hc_lock_release");
 	hc_args(&args, &free_lease);
 	hc_bind_text(&args, "resource", resource);
@@ -692,7 +707,6 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	hc_bind(&args, "token", Int64GetDatum(token));
 	hc_bind_text(&args, "detail", lease_detail(owner, token, NULL));
 	released = hc_run(&call, &args, SPI_OK_INSERT_RETURNING) == 1;
-	lease_session_let_go(resource);
 	hc_call_end(&call);
 	PG_RETURN_BOOL(released);
 }

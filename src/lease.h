@@ -7,7 +7,6 @@
 
 #include "call.h"
 
-extern void hc_lease_refuse_in_transaction(const char *function);
 extern void hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token);
 extern bool hc_lease_lock(HcCall *call, const char *resource);
 extern bool hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq);

@@ -62,6 +62,7 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
+#include "autonomous.h"
 #include "call.h"
 #include "holdcommit.h"
 #include "sweep.h"
@@ -182,6 +183,7 @@ sweeper_pause(Oid dboid)
 	SpinLockRelease(&sweeper_shared->mutex);
 	if (pid != 0)
 		(void) kill(pid, SIGTERM);
+	hc_autonomous_retire(dboid);
 }
 
 /*

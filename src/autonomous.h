@@ -1,0 +1,34 @@
+/*
+ * autonomous.h
+ *		Lease and attempt calls made in a transaction of their own, in a
+ *		background worker, committed before they return (autonomous.c).
+ */
+#ifndef HOLDCOMMIT_AUTONOMOUS_H
+#define HOLDCOMMIT_AUTONOMOUS_H
+
+#include "fmgr.h"
+#include "datatype/timestamp.h"
+
+/* Is this process a worker running a call for a caller (not the caller)? */
+extern bool hc_autonomous_here(void);
+
+/*
+ * Run the function being called in a worker and return what it returned
+ * there (fcinfo->isnull too), or raise the error it raised.
+ */
+extern Datum hc_autonomous(FunctionCallInfo fcinfo, const char *function);
+
+/* In a worker: has the caller of the call being run stopped waiting? */
+extern bool hc_autonomous_caller_gone(void);
+
+/* The session a call is made for: the caller's pid and start time. */
+extern int32 hc_session_pid(void);
+extern TimestampTz hc_session_started(void);
+
+/* The worker pool, when holdcommit is preloaded (_PG_init). */
+extern void hc_autonomous_init(void);
+
+/* Let the idle workers of a database go (DDL that needs it to itself). */
+extern void hc_autonomous_retire(Oid dboid);
+
+#endif							/* HOLDCOMMIT_AUTONOMOUS_H */
