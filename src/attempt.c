@@ -192,9 +192,9 @@ attempt_detail_holder(StringInfo detail, const char *owner, int64 token)
  * hc_attempt_begin(resource, owner, token, cooldown, max_attempts): may the
  * lease holder make the external call now?  COMPLETED (never again),
  * MANUAL_REVIEW (the cap was reached), COOLDOWN (the last attempt is too
- * recent), or PROCEED with a new permanent marker.  Within the cooldown the
- * holder that made the last attempt (the same owner and token) gets that
- * attempt back, PROCEED with its marker, and nothing is written.
+ * recent), or PROCEED with a new permanent marker.  Below the cap and within
+ * the cooldown, the holder that made the last attempt (the same owner and
+ * token) gets that attempt back, PROCEED with its marker; nothing is written.
  */
 Datum
 hc_attempt_begin(PG_FUNCTION_ARGS)
@@ -225,16 +225,6 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		outcome = "COMPLETED";
 	else if (strcmp(a.status, "MANUAL_REVIEW") == 0)
 		outcome = "MANUAL_REVIEW";
-	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown &&
-			 a.last_owner != NULL && strcmp(a.last_owner, owner) == 0 && a.last_token == token)
-	{
-		/*
-		 * The same holder asks again within the cooldown: its answer was lost
-		 * (a cancel, a timeout, a dropped connection after the commit), or it
-		 * retries.  Either way it is the same attempt: give it back.
-		 */
-		outcome = "PROCEED";
-	}
 	else if (a.attempts >= max_attempts)
 	{
 		/* The cap is reached: nothing more to wait for, a human decides. */
@@ -248,6 +238,17 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		hc_detail_int(&detail, "max_attempts", max_attempts);
 		attempt_ledger(&call, resource, "review", hc_detail_done(&detail));
 		outcome = "MANUAL_REVIEW";
+	}
+	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown &&
+			 a.last_owner != NULL && strcmp(a.last_owner, owner) == 0 && a.last_token == token)
+	{
+		/*
+		 * The holder that made the last attempt asks again within the
+		 * cooldown: its answer was lost (a cancel, a timeout, a connection
+		 * dropped after the commit), or it retries.  Either way it is the same
+		 * attempt: give it back, with its marker.
+		 */
+		outcome = "PROCEED";
 	}
 	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown)
 		outcome = "COOLDOWN";

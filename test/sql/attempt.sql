@@ -41,8 +41,8 @@ SELECT * FROM hc_attempt_begin('A-never', 'w1', 1);
 SELECT attempt_digest() = :'before' AS unchanged;
 
 ------------------------------------------------------------------------------
--- PROCEED records attempt n with a permanent marker; a second call within
--- the cooldown gets COOLDOWN and records nothing.
+-- PROCEED records attempt n with a permanent marker; the same holder asking
+-- again within the cooldown gets that attempt back and records nothing.
 ------------------------------------------------------------------------------
 SELECT resource, status, attempt, attempt_marker(marker, last_attempt_at) AS marker, external_ref
   FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3);
@@ -132,32 +132,29 @@ SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
 SELECT status, attempt FROM hc_attempt_begin('A-3', 'rescuer', 2, '0 seconds', 2);
 
 ------------------------------------------------------------------------------
--- Durability: a marker never depends on the caller committing later.
+-- Durability: a marker never depends on the caller committing later (every
+-- caller context: autonomous.sql).  The statement fails after begin: the
+-- caller never saw PROCEED, yet the marker is recorded.  An answer the
+-- caller lost is not a new attempt: the same holder's retry within the
+-- cooldown gets that attempt back (nothing written); another holder after a
+-- takeover sees the cooldown.
 ------------------------------------------------------------------------------
-SELECT hc_lock_acquire('A-4', 'w4', '1 hour', 0) AS token;
+SELECT hc_lock_acquire('A-5', 'w5', '1 second', 0) AS token;
+SELECT (hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3)).status, 1 / (random() * 0)::int AS boom;
+\echo :LAST_ERROR_SQLSTATE
+SELECT status, attempts, last_marker ~ '^ATTEMPTED-w5-r1-t' AS marker_kept FROM hc_attempts WHERE resource = 'A-5';
 SELECT attempt_digest() AS before \gset
-BEGIN;
-SELECT * FROM hc_attempt_begin('A-4', 'w4', 1);
-\echo :LAST_ERROR_SQLSTATE
-ROLLBACK;
-BEGIN;
-SELECT * FROM hc_attempt_complete('A-4', 'w4', 1, 'INV-4');
-ROLLBACK;
-BEGIN;
-SELECT * FROM hc_attempt_reset('A-1', 'note');
-ROLLBACK;
-SELECT 1 AS first \; SELECT * FROM hc_attempt_begin('A-4', 'w4', 1);
-\echo :LAST_ERROR_SQLSTATE
--- A statement that fails after begin rolls back whole: the caller never saw
--- PROCEED, and no marker was recorded.
-SELECT (hc_attempt_begin('A-4', 'w4', 1)).status, 1 / (random() * 0)::int AS boom;
-\echo :LAST_ERROR_SQLSTATE
+SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
+  FROM hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3);
 SELECT attempt_digest() = :'before' AS unchanged;
-SELECT count(*) AS rows_for_a4 FROM hc_attempts WHERE resource = 'A-4';
+SELECT pg_sleep(1.5);
+SELECT hc_lock_acquire('A-5', 'w6', '1 hour', 0) AS token;
+SELECT status, attempt FROM hc_attempt_begin('A-5', 'w6', 2, '1 hour', 3);
 
 ------------------------------------------------------------------------------
 -- Bad input (class 22) and unknown resources: nothing changes.
 ------------------------------------------------------------------------------
+SELECT attempt_digest() AS before \gset
 SELECT * FROM hc_attempt_begin(NULL, 'w4', 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM hc_attempt_begin('A-4', '', 1);
