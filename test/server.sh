@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL 15 server with holdcommit preloaded (HC_PRELOAD: the
-# shared_preload_libraries instead of holdcommit,pg_cron; empty: none).
+# shared_preload_libraries instead of holdcommit,pg_cron; empty: none;
+# HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32).
 #   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
 #   test/server.sh stop PORT    stop it and remove its data
 # Its socket and data live where the postgres user can write; as root the
@@ -33,7 +34,7 @@ listen_addresses = ''
 unix_socket_directories = '$base'
 shared_preload_libraries = '${HC_PRELOAD-holdcommit,pg_cron}'
 max_connections = 250
-max_worker_processes = 32
+max_worker_processes = ${HC_MAX_WORKER_PROCESSES:-32}
 # The background sweeper is off unless a test turns it on for its own
 # databases (or make run sets HC_SWEEP_INTERVAL), so that suites that
 # expire holds see them unswept.

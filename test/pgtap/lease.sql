@@ -1,13 +1,11 @@
 -- pgTAP: the dual-layer locking contract (leases, attempts, ledger, errors, grants), tested
 -- from outside as an application's own suite would.
 --
--- Unlike the other suites this one cannot run in one rolled-back
--- transaction: lock and attempt functions refuse transaction blocks and
--- subtransactions (so throws_ok, which runs its statement in a
--- subtransaction, can only show that refusal).  Each call here is its own
--- autocommit statement; an expected error is caught by psql, and the test
--- reads psql's SQLSTATE variable (00000 after a success).  Resources are
--- named T-*, and everything is cleaned up at the end.
+-- Each call here is its own autocommit statement, as an application's
+-- would be; an expected error is caught by psql, and the test reads psql's
+-- SQLSTATE variable (00000 after a success).  Resources are named T-*, and
+-- everything is cleaned up at the end.  The same calls in one rolled-back
+-- transaction, as most pgTAP suites are written: rollback.sql.
 \set ON_ERROR_STOP 1
 \set QUIET 1
 \set VERBOSITY terse
@@ -124,33 +122,31 @@ SELECT is(:'SQLSTATE'::text, '22001', 'acquire: an owner over 64 bytes is 22001'
 SELECT is_empty($$SELECT FROM hc_locks WHERE resource = 'T-9'$$, 'bad input wrote nothing');
 
 ------------------------------------------------------------------------------
--- Durability: refused in transaction blocks and subtransactions
+-- Durability: committed before the call returns, in any context
 ------------------------------------------------------------------------------
-SELECT throws_ok($$SELECT hc_lock_acquire('T-3', 'w')$$, '25001', 'hc_lock_acquire cannot run inside a transaction block',
-                 'durability: acquire in a subtransaction is refused (25001)');
-SELECT throws_ok($$SELECT hc_lock_heartbeat('T-1', 'scheduler', 2)$$, '25001', NULL,
-                 'durability: heartbeat in a subtransaction is refused');
-SELECT throws_ok($$SELECT hc_lock_release('T-1', 'scheduler', 2)$$, '25001', NULL,
-                 'durability: release in a subtransaction is refused');
-SELECT throws_ok($$SELECT hc_attempt_begin('T-1', 'scheduler', 2)$$, '25001', NULL,
-                 'durability: attempt_begin in a subtransaction is refused');
-SELECT throws_ok($$SELECT hc_attempt_complete('T-1', 'scheduler', 2, 'X')$$, '25001', NULL,
-                 'durability: attempt_complete in a subtransaction is refused');
-SELECT throws_ok($$SELECT hc_attempt_reset('T-1', 'note')$$, '25001', NULL,
-                 'durability: attempt_reset in a subtransaction is refused');
+SELECT lives_ok($$SELECT hc_lock_acquire('T-3', 'w', '1 minute', 0)$$,
+                'durability: acquire in a subtransaction (throws_ok, lives_ok) works');
+SELECT is(hc_lock_acquire('T-3', 'other', '1 minute', 0), NULL::bigint,
+          'durability: ... and its lease stays when the subtransaction ends');
+SELECT throws_ok($$SELECT hc_lock_heartbeat('T-3', 'w', 2)$$, 'RS007', NULL,
+                 'durability: RS007 can be tested with throws_ok');
+SELECT throws_ok($$SELECT hc_lock_release('T-3', '', 1)$$, '22023', NULL,
+                 'durability: 22023 can be tested with throws_ok');
+SELECT throws_ok($t$DO $do$ BEGIN PERFORM hc_lock_release('T-3', 'w', 1); RAISE EXCEPTION 'after'; END $do$$t$,
+                 'P0001', 'after', 'durability: a release in a block that fails');
+SELECT is((SELECT owner FROM hc_locks WHERE resource = 'T-3'), NULL,
+          'durability: ... is committed all the same');
 BEGIN;
-\set ON_ERROR_STOP 0
-SELECT hc_lock_acquire('T-3', 'w');
-\set in_block :SQLSTATE
-\set ON_ERROR_STOP 1
+SELECT hc_lock_acquire('T-3', 'w', '1 minute', 0) AS in_block \gset
 ROLLBACK;
-SELECT is(:'in_block'::text, '25001', 'durability: acquire in an explicit transaction block is refused (25001)');
-SELECT is_empty($$SELECT FROM hc_locks WHERE resource = 'T-3'$$, 'durability: the refused acquires wrote nothing');
+SELECT is(:'in_block'::bigint, 2::bigint, 'durability: acquire in an explicit transaction block: token 2');
+SELECT is((SELECT owner || ' ' || token FROM hc_locks WHERE resource = 'T-3'), 'w 2',
+          'durability: ... and the ROLLBACK keeps the lease');
 \set ON_ERROR_STOP 0
-SELECT hc_lock_acquire('T-3', 'w', '1 minute', 0), 1 / (random() * 0)::int;
+SELECT hc_lock_release('T-3', 'w', 2), 1 / (random() * 0)::int;
 \set ON_ERROR_STOP 1
-SELECT is_empty($$SELECT FROM hc_locks WHERE resource = 'T-3'$$,
-                'durability: a statement failing after acquire leaves no lease (the caller never saw a token)');
+SELECT is((SELECT owner FROM hc_locks WHERE resource = 'T-3'), NULL,
+          'durability: a statement failing after release: the lease is free');
 
 ------------------------------------------------------------------------------
 -- The point-of-no-return guard
@@ -167,8 +163,8 @@ SELECT matches(:'a1_marker'::text, '^ATTEMPTED-webhook-r1-t[0-9]{13}$', 'attempt
 SELECT is(substring(:'a1_marker' FROM '-t([0-9]+)$')::bigint,
           floor(extract(epoch FROM :'a1_last_attempt_at'::timestamptz) * 1000)::bigint,
           'attempt: the marker''s time is last_attempt_at in unix ms');
-SELECT is((hc_attempt_begin('T-4', 'webhook', 1)).status, 'COOLDOWN',
-          'attempt: within the default 10 minute cooldown: COOLDOWN');
+SELECT is((hc_attempt_begin('T-4', 'webhook', 1)).marker, :'a1_marker',
+          'attempt: the same holder within the default 10 minute cooldown: the same attempt back');
 SELECT is(ARRAY[status::text, attempt::text], ARRAY['PROCEED', '2'], 'attempt: with no cooldown the next attempt PROCEEDs')
   FROM hc_attempt_begin('T-4', 'webhook', 1, '0 seconds', 2);
 SELECT is(ARRAY[status::text, attempt::text], ARRAY['MANUAL_REVIEW', '2'], 'attempt: at the cap: MANUAL_REVIEW')
