@@ -11,13 +11,19 @@
 #   - tokens strictly increase per resource;
 #   - no attempt marker is lost: every PROCEED a worker saw is in the ledger
 #     and in hc_attempts.total_attempts.
-# Each worker is one psql session running an unrolled loop (lock functions
-# refuse transaction blocks and subtransactions, so the loop lives in the
-# client, one call per statement, as an application's would).
+# Each worker is one psql session running an unrolled loop, one call per
+# statement, as an application's would.  10 of the 50 make their calls
+# inside a transaction block instead, a third of the blocks with a 5 ms
+# statement_timeout, and roll half of the blocks back: what such a worker
+# saw (a token, a PROCEED) counts as seen, whatever became of its block, and
+# is logged after it.  No session may be left in an aborted state, and the
+# server log may show nothing at FATAL or PANIC meanwhile.
 # Prints "ok - ..." / "not ok - ..." and "# ..." figures; exits 0.
 . "$(dirname "$0")/lib.bash"
 workers=${HC_LOCK_WORKERS:-50}
+block_workers=${HC_LOCK_BLOCK_WORKERS:-10}
 seconds=${HC_LOCK_SECONDS:-8}
+server_log=${TMPDIR:-/tmp}/holdcommit-$PGPORT/server.log
 load_setup hc_load_locks "$workers"
 
 q "
@@ -100,21 +106,92 @@ PSQL
     for _ in $(seq 1 200); do iteration; done
 } >"$work/worker.sql"
 
+# One iteration of a worker in a transaction block: acquire, begin an
+# attempt and heartbeat inside it (with a 5 ms statement_timeout a third of
+# the time), then end the block with ROLLBACK or COMMIT at random.  A call
+# that failed sets nothing, and after a failed call the block is aborted.
+# After the block: log what was seen, check that the session is usable,
+# release in autocommit.
+block_iteration() {
+    cat <<'PSQL'
+SELECT extract(epoch FROM clock_timestamp()) < :deadline AS go,
+       'lk-' || (1 + floor(random() * 5))::int AS res,
+       'b' || :w || '-' || md5(random()::text) AS owner,
+       random() < 0.5 AS roll_back, random() < 0.33 AS tight \gset
+\if :go
+\set got false
+\set proceeded false
+\set beat_ok false
+\set usable false
+BEGIN;
+\if :tight
+SET LOCAL statement_timeout = '5ms';
+\endif
+SELECT t AS token, t > 0 AS got, clock_timestamp() AS got_at
+  FROM coalesce(hc_lock_acquire(:'res', :'owner', '400 ms', 0), 0) AS t \gset
+\if :got
+SELECT status = 'PROCEED' AS proceeded, marker
+  FROM hc_attempt_begin(:'res', :'owner', :token, '0 seconds', 1000000) \gset
+SELECT hc_lock_heartbeat(:'res', :'owner', :token) AS beat, true AS beat_ok \gset
+\endif
+\if :roll_back
+ROLLBACK;
+\else
+COMMIT;
+\endif
+SELECT true AS usable \gset
+\if :usable
+\else
+\echo BROKEN-SESSION
+\endif
+\if :got
+INSERT INTO lk_log (worker, resource, owner, token, event, logged_at) VALUES (:w, :'res', :'owner', :token, 'acquired', :'got_at');
+\if :proceeded
+INSERT INTO lk_log (worker, resource, owner, token, event, marker) VALUES (:w, :'res', :'owner', :token, 'proceed', :'marker');
+\endif
+\if :beat_ok
+INSERT INTO lk_log (worker, resource, owner, token, event, at) VALUES (:w, :'res', :'owner', :token, 'heartbeat', :'beat');
+\endif
+SELECT hc_lock_release(:'res', :'owner', :token) AS released \gset
+INSERT INTO lk_log (worker, resource, owner, token, event) VALUES (:w, :'res', :'owner', :token, CASE WHEN :'released'::boolean THEN 'released' ELSE 'lost' END);
+\endif
+\endif
+PSQL
+}
+{
+    echo '\set ON_ERROR_STOP 0'
+    echo '\set VERBOSITY sqlstate'
+    for _ in $(seq 1 200); do block_iteration; done
+} >"$work/block.sql"
+log_start=$( [ -f "$server_log" ] && wc -c <"$server_log" || echo 0)
+
 deadline=$(q "SELECT extract(epoch FROM clock_timestamp()) + $seconds + 1")
 t0=$(date +%s.%N)
 pids=()
 for w in $(seq 1 "$workers"); do
-    psql -X -q -d "$db" -v w="$w" -v deadline="$deadline" -f "$work/worker.sql" \
-        >"$work/worker-$w.out" 2>"$work/worker-$w.err" &
+    kind=worker
+    [ "$w" -gt $((workers - block_workers)) ] && kind=block
+    psql -X -q -d "$db" -v w="$w" -v deadline="$deadline" -f "$work/$kind.sql" \
+        >"$work/$kind-$w.out" 2>"$work/$kind-$w.err" &
     pids+=($!)
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 t1=$(date +%s.%N)
-check "50 workers ran to the end" "$rc" "0"
+check "$workers workers ran to the end" "$rc" "0"
 unexpected=$(cat "$work"/worker-*.err | grep -v 'ERROR:  RS007$' | grep -c 'ERROR' || true)
 check "workers met no error but RS007 (a fenced-off heartbeat or attempt)" "$unexpected" "0"
 [ "$unexpected" != "0" ] && cat "$work"/worker-*.err | grep -v 'ERROR:  RS007$' | sed 's/^psql:[^ ]* //' | sort | uniq -c | head -5 | sed 's/^/#   /'
+unexpected=$(cat "$work"/block-*.err | grep -vE 'ERROR:  (RS007|57014|25P02)$' | grep -c 'ERROR' || true)
+check "workers in blocks met no error but RS007, 57014 (their 5 ms timeout) and 25P02 (in a block a timeout aborted)" "$unexpected" "0"
+[ "$unexpected" != "0" ] && cat "$work"/block-*.err | grep -vE 'ERROR:  (RS007|57014|25P02)$' | sed 's/^psql:[^ ]* //' | sort | uniq -c | head -5 | sed 's/^/#   /'
+check "no session was left in an aborted state after its block" "$(cat "$work"/block-*.out | grep -c BROKEN-SESSION)" "0"
+timeouts=$(cat "$work"/block-*.err | grep -c 'ERROR:  57014$')
+check "the 5 ms statement timeouts struck some calls" "$([ "$timeouts" -gt 0 ] && echo yes)" "yes"
+if [ -f "$server_log" ]; then
+    check "nothing in the server log at FATAL or PANIC meanwhile" \
+        "$(tail -c +$((log_start + 1)) "$server_log" | grep -cE '(FATAL|PANIC):')" "0"
+fi
 
 # The belief interval of each token: from the moment its worker had it (the
 # worker logs it right after hc_lock_acquire returned) to its last call that
@@ -166,11 +243,15 @@ check "no attempt marker lost: every PROCEED a worker saw is in the ledger" \
            WHERE l.event = 'proceed' AND NOT EXISTS (
                  SELECT FROM hc_ledger g WHERE g.kind = 'resource' AND g.entity_id = l.resource
                     AND g.event = 'attempt' AND g.detail::jsonb ->> 'marker' = l.marker)")" "0"
-check "attempts recorded = markers in the ledger = PROCEEDs the workers saw" \
-    "$(q "SELECT (SELECT coalesce(sum(total_attempts), 0) FROM hc_attempts) || '/' ||
-                 (SELECT count(*) FROM hc_ledger WHERE kind = 'resource' AND event = 'attempt') || '/' ||
-                 (SELECT count(*) FROM lk_log WHERE event = 'proceed')")" \
-    "$(q "SELECT count(*) || '/' || count(*) || '/' || count(*) FROM lk_log WHERE event = 'proceed'")"
+check "attempts recorded = markers in the ledger; each PROCEED a worker saw is one of them, once" \
+    "$(q "SELECT (SELECT coalesce(sum(total_attempts), 0) FROM hc_attempts) =
+                 (SELECT count(*) FROM hc_ledger WHERE kind = 'resource' AND event = 'attempt')
+             AND (SELECT count(*) FROM lk_log WHERE event = 'proceed') =
+                 (SELECT count(DISTINCT marker) FROM lk_log WHERE event = 'proceed')")" "t"
+check "PROCEEDs the workers in autocommit saw = their markers in the ledger" \
+    "$(q "SELECT count(*) FROM hc_ledger g WHERE g.kind = 'resource' AND g.event = 'attempt'
+             AND g.detail::jsonb ->> 'owner' LIKE 'w%'")" \
+    "$(q "SELECT count(*) FROM lk_log WHERE event = 'proceed' AND owner LIKE 'w%'")"
 check "crashed workers' leases were taken over" \
     "$(q "SELECT (SELECT count(*) FROM hc_ledger WHERE kind = 'resource' AND event = 'takeover') > 0")" "t"
 check "hc_check() is empty" "$(q "SELECT count(*) FROM hc_check()")" "0"
@@ -190,7 +271,8 @@ check "after a dump and restore the next token is higher than every earlier one"
 check "after a dump and restore hc_check() is empty" "$(rq "SELECT count(*) FROM hc_check()")" "0"
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $restored WITH (FORCE)" >/dev/null 2>&1
 
-echo "# $workers workers, 5 resources, stale_after 400 ms: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+echo "# calls in blocks that timed out after 5 ms: $timeouts"
+echo "# $workers workers ($block_workers in blocks), 5 resources, stale_after 400 ms: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
 echo "# $(q "SELECT string_agg(format('%s %s', event, n), ', ' ORDER BY event)
               FROM (SELECT event, count(*) n FROM hc_ledger WHERE kind = 'resource' GROUP BY event) s") (ledger)"
 echo "# $(q "SELECT string_agg(format('%s %s', event, n), ', ' ORDER BY event)
