@@ -26,8 +26,9 @@
 --   * Times come from clock_timestamp(), read once per call.
 -- Like the extension, these functions decide on the latest committed state,
 -- so they are meant for READ COMMITTED (each statement takes a new snapshot).
--- Unlike the extension, the lease functions cannot refuse to run inside a
--- transaction block from PL/pgSQL: the application calls them in autocommit.
+-- Unlike the extension, the lease and attempt functions here are not
+-- autonomous: they write in the caller's transaction, which the application
+-- must commit (in autocommit) before it acts on a token or a PROCEED.
 
 DROP SCHEMA IF EXISTS bench_plpgsql CASCADE;
 CREATE SCHEMA bench_plpgsql;
@@ -89,6 +90,16 @@ CREATE TABLE locks (
     acquired_at   timestamptz NOT NULL,
     heartbeat_at  timestamptz NOT NULL,
     stale_after   interval NOT NULL
+);
+
+CREATE TABLE attempts (
+    resource        text PRIMARY KEY,
+    status          text NOT NULL DEFAULT 'OPEN',
+    attempts        integer NOT NULL DEFAULT 0,
+    last_marker     text,
+    last_attempt_at timestamptz,
+    last_owner      text,
+    last_token      bigint
 );
 
 CREATE TABLE ledger (
@@ -677,6 +688,56 @@ BEGIN
     VALUES (clock_timestamp(), 'resource', resource, 'release', 'call',
             format('token %s of %s', token, owner));
     RETURN true;
+END
+$$;
+
+-- Before the external call: PROCEED (a new marker), COOLDOWN, MANUAL_REVIEW
+-- or COMPLETED, for the lease holder only; the lease row, then the
+-- attempt row, locked.
+CREATE FUNCTION attempt_begin(resource text, owner text, token bigint,
+                              cooldown interval DEFAULT '10 minutes', max_attempts integer DEFAULT 5,
+                              OUT status text, OUT attempt integer, OUT marker text)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    now timestamptz := clock_timestamp();
+    a bench_plpgsql.attempts;
+BEGIN
+    PERFORM bench_plpgsql.check_text(resource, 'resource', 64);
+    PERFORM bench_plpgsql.check_text(owner, 'owner', 64);
+    PERFORM FROM bench_plpgsql.locks l
+     WHERE l.resource = attempt_begin.resource AND l.owner = attempt_begin.owner
+       AND l.token = attempt_begin.token
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'lease on "%" is not held by "%" with token %', resource, owner, token
+            USING ERRCODE = 'RS007';
+    END IF;
+    INSERT INTO bench_plpgsql.attempts AS t (resource) VALUES (attempt_begin.resource)
+        ON CONFLICT DO NOTHING;
+    SELECT * INTO a FROM bench_plpgsql.attempts t WHERE t.resource = attempt_begin.resource FOR UPDATE;
+    IF a.status IN ('COMPLETED', 'MANUAL_REVIEW') THEN
+        status := a.status;
+    ELSIF a.attempts >= max_attempts THEN
+        UPDATE bench_plpgsql.attempts t SET status = 'MANUAL_REVIEW' WHERE t.resource = attempt_begin.resource;
+        INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, detail)
+        VALUES (now, 'resource', resource, 'review', 'call', format('%s attempts', a.attempts));
+        status := 'MANUAL_REVIEW';
+    ELSIF a.attempts > 0 AND now - a.last_attempt_at < cooldown THEN
+        status := 'COOLDOWN';
+    ELSE
+        a.attempts := a.attempts + 1;
+        a.last_marker := format('ATTEMPTED-%s-r%s-t%s', owner, a.attempts,
+                                floor(extract(epoch FROM now) * 1000)::bigint);
+        UPDATE bench_plpgsql.attempts t
+           SET attempts = a.attempts, last_marker = a.last_marker, last_attempt_at = now,
+               last_owner = attempt_begin.owner, last_token = attempt_begin.token
+         WHERE t.resource = attempt_begin.resource;
+        INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, detail)
+        VALUES (now, 'resource', resource, 'attempt', 'call', a.last_marker);
+        status := 'PROCEED';
+    END IF;
+    attempt := a.attempts;
+    marker := a.last_marker;
 END
 $$;
 

@@ -19,9 +19,17 @@ BEGIN {
     goal["release", "plpgsql"] = 1.0
     goal["finalize", "plpgsql"] = 1.0
     goal["unreserve", "plpgsql"] = 1.0
-    goal["lease_acquire", "plpgsql"] = 1.0
-    goal["lease_heartbeat", "plpgsql"] = 1.0
-    goal["lease_release", "plpgsql"] = 1.0
+    # issue 17: the lease and attempt calls, autonomous, against the PL/pgSQL
+    # port that is not, with synchronous_commit on (each call pays its own
+    # commit in its worker); off, the figures are shown without a goal
+    goal["lease_acquire", "plpgsql"] = 0.7
+    goal["lease_heartbeat", "plpgsql"] = 0.7
+    goal["lease_release", "plpgsql"] = 0.7
+    goal["lease_begin", "plpgsql"] = 0.7
+    sync_only["lease_acquire", "plpgsql"] = "on"
+    sync_only["lease_heartbeat", "plpgsql"] = "on"
+    sync_only["lease_release", "plpgsql"] = "on"
+    sync_only["lease_begin", "plpgsql"] = "on"
     goal["first_call", "after_analyze"] = 0.9     # after_create ÷ after_analyze: full speed at once
     nsc = 0
 }
@@ -142,7 +150,7 @@ END {
     printf "its two runs, close in time, and its median over the rounds. The whole run took %s s.\n", elapsed
     printf "The machine is shared: compare ratios, not absolute figures; \"rounds\" shows the spread.\n\n"
 
-    printf "## Targets of issue 9\n\n"
+    printf "## Targets of issues 9 and 17\n\n"
     printf "| target | synchronous_commit | holdcommit ÷ alternative | rounds (min–max) | goal | met |\n"
     printf "|---|---|---|---|---|---|\n"
     for (s = 1; s <= nsc; s++) {
@@ -155,8 +163,11 @@ END {
             for (y = 1; y <= nsy[sc]; y++) {
                 sy = sys[sc, y]
                 r = ratio(sc, va, sy)
-                printf "| %s | %s | %.2f | %.2f–%.2f | ≥ %.1f | %s |\n", lbl, sy, r, rlo, rhi, goal[sc, va],
-                    (r >= goal[sc, va]) ? "yes" : "**no**"
+                if (((sc, va) in sync_only) && sync_only[sc, va] != sy)
+                    printf "| %s | %s | %.2f | %.2f–%.2f | — | — |\n", lbl, sy, r, rlo, rhi
+                else
+                    printf "| %s | %s | %.2f | %.2f–%.2f | ≥ %.1f | %s |\n", lbl, sy, r, rlo, rhi, goal[sc, va],
+                        (r >= goal[sc, va]) ? "yes" : "**no**"
                 chart[lbl, sy] = r
             }
             if (chart_data != "") {

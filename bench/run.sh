@@ -55,7 +55,10 @@ test/server.sh start "$port" || die "server did not start"
 trap 'test/server.sh stop "$port"; rm -rf "$bench_work"' EXIT
 # test/server.sh turns fsync off for speed; here synchronous_commit = on must
 # pay for a real WAL flush, as it does in production.
+# A pool of lease workers as large as the most clients that make lease calls
+# at once (8), as doc/operations.md advises, so that no call waits for one.
 psql -X -q -d postgres -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET full_page_writes = on" \
+    -c "ALTER SYSTEM SET holdcommit.max_workers = 8" \
     -c "SELECT pg_reload_conf()" >/dev/null || die "could not turn fsync on"
 bench_install hc_bench || die "could not install holdcommit and the ports"
 

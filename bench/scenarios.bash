@@ -52,7 +52,7 @@ bench_has_leases() {
 
 bench_scenarios() {
     local s="hold refusal hot_product commit release finalize unreserve"
-    bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release"
+    bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release lease_begin"
     echo "$s first_call"
 }
 
@@ -62,6 +62,7 @@ bench_variants() {
     refusal)     echo "holdcommit plpgsql point_select" ;;
     hot_product) echo "holdcommit plpgsql pessimistic optimistic" ;;
     first_call)  echo "after_create after_analyze" ;;
+    lease_*)     echo "holdcommit holdcommit_in_block plpgsql bare_update" ;;
     memory)      echo "holdcommit" ;;
     *)           echo "holdcommit plpgsql" ;;
     esac
@@ -101,7 +102,8 @@ SQL
 }
 fresh_plpgsql() {
     echo "TRUNCATE bench_plpgsql.assets, bench_plpgsql.reservations, bench_plpgsql.inventory,
-          bench_plpgsql.stock_reservations, bench_plpgsql.locks, bench_plpgsql.ledger RESTART IDENTITY" | bq
+          bench_plpgsql.stock_reservations, bench_plpgsql.locks, bench_plpgsql.attempts,
+          bench_plpgsql.ledger RESTART IDENTITY" | bq
 }
 fresh_seed() {
     echo "TRUNCATE bench_seed.assets, bench_seed.reservations, bench_seed.inventories" | bq
@@ -126,6 +128,16 @@ fill_pool() {
         grep -q " outcomes=00000:$(($1 * $2)) "
 }
 
+# The steps of one lease call: alone (autocommit), or inside the caller's
+# transaction block (holdcommit_in_block).
+lease_steps() {
+    if [ "$variant" = holdcommit_in_block ]; then
+        printf -- '- BEGIN\n- %s\n- COMMIT\n' "$1"
+    else
+        printf -- '- %s\n' "$1"
+    fi
+}
+
 # Write the scenario file of SCENARIO/VARIANT to $bench_work/steps and load
 # its data; set pool_sql (empty: no pool) and pool_cycle.
 bench_prepare() {
@@ -137,6 +149,9 @@ bench_prepare() {
     case $variant in
     plpgsql) impl=plpgsql fn=bench_plpgsql. assets=bench_plpgsql.assets ;;
     seed_update_insert | bare_update | pessimistic | optimistic) impl=seed ;;
+    esac
+    case $scenario/$variant in
+    lease_*/bare_update) impl=plpgsql ;;
     esac
     "fresh_$impl" || return 1
 
@@ -214,21 +229,29 @@ STEPS
         pool_sql="SELECT reservation_id FROM bench_pool WHERE c = \$1::integer ORDER BY n"
         echo "- SELECT ${fn}$scenario(:'{p1}')" ;;
 
+    lease_*/bare_update)
+        # The least a lease call can be: one UPDATE of the client's lease row.
+        echo "INSERT INTO bench_plpgsql.locks (resource, owner, token, acquired_at, heartbeat_at, stale_after)
+              SELECT 'r-' || c, 'owner-' || c, 1, now(), now(), '3 minutes'
+                FROM generate_series(0, $clients - 1) c" | bq || return 1
+        echo "rows:RS006 UPDATE bench_plpgsql.locks SET heartbeat_at = clock_timestamp() WHERE resource = :'r-{c}'" ;;
     lease_acquire/*)
-        echo "- SELECT ${fn}lock_acquire(:'r-{c}-{i}', :'owner-{c}', :'3 minutes', :'0')" ;;
-    lease_heartbeat/* | lease_release/*)
+        lease_steps "SELECT ${fn}lock_acquire(:'r-{c}-{i}', :'owner-{c}', :'3 minutes', :'0')" ;;
+    lease_heartbeat/* | lease_release/* | lease_begin/*)
         # A heartbeat beats one lease per client over and over; a release ends
-        # a lease of the pool per call.
-        local leases=$pool
+        # a lease of the pool per call; a begin makes the first attempt of a
+        # lease of the pool per call (PROCEED, a marker).
+        local leases=$pool call=lock_${scenario#lease_}
         if [ "$scenario" = lease_heartbeat ]; then
             leases=1
             pool_cycle=-C
         fi
+        [ "$scenario" = lease_begin ] && call=attempt_begin
         fill_pool "$clients" "$leases" "resource text, owner text, token bigint" \
             ":'r-{c}-{i}', :'owner-{c}', ${fn}lock_acquire(:'r-{c}-{i}', :'owner-{c}', '3 minutes', 0)" ||
             return 1
         pool_sql="SELECT resource, owner, token FROM bench_pool WHERE c = \$1::integer ORDER BY n"
-        echo "- SELECT ${fn}lock_${scenario#lease_}(:'{p1}', :'{p2}', :'{p3}')" ;;
+        lease_steps "SELECT ${fn}$call(:'{p1}', :'{p2}', :'{p3}')" ;;
 
     memory/holdcommit)
         echo "INSERT INTO hc_assets (id) SELECT 'm-' || i FROM generate_series(0, 999) i" | bq || return 1

@@ -54,6 +54,7 @@
 #include "storage/latch.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/shm_mq.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -104,10 +105,14 @@ typedef struct PoolSlot
 	pid_t		pid;			/* the worker's, once it runs */
 	PGPROC	   *proc;
 	PGPROC	   *caller;			/* CLAIMED, POSTED, ANSWERED: who waits */
+	pid_t		caller_pid;
 	uint64		request;		/* the call it was last claimed for */
 	bool		caller_gone;	/* the caller stopped waiting */
-	TimestampTz idle_since;
+	TimestampTz idle_since;		/* IDLE: since when; STARTING: when it was started */
 } PoolSlot;
+
+/* A worker that has not connected this long after its start never will. */
+#define START_TIMEOUT_MS		10000
 
 typedef struct Pool
 {
@@ -594,6 +599,9 @@ pool_claim(const char *function)
 		{
 			PoolSlot   *slot = &pool->slots[i];
 
+			if (slot->state == SLOT_STARTING && slot->pid == 0 &&
+				TimestampDifferenceExceeds(slot->idle_since, GetCurrentTimestamp(), START_TIMEOUT_MS))
+				slot->state = SLOT_FREE;	/* its start failed, and its starter is gone */
 			if (slot->state == SLOT_FREE)
 			{
 				if (start < 0)
@@ -614,6 +622,7 @@ pool_claim(const char *function)
 			{
 				slot->state = SLOT_CLAIMED;
 				slot->caller = MyProc;
+				slot->caller_pid = MyProcPid;
 				slot->request = ++pool->last_request;
 				slot->caller_gone = false;
 				claimed = i;
@@ -625,6 +634,7 @@ pool_claim(const char *function)
 			pool->slots[start].state = SLOT_STARTING;
 			pool->slots[start].dboid = MyDatabaseId;
 			pool->slots[start].pid = 0;
+			pool->slots[start].idle_since = GetCurrentTimestamp();
 		}
 		else
 			start = -1;
@@ -697,23 +707,26 @@ pool_call(Flight *f, StringInfo req, Size *len)
 	worker = slot->proc;
 	SpinLockRelease(&pool->mutex);
 
+	/*
+	 * Our side of each queue first, so that setting the worker's side sets
+	 * only our own latch: the worker is woken once, by the request.
+	 */
 	request = shm_mq_create(pool_queue(f->slot, false), QUEUE_SIZE);
 	answer = shm_mq_create(pool_queue(f->slot, true), QUEUE_SIZE);
-	shm_mq_set_receiver(request, worker);
 	shm_mq_set_sender(request, MyProc);
-	shm_mq_set_sender(answer, worker);
+	shm_mq_set_receiver(request, worker);
 	shm_mq_set_receiver(answer, MyProc);
+	shm_mq_set_sender(answer, worker);
 	f->request = shm_mq_attach(request, NULL, NULL);
 	f->answer = shm_mq_attach(answer, NULL, NULL);
-	/* It fits in the queue: this does not wait for the worker. */
-	if (shm_mq_send(f->request, req->len, req->data, false, true) != SHM_MQ_SUCCESS)
-		elog(ERROR, "could not send the call to the holdcommit worker");
 
 	SpinLockAcquire(&pool->mutex);
 	if (slot->request == f->id && slot->state == SLOT_CLAIMED)
 		slot->state = SLOT_POSTED;
 	SpinLockRelease(&pool->mutex);
-	SetLatch(&worker->procLatch);
+	/* It fits in the queue: this wakes the worker and does not wait for it. */
+	if (shm_mq_send(f->request, req->len, req->data, false, true) != SHM_MQ_SUCCESS)
+		elog(ERROR, "could not send the call to the holdcommit worker");
 	return flight_await(f, len);
 }
 
@@ -761,9 +774,22 @@ once_call(Flight *f, StringInfo req, Size *len)
 	return reply;
 }
 
+/* The call in flight in this backend, for its exit. */
+static Flight *in_flight = NULL;
+
+/* A caller that exits while it waits (FATAL) lets its worker go. */
+static void
+caller_exit(int code, Datum arg)
+{
+	if (in_flight != NULL)
+		flight_end(in_flight);
+	in_flight = NULL;
+}
+
 Datum
 hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 {
+	static bool exit_registered = false;
 	CallShape  *shape = call_shape(fcinfo);
 	StringInfoData req;
 	Flight		f = {0};
@@ -778,6 +804,12 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 	request_build(&req, fcinfo, shape);
 	f.function = function;
 	f.slot = -1;
+	if (!exit_registered)
+	{
+		before_shmem_exit(caller_exit, (Datum) 0);
+		exit_registered = true;
+	}
+	in_flight = &f;
 	PG_TRY();
 	{
 		if (pool != NULL && hc_max_workers > 0)
@@ -787,6 +819,7 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 	}
 	PG_FINALLY();
 	{
+		in_flight = NULL;
 		flight_end(&f);
 	}
 	PG_END_TRY();
@@ -881,15 +914,16 @@ worker_run(char *data, Size len, StringInfo answer)
 		int			n;
 		int			i;
 
-		(void) set_config_option("synchronous_commit", sync, PGC_SUSET, PGC_S_SESSION,
-								 GUC_ACTION_LOCAL, true, 0, false);
+		if (strcmp(sync, GetConfigOption("synchronous_commit", false, false)) != 0)
+			(void) set_config_option("synchronous_commit", sync, PGC_SUSET, PGC_S_SESSION,
+									 GUC_ACTION_LOCAL, true, 0, false);
 		n = (int) pq_getmsgint(&req, 4);
 		for (i = 0; i < n; i++)
 		{
 			char	   *name = get_string(&req);
 			char	   *value = get_string(&req);
 
-			if (value != NULL)
+			if (value != NULL && strcmp(value, GetConfigOption(name, false, false)) != 0)
 				(void) set_config_option(name, value, PGC_SUSET, PGC_S_SESSION,
 										 GUC_ACTION_LOCAL, true, 0, false);
 		}
@@ -985,6 +1019,21 @@ pool_worker_exit(int code, Datum arg)
 	ConditionVariableBroadcast(&pool->changed);
 }
 
+/* The slot's answer is for a caller that has gone: the slot is idle again. */
+static void
+flight_orphaned(PoolSlot *slot, pid_t caller_pid)
+{
+	SpinLockAcquire(&pool->mutex);
+	if (slot->state == SLOT_ANSWERED && slot->caller_pid == caller_pid)
+	{
+		slot->state = SLOT_IDLE;
+		slot->caller = NULL;
+		slot->idle_since = GetCurrentTimestamp();
+	}
+	SpinLockRelease(&pool->mutex);
+	ConditionVariableBroadcast(&pool->changed);
+}
+
 /*
  * A pool worker: take the slot's calls one by one until it has been idle
  * for holdcommit.worker_idle_timeout, is asked to leave, or SIGTERM.
@@ -1025,6 +1074,7 @@ hc_worker_pool_main(Datum main_arg)
 	{
 		SlotState	state;
 		long		idle_ms = 0;
+		pid_t		caller_pid;
 
 		/* A cancel that came after its call was answered is for nobody. */
 		QueryCancelPending = false;
@@ -1034,6 +1084,13 @@ hc_worker_pool_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		SpinLockAcquire(&pool->mutex);
+		state = slot->state;
+		caller_pid = slot->caller_pid;
+		SpinLockRelease(&pool->mutex);
+		/* An answer nobody takes: its caller ended without letting go. */
+		if (state == SLOT_ANSWERED && BackendPidGetProc(caller_pid) == NULL)
+			flight_orphaned(slot, caller_pid);
 		SpinLockAcquire(&pool->mutex);
 		state = slot->state;
 		if (state == SLOT_IDLE)
@@ -1065,6 +1122,7 @@ hc_worker_pool_main(Datum main_arg)
 			continue;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 state == SLOT_ANSWERED ? 1000L :
 						 Max((long) hc_worker_idle_timeout * 1000L - idle_ms, 1),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
