@@ -45,14 +45,17 @@ typedef struct Attempt
 	int64		last_token;
 } Attempt;
 
-/* A resource's first attempt (or completion) starts from an empty row. */
+#define ATTEMPT_COLUMNS "status, attempts, last_marker, external_ref, last_attempt_at, last_owner, last_token"
+
+/*
+ * A resource's first attempt (or completion) starts from an empty row,
+ * which is this call's until it commits: as good as locked.
+ */
 static HcStatement add_attempts = {
 	"INSERT INTO hc_attempts (resource, updated_at) VALUES (:resource, :now)"
-	" ON CONFLICT (resource) DO NOTHING",
+	" ON CONFLICT (resource) DO NOTHING RETURNING " ATTEMPT_COLUMNS,
 	{{"resource", TEXTOID}, {"now", TIMESTAMPTZOID}}
 };
-
-#define ATTEMPT_COLUMNS "status, attempts, last_marker, external_ref, last_attempt_at, last_owner, last_token"
 
 static HcStatement lock_attempts = {
 	"SELECT " ATTEMPT_COLUMNS " FROM hc_attempts WHERE resource" EQ ":resource" " FOR UPDATE",
@@ -64,15 +67,30 @@ static HcStatement peek_attempts = {
 	{{"resource", TEXTOID}}
 };
 
+/*
+ * Record attempt n, its marker, and its ledger row in the resource's order
+ * (the lease row, locked already, moves its version on): one statement on
+ * the hot path of an ERP call.
+ */
 static HcStatement record_attempt = {
-	"UPDATE hc_attempts"
-	"   SET attempts = attempts" PLUS "1, total_attempts = total_attempts" PLUS "1,"
-	"       last_marker = :marker, last_attempt_at = :now, last_owner = :owner,"
-	"       last_token = :token, cooldown = :cooldown, max_attempts = :max_attempts,"
-	"       updated_at = :now"
-	" WHERE resource" EQ ":resource" " AND status" EQ "'OPEN'",
+	"WITH a AS ("
+	"  UPDATE hc_attempts"
+	"     SET attempts = attempts" PLUS "1, total_attempts = total_attempts" PLUS "1,"
+	"         last_marker = :marker, last_attempt_at = :now, last_owner = :owner,"
+	"         last_token = :token, cooldown = :cooldown, max_attempts = :max_attempts,"
+	"         updated_at = :now"
+	"   WHERE resource" EQ ":resource" " AND status" EQ "'OPEN'"
+	"  RETURNING resource),"
+	" v AS ("
+	"  UPDATE hc_locks SET version = version" PLUS "1"
+	"   WHERE resource" EQ ":resource" " AND EXISTS (SELECT FROM a)"
+	"  RETURNING version)"
+	HC_LEDGER_ROWS("'resource'", ":resource", "v.version", "'attempt'", "'call'", "NULL", "NULL",
+				   "0", "0", ":detail")
+	" FROM v RETURNING seq",
 	{{"resource", TEXTOID}, {"marker", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID},
-	 {"cooldown", INTERVALOID}, {"max_attempts", INT4OID}, {"now", TIMESTAMPTZOID}}
+	 {"cooldown", INTERVALOID}, {"max_attempts", INT4OID}, {"detail", TEXTOID},
+	 HC_LEDGER_PARAMS}
 };
 
 static HcStatement await_review = {
@@ -135,7 +153,11 @@ attempt_lock(HcCall *call, const char *resource, Attempt *a)
 
 	hc_args(&args, &add_attempts);
 	hc_bind_text(&args, "resource", resource);
-	hc_run(call, &args, SPI_OK_INSERT);
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
+	{
+		attempt_read(call, resource, a);
+		return;
+	}
 	hc_args(&args, &lock_attempts);
 	hc_bind_text(&args, "resource", resource);
 	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
@@ -266,11 +288,12 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		hc_bind(&args, "token", Int64GetDatum(token));
 		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
 		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
-		attempt_change(&call, &args, resource);
 		attempt_detail_holder(&detail, owner, token);
 		hc_detail_int(&detail, "attempt", a.attempts);
 		hc_detail_text(&detail, "marker", a.marker);
-		attempt_ledger(&call, resource, "attempt", hc_detail_done(&detail));
+		hc_bind_text(&args, "detail", hc_detail_done(&detail));
+		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
+			elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
 		outcome = "PROCEED";
 	}
 	hc_call_end(&call);
