@@ -40,6 +40,7 @@
 
 #include <signal.h>
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -66,6 +67,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timeout.h"
 
 #include "autonomous.h"
@@ -774,6 +776,20 @@ once_call(Flight *f, StringInfo req, Size *len)
 	return reply;
 }
 
+/* Was the function created or replaced by this transaction, not committed yet? */
+static pg_noinline bool
+defined_here(Oid fn_oid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+	bool		here;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fn_oid);
+	here = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data));
+	ReleaseSysCache(tup);
+	return here;
+}
+
 /* The call in flight in this backend, for its exit. */
 static Flight *in_flight = NULL;
 
@@ -801,6 +817,13 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("%s cannot run on a standby", function),
 				 errhint("Leases and attempts are written on the primary.")));
+	if (defined_here(fcinfo->flinfo->fn_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s cannot run in the transaction that created or updated extension \"holdcommit\"",
+						function),
+				 errdetail("The call runs in a transaction of its own, which cannot see the extension until this transaction commits."),
+				 errhint("Commit CREATE EXTENSION or ALTER EXTENSION first.")));
 	request_build(&req, fcinfo, shape);
 	f.function = function;
 	f.slot = -1;

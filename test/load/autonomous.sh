@@ -85,6 +85,7 @@ psql -X -q -d "$db" -c "SET deadlock_timeout = '10s'" -c "BEGIN" \
                              WHERE NOT l.granted AND s.backend_type = 'holdcommit worker');
           PERFORM pg_sleep(0.01); END LOOP; END \$\$" \
     -c "SELECT FROM hc_locks WHERE resource = 'C-3' FOR UPDATE" -c "COMMIT" >/dev/null 2>&1 &
+wait_for "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = '$db' AND query LIKE 'DO %')"
 caller deadlock "SELECT status FROM hc_attempt_begin('C-3', 'w1', 1, '0 seconds', 9);"
 wait
 check "deadlock: the caller gets 40P01 and its session is usable" \
@@ -130,6 +131,16 @@ check "pipeline: the next worker gets token 2 and sees the attempt" \
     "$(q "SELECT hc_lock_release('P-1', 'pipeline', 1)")/$(q "SELECT hc_lock_acquire('P-1', 'next', '1 hour', 0)")/$(q "SELECT (hc_attempt_begin('P-1', 'next', 2, '1 hour', 3)).status")" \
     "t/2/COOLDOWN"
 check "hc_check() is empty" "$(q "SELECT count(*) FROM hc_check()")" "0"
+
+# The transaction that creates the extension cannot call it: the worker
+# cannot see it yet.  A clear 55000, not a wait or a lookup failure.
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${db}_new" -c "CREATE DATABASE ${db}_new" >/dev/null 2>&1
+out=$(printf '%s\n' '\set VERBOSITY terse' 'BEGIN;' 'CREATE EXTENSION holdcommit;' \
+          "SELECT holdcommit.hc_lock_acquire('N-1', 'w1');" '\echo sqlstate :SQLSTATE' 'ROLLBACK;' 'SELECT 1;' |
+      psql -X -qAt -d "${db}_new" 2>&1 | tr '\n' ' ')
+check "the transaction that creates the extension gets 55000 from a lease call, and rolls back" "$out" \
+    "ERROR:  hc_lock_acquire cannot run in the transaction that created or updated extension \"holdcommit\" sqlstate 55000 1 "
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${db}_new WITH (FORCE)" >/dev/null 2>&1
 unset PGOPTIONS
 
 # max_worker_processes exhausted: with the preload (the launcher takes the
