@@ -1,0 +1,545 @@
+/*
+ * pool.c
+ *		The workers of the autonomous calls, pooled in shared memory when
+ *		holdcommit is preloaded: a slot per worker with its database, its
+ *		state and two queues.
+ *
+ * A caller claims an idle worker of its database, or starts one while fewer
+ * than holdcommit.max_workers run over all databases (an idle worker of
+ * another database is asked to leave to make room), or waits for one.  It
+ * writes its request into the slot's queues and posts it; the worker runs
+ * it, answers, and the caller, once it has taken the answer (or given up),
+ * makes the slot idle again: a slot's queues are re-created only while it
+ * is idle, never detached, so no caller touches the queues of another's
+ * call.  A worker idle for holdcommit.worker_idle_timeout leaves.  However
+ * a worker or a caller ends, the other learns it: a worker's exit frees its
+ * slot and wakes its caller; a caller's exit, or an answer nobody takes
+ * because its caller has gone, makes the slot idle.
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "autonomous.h"
+#include "autonomous_int.h"
+#include "holdcommit.h"
+
+PGDLLEXPORT void hc_worker_pool_main(Datum main_arg);
+
+typedef enum SlotState
+{
+	SLOT_FREE = 0,				/* no worker */
+	SLOT_STARTING,				/* a worker is being started for dboid */
+	SLOT_IDLE,					/* its worker waits for a call */
+	SLOT_CLAIMED,				/* a caller is writing its request */
+	SLOT_POSTED,				/* the request is there: the worker runs it */
+	SLOT_ANSWERED,				/* the answer is there for the caller to take */
+	SLOT_LEAVING				/* its worker is asked to leave, or leaves */
+} SlotState;
+
+typedef struct PoolSlot
+{
+	SlotState	state;
+	Oid			dboid;
+	pid_t		pid;			/* the worker's, once it runs */
+	PGPROC	   *proc;
+	PGPROC	   *caller;			/* CLAIMED, POSTED, ANSWERED: who waits */
+	pid_t		caller_pid;
+	uint64		request;		/* the call it was last claimed for */
+	bool		caller_gone;	/* the caller stopped waiting */
+	TimestampTz idle_since;		/* IDLE: since when; STARTING: when it was started */
+} PoolSlot;
+
+typedef struct Pool
+{
+	slock_t		mutex;
+	ConditionVariable changed;	/* a slot became idle or free */
+	uint64		last_request;
+	int			nslots;
+	PoolSlot	slots[FLEXIBLE_ARRAY_MEMBER];
+} Pool;
+
+/* A worker that has not connected this long after its start never will. */
+#define START_TIMEOUT_MS		10000
+
+static Pool *pool = NULL;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* In a pool worker: its slot, and the call it is running. */
+static int	serving_slot = -1;
+static uint64 serving_request = 0;
+
+/* Where the slots end and the queues (two per slot) begin. */
+static Size
+pool_queues_offset(int nslots)
+{
+	return MAXALIGN(add_size(offsetof(Pool, slots), mul_size(nslots, sizeof(PoolSlot))));
+}
+
+/* One slot per possible background worker: no more workers can run. */
+static Size
+pool_size(void)
+{
+	return add_size(pool_queues_offset(max_worker_processes),
+					mul_size(max_worker_processes, 2 * QUEUE_SIZE));
+}
+
+static shm_mq *
+pool_queue(int slot, bool answer)
+{
+	return (shm_mq *) ((char *) pool + pool_queues_offset(pool->nslots) +
+					   (Size) slot * 2 * QUEUE_SIZE + (answer ? QUEUE_SIZE : 0));
+}
+
+static void
+pool_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(pool_size());
+}
+
+static void
+pool_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	pool = ShmemInitStruct("holdcommit workers", pool_size(), &found);
+	if (!found)
+	{
+		memset(pool, 0, pool_queues_offset(max_worker_processes));
+		SpinLockInit(&pool->mutex);
+		ConditionVariableInit(&pool->changed);
+		pool->nslots = max_worker_processes;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+hc_autonomous_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = pool_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = pool_shmem_startup;
+}
+
+/* Is there a pool to use? */
+bool
+pool_ready(void)
+{
+	return pool != NULL && hc_max_workers > 0;
+}
+
+/* 53000: no background worker could be started. */
+void
+no_worker(const char *function, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+			 errmsg("%s could not start a holdcommit worker", function),
+			 errdetail("All max_worker_processes (%d) background workers are in use.",
+					   max_worker_processes),
+			 errhint("%s", hint)));
+}
+
+/* Start a pool worker in the slot the caller took for it. */
+static bool
+pool_start(int i, bool *stopped)
+{
+	BackgroundWorker worker = {0};
+	BackgroundWorkerHandle *handle;
+	pid_t		pid;
+
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "holdcommit");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "hc_worker_pool_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "holdcommit worker for database %u", MyDatabaseId);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "holdcommit worker");
+	worker.bgw_main_arg = Int32GetDatum(i);
+	worker.bgw_notify_pid = MyProcPid;
+	*stopped = false;
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		*stopped = true;
+	else if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
+		*stopped = true;
+	if (*stopped)
+	{
+		SpinLockAcquire(&pool->mutex);
+		if (pool->slots[i].state == SLOT_STARTING && pool->slots[i].pid == 0)
+			pool->slots[i].state = SLOT_FREE;
+		SpinLockRelease(&pool->mutex);
+	}
+	return !*stopped;
+}
+
+/*
+ * Claim an idle worker of this database.  None idle: start one while fewer
+ * than holdcommit.max_workers run, asking an idle worker of another
+ * database to leave if that makes room; otherwise wait for one.
+ */
+static int
+pool_claim(const char *function)
+{
+	int			claimed = -1;
+
+	for (;;)
+	{
+		int			running = 0;
+		int			start = -1;
+		int			leaver = -1;
+		PGPROC	   *leaver_proc = NULL;
+		bool		ours = false;
+		bool		starting = false;
+		bool		stopped;
+		int			i;
+
+		SpinLockAcquire(&pool->mutex);
+		for (i = 0; i < pool->nslots && claimed < 0; i++)
+		{
+			PoolSlot   *slot = &pool->slots[i];
+
+			if (slot->state == SLOT_STARTING && slot->pid == 0 &&
+				TimestampDifferenceExceeds(slot->idle_since, GetCurrentTimestamp(), START_TIMEOUT_MS))
+				slot->state = SLOT_FREE;	/* its start failed, and its starter is gone */
+			if (slot->state == SLOT_FREE)
+			{
+				if (start < 0)
+					start = i;
+				continue;
+			}
+			running++;
+			if (slot->dboid != MyDatabaseId)
+			{
+				if (slot->state == SLOT_IDLE && leaver < 0)
+					leaver = i;
+				continue;
+			}
+			ours = true;
+			if (slot->state == SLOT_STARTING)
+				starting = true;
+			if (slot->state == SLOT_IDLE)
+			{
+				slot->state = SLOT_CLAIMED;
+				slot->caller = MyProc;
+				slot->caller_pid = MyProcPid;
+				slot->request = ++pool->last_request;
+				slot->caller_gone = false;
+				claimed = i;
+			}
+		}
+		/* One start at a time per database: it is idle once it has connected. */
+		if (claimed < 0 && start >= 0 && !starting && running < hc_max_workers)
+		{
+			pool->slots[start].state = SLOT_STARTING;
+			pool->slots[start].dboid = MyDatabaseId;
+			pool->slots[start].pid = 0;
+			pool->slots[start].idle_since = GetCurrentTimestamp();
+		}
+		else
+			start = -1;
+		if (claimed < 0 && start < 0 && !ours && leaver >= 0)
+		{
+			pool->slots[leaver].state = SLOT_LEAVING;
+			leaver_proc = pool->slots[leaver].proc;
+		}
+		SpinLockRelease(&pool->mutex);
+
+		if (claimed >= 0)
+			break;
+		if (leaver_proc != NULL)
+			SetLatch(&leaver_proc->procLatch);
+		if (start >= 0)
+		{
+			if (!pool_start(start, &stopped) && !ours)
+				no_worker(function, "Raise max_worker_processes (doc/operations.md counts what holdcommit takes), then try again.");
+			continue;
+		}
+		(void) ConditionVariableTimedSleep(&pool->changed, 1000, PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+	return claimed;
+}
+
+/*
+ * The caller is done with the call, with its answer or without (an error,
+ * a cancel): the worker is free for the next call once it has answered.
+ * The pool's queues are only ever re-created in a slot that is idle, never
+ * detached, so no caller can touch the queues of another's call.
+ */
+void
+pool_end(Flight *f)
+{
+	PoolSlot   *slot;
+
+	if (f->slot < 0)
+		return;
+	slot = &pool->slots[f->slot];
+	SpinLockAcquire(&pool->mutex);
+	if (slot->request == f->id)
+	{
+		slot->caller_gone = true;
+		if (slot->state == SLOT_CLAIMED || slot->state == SLOT_ANSWERED)
+		{
+			slot->state = slot->pid != 0 ? SLOT_IDLE : SLOT_FREE;
+			slot->caller = NULL;
+			slot->idle_since = GetCurrentTimestamp();
+		}
+	}
+	SpinLockRelease(&pool->mutex);
+	ConditionVariableBroadcast(&pool->changed);
+	f->slot = -1;
+}
+
+/* Send the request to a worker of the pool: its answer comes in f->answer. */
+void
+pool_call(Flight *f, StringInfo req)
+{
+	PoolSlot   *slot;
+	shm_mq	   *request;
+	shm_mq	   *answer;
+	PGPROC	   *worker;
+
+	f->slot = pool_claim(f->function);
+	slot = &pool->slots[f->slot];
+	SpinLockAcquire(&pool->mutex);
+	f->id = slot->request;
+	worker = slot->proc;
+	SpinLockRelease(&pool->mutex);
+
+	/*
+	 * Our side of each queue first, so that setting the worker's side sets
+	 * only our own latch: the worker is woken once, by the request.
+	 */
+	request = shm_mq_create(pool_queue(f->slot, false), QUEUE_SIZE);
+	answer = shm_mq_create(pool_queue(f->slot, true), QUEUE_SIZE);
+	shm_mq_set_sender(request, MyProc);
+	shm_mq_set_receiver(request, worker);
+	shm_mq_set_receiver(answer, MyProc);
+	shm_mq_set_sender(answer, worker);
+	f->request = shm_mq_attach(request, NULL, NULL);
+	f->answer = shm_mq_attach(answer, NULL, NULL);
+
+	SpinLockAcquire(&pool->mutex);
+	if (slot->request == f->id && slot->state == SLOT_CLAIMED)
+		slot->state = SLOT_POSTED;
+	SpinLockRelease(&pool->mutex);
+	/* It fits in the queue: this wakes the worker and does not wait for it. */
+	if (shm_mq_send(f->request, req->len, req->data, false, true) != SHM_MQ_SUCCESS)
+		elog(ERROR, "could not send the call to the holdcommit worker");
+}
+
+/*
+ * The pool's worker of the call: its pid while it runs it, 0 when it is
+ * gone without an answer, -1 when it has answered.
+ */
+pid_t
+pool_flight_worker(Flight *f)
+{
+	PoolSlot   *slot = &pool->slots[f->slot];
+	pid_t		pid = 0;
+
+	SpinLockAcquire(&pool->mutex);
+	if (slot->request == f->id && slot->state == SLOT_POSTED)
+		pid = slot->pid;
+	else if (slot->request == f->id && slot->state == SLOT_ANSWERED)
+		pid = -1;
+	SpinLockRelease(&pool->mutex);
+	return pid;
+}
+
+bool
+hc_autonomous_caller_gone(void)
+{
+	bool		gone = false;
+
+	if (serving_slot >= 0)
+	{
+		SpinLockAcquire(&pool->mutex);
+		gone = pool->slots[serving_slot].caller_gone ||
+			pool->slots[serving_slot].request != serving_request;
+		SpinLockRelease(&pool->mutex);
+	}
+	return gone;
+}
+
+/*
+ * However a pool worker ends: its slot is free, unless an answer waits in
+ * it for its caller, who frees it then; a caller waiting for it learns it.
+ */
+static void
+pool_worker_exit(int code, Datum arg)
+{
+	PoolSlot   *slot = &pool->slots[DatumGetInt32(arg)];
+	PGPROC	   *caller = NULL;
+
+	SpinLockAcquire(&pool->mutex);
+	if (slot->pid == MyProcPid || slot->pid == 0)
+	{
+		if (slot->state == SLOT_CLAIMED || slot->state == SLOT_POSTED ||
+			slot->state == SLOT_ANSWERED)
+			caller = slot->caller;
+		if (slot->state != SLOT_ANSWERED)
+			slot->state = SLOT_FREE;
+		slot->pid = 0;
+		slot->proc = NULL;
+	}
+	SpinLockRelease(&pool->mutex);
+	if (caller != NULL)
+		SetLatch(&caller->procLatch);
+	ConditionVariableBroadcast(&pool->changed);
+}
+
+/* The slot's answer is for a caller that has gone: the slot is idle again. */
+static void
+flight_orphaned(PoolSlot *slot, pid_t caller_pid)
+{
+	SpinLockAcquire(&pool->mutex);
+	if (slot->state == SLOT_ANSWERED && slot->caller_pid == caller_pid)
+	{
+		slot->state = SLOT_IDLE;
+		slot->caller = NULL;
+		slot->idle_since = GetCurrentTimestamp();
+	}
+	SpinLockRelease(&pool->mutex);
+	ConditionVariableBroadcast(&pool->changed);
+}
+
+/*
+ * A pool worker: take the slot's calls one by one until it has been idle
+ * for holdcommit.worker_idle_timeout, is asked to leave, or SIGTERM.
+ */
+void
+hc_worker_pool_main(Datum main_arg)
+{
+	int			i = DatumGetInt32(main_arg);
+	PoolSlot   *slot = &pool->slots[i];
+	MemoryContext call_context;
+	Oid			dboid;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	autonomous_serving = true;
+	serving_slot = i;
+	SpinLockAcquire(&pool->mutex);
+	dboid = slot->state == SLOT_STARTING ? slot->dboid : InvalidOid;
+	SpinLockRelease(&pool->mutex);
+	if (!OidIsValid(dboid))
+		proc_exit(0);
+	before_shmem_exit(pool_worker_exit, Int32GetDatum(i));
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	worker_settings();
+	call_context = AllocSetContextCreate(TopMemoryContext, "holdcommit call",
+										 ALLOCSET_DEFAULT_SIZES);
+
+	SpinLockAcquire(&pool->mutex);
+	slot->pid = MyProcPid;
+	slot->proc = MyProc;
+	slot->state = SLOT_IDLE;
+	slot->idle_since = GetCurrentTimestamp();
+	SpinLockRelease(&pool->mutex);
+	ConditionVariableBroadcast(&pool->changed);
+
+	for (;;)
+	{
+		SlotState	state;
+		long		idle_ms = 0;
+		pid_t		caller_pid;
+
+		/* A cancel that came after its call was answered is for nobody. */
+		QueryCancelPending = false;
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		SpinLockAcquire(&pool->mutex);
+		state = slot->state;
+		caller_pid = slot->caller_pid;
+		SpinLockRelease(&pool->mutex);
+		/* An answer nobody takes: its caller ended without letting go. */
+		if (state == SLOT_ANSWERED && BackendPidGetProc(caller_pid) == NULL)
+			flight_orphaned(slot, caller_pid);
+		SpinLockAcquire(&pool->mutex);
+		state = slot->state;
+		if (state == SLOT_IDLE)
+		{
+			idle_ms = TimestampDifferenceMilliseconds(slot->idle_since, GetCurrentTimestamp());
+			if (idle_ms >= (long) hc_worker_idle_timeout * 1000L || hc_max_workers == 0)
+				state = slot->state = SLOT_LEAVING;
+		}
+		serving_request = slot->request;
+		SpinLockRelease(&pool->mutex);
+
+		if (state == SLOT_LEAVING)
+			proc_exit(0);
+		if (state == SLOT_POSTED)
+		{
+			worker_serve(pool_queue(i, false), pool_queue(i, true), NULL, call_context);
+			SpinLockAcquire(&pool->mutex);
+			if (slot->caller_gone)
+			{
+				slot->state = SLOT_IDLE;
+				slot->caller = NULL;
+				slot->idle_since = GetCurrentTimestamp();
+			}
+			else
+				slot->state = SLOT_ANSWERED;
+			SpinLockRelease(&pool->mutex);
+			ConditionVariableBroadcast(&pool->changed);
+			pgstat_report_stat(false);
+			continue;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 state == SLOT_ANSWERED ? 1000L :
+						 Max((long) hc_worker_idle_timeout * 1000L - idle_ms, 1),
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* DDL needs the database to itself: its idle workers leave. */
+void
+hc_autonomous_retire(Oid dboid)
+{
+	PGPROC	   *leavers[64];
+	int			n = 0;
+	int			i;
+
+	if (pool == NULL)
+		return;
+	SpinLockAcquire(&pool->mutex);
+	for (i = 0; i < pool->nslots && n < (int) lengthof(leavers); i++)
+		if (pool->slots[i].dboid == dboid && pool->slots[i].state == SLOT_IDLE)
+		{
+			pool->slots[i].state = SLOT_LEAVING;
+			leavers[n++] = pool->slots[i].proc;
+		}
+	SpinLockRelease(&pool->mutex);
+	for (i = 0; i < n; i++)
+		SetLatch(&leavers[i]->procLatch);
+}
