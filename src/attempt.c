@@ -380,7 +380,7 @@ Datum
 hc_attempt_reset(PG_FUNCTION_ARGS)
 {
 	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
-	char	   *note = hc_arg_text(fcinfo, 1, "note");
+	char	   *note = hc_arg_note(fcinfo, 1, "note");
 	HcCall		call;
 	Attempt		a;
 	HcArgs		args;

@@ -57,8 +57,12 @@
 #include "autonomous.h"
 #include "autonomous_int.h"
 
-/* Is pid among the processes that the worker waits for, directly or not? */
-static bool
+/*
+ * Is pid among the processes that the worker waits for, directly or not?
+ * A lock wait is an edge (pg_blocking_pids), and so is a caller waiting for
+ * its pool worker: the deadlock detector sees the first, only we the second.
+ */
+bool
 worker_waits_for(pid_t worker, pid_t pid)
 {
 	List	   *todo = list_make1_int(worker);
@@ -68,6 +72,7 @@ worker_waits_for(pid_t worker, pid_t pid)
 	while (todo != NIL && !found && list_length(seen) < 64)
 	{
 		int			next = linitial_int(todo);
+		pid_t		worker_of_next;
 		ArrayType  *blockers;
 		Datum	   *elems;
 		int			n;
@@ -77,6 +82,9 @@ worker_waits_for(pid_t worker, pid_t pid)
 		if (list_member_int(seen, next))
 			continue;
 		seen = lappend_int(seen, next);
+		worker_of_next = pool_worker_of(next);
+		if (worker_of_next != 0)
+			todo = lappend_int(todo, worker_of_next);
 		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(next)));
 		deconstruct_array(blockers, INT4OID, 4, true, TYPALIGN_INT, &elems, NULL, &n);
 		for (i = 0; i < n; i++)
@@ -166,7 +174,7 @@ flight_await(Flight *f, Size *len)
 				ereport(ERROR,
 						(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
 						 errmsg("%s waits for a lock that this transaction holds", f->function),
-						 errdetail("holdcommit makes the change in a transaction of its own, which needs a lock this transaction took: it changed a row of hc_locks or hc_attempts, locked one of holdcommit's tables, or altered the extension. Nothing was changed."),
+						 errdetail("holdcommit makes the change in a transaction of its own, which waits for a lock this transaction took: it changed a row of hc_locks or hc_attempts, locked one of holdcommit's tables, or altered the extension. The call is cancelled."),
 						 errhint("Commit those changes before calling %s, or call it outside this transaction.",
 								 f->function)));
 			}
@@ -198,7 +206,9 @@ once_call(Flight *f, StringInfo req, Size *len)
 	shm_mq	   *answer;
 	char	   *reply;
 
-	*(Oid *) base = MyDatabaseId;
+	f->once = (OnceHeader *) base;
+	f->once->dboid = MyDatabaseId;
+	f->once->caller_gone = false;
 	request = shm_mq_create(base + ONCE_HEADER, QUEUE_SIZE);
 	answer = shm_mq_create(base + ONCE_HEADER + QUEUE_SIZE, QUEUE_SIZE);
 	shm_mq_set_sender(request, MyProc);
@@ -221,6 +231,7 @@ once_call(Flight *f, StringInfo req, Size *len)
 	if (shm_mq_send(f->request, req->len, req->data, false, true) != SHM_MQ_SUCCESS)
 		flight_lost(f);
 	reply = flight_await(f, len);
+	f->once = NULL;
 	dsm_detach(seg);
 	return reply;
 }
@@ -242,12 +253,24 @@ defined_here(Oid fn_oid)
 /* The call in flight in this backend, for its exit. */
 static Flight *in_flight = NULL;
 
+/*
+ * The caller is done with the call, with its answer or without (an error, a
+ * cancel, its exit): the worker is let go.
+ */
+static void
+flight_end(Flight *f)
+{
+	if (f->once != NULL)
+		f->once->caller_gone = true;	/* the segment goes with the transaction */
+	pool_end(f);
+}
+
 /* A caller that exits while it waits (FATAL) lets its worker go. */
 static void
 caller_exit(int code, Datum arg)
 {
 	if (in_flight != NULL)
-		pool_end(in_flight);
+		flight_end(in_flight);
 	in_flight = NULL;
 }
 
@@ -266,6 +289,10 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("%s cannot run on a standby", function),
 				 errhint("Leases and attempts are written on the primary.")));
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("%s cannot run in a read-only transaction", function)));
 	if (defined_here(fcinfo->flinfo->fn_oid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -274,6 +301,10 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 				 errdetail("The call runs in a transaction of its own, which cannot see the extension until this transaction commits."),
 				 errhint("Commit CREATE EXTENSION or ALTER EXTENSION first.")));
 	request_build(&req, fcinfo, shape);
+	/* Every argument is bounded: a request always fits in its queue. */
+	if (req.len > QUEUE_SIZE / 2)
+		elog(ERROR, "the arguments of %s take %d bytes, more than a holdcommit worker takes",
+			 function, req.len);
 	f.function = function;
 	f.slot = -1;
 	if (!exit_registered)
@@ -295,7 +326,7 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 	PG_FINALLY();
 	{
 		in_flight = NULL;
-		pool_end(&f);
+		flight_end(&f);
 	}
 	PG_END_TRY();
 	return answer_take(fcinfo, shape, answer, len);

@@ -16,8 +16,14 @@
 /* Each way of a call: a request or an answer is a few hundred bytes. */
 #define QUEUE_SIZE				8192
 
-/* The segment of a worker of one call: its database, then the two queues. */
-#define ONCE_HEADER				MAXALIGN(sizeof(Oid))
+/* The segment of a worker of one call: this header, then the two queues. */
+typedef struct OnceHeader
+{
+	Oid			dboid;
+	bool		caller_gone;	/* the caller stopped waiting */
+} OnceHeader;
+
+#define ONCE_HEADER				MAXALIGN(sizeof(OnceHeader))
 
 /* The storage of a function's arguments and result. */
 typedef struct CallShape
@@ -38,10 +44,12 @@ typedef struct Flight
 	BackgroundWorkerHandle *handle; /* a worker of one call */
 	shm_mq_handle *request;
 	shm_mq_handle *answer;
+	OnceHeader *once;			/* a worker of one call: its segment's header */
 } Flight;
 
 /* remote.c */
 extern bool autonomous_serving;
+extern volatile OnceHeader *autonomous_once;	/* in a worker of one call */
 extern CallShape *call_shape(FunctionCallInfo fcinfo);
 extern void request_build(StringInfo req, FunctionCallInfo fcinfo, const CallShape *shape);
 extern Datum answer_take(FunctionCallInfo fcinfo, const CallShape *shape, char *data, Size len);
@@ -55,5 +63,9 @@ extern void pool_call(Flight *f, StringInfo req);
 extern pid_t pool_flight_worker(Flight *f);
 extern void pool_end(Flight *f);
 extern void no_worker(const char *function, const char *hint);
+extern pid_t pool_worker_of(pid_t caller);
+
+/* autonomous.c */
+extern bool worker_waits_for(pid_t worker, pid_t pid);
 
 #endif							/* HOLDCOMMIT_AUTONOMOUS_INT_H */

@@ -46,6 +46,7 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	call->outer = CurrentMemoryContext;
 	call->schema = schema;
 	call->point_lookups = point_lookups;
+	call->latest = false;
 
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
 	call->actor = actor;

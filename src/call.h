@@ -23,6 +23,7 @@ typedef struct HcCall
 	MemoryContext outer;		/* where results outlive SPI_finish */
 	Oid			schema;			/* the extension's schema */
 	bool		point_lookups;	/* plan for point lookups (all but hc_check) */
+	bool		latest;			/* read the latest committed state, whatever the isolation */
 	Oid			save_userid;
 	int			save_sec_context;
 } HcCall;

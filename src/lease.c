@@ -344,6 +344,8 @@ lease_session_take(FunctionCallInfo fcinfo, const char *function, const char *re
 	MemoryContext old;
 
 	hc_call_begin_read(&call, fcinfo, function);
+	/* What the workers committed, also under REPEATABLE READ. */
+	call.latest = true;
 	foreach(lc, session_bindings)
 		if (strcmp((char *) lfirst(lc), resource) != 0 && !lease_bound_here(&call, lfirst(lc)))
 			stale = lappend(stale, lfirst(lc));
@@ -697,7 +699,9 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	{
 		Datum		released = hc_autonomous(fcinfo, "hc_lock_release");
 
-		lease_session_let_go(resource);
+		/* A release that freed nothing leaves the binding as it is. */
+		if (DatumGetBool(released))
+			lease_session_let_go(resource);
 		return released;
 	}
 	hc_call_begin(&call, fcinfo, "hc_lock_release");

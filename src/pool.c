@@ -57,8 +57,10 @@ typedef struct PoolSlot
 {
 	SlotState	state;
 	Oid			dboid;
-	pid_t		pid;			/* the worker's, once it runs */
+	pid_t		pid;			/* the worker's, once it runs; 0: gone (or not yet) */
 	PGPROC	   *proc;
+	uint32		generation;		/* of the worker started for it: a late one knows it is late */
+	bool		leave;			/* its database is about to be dropped: leave once idle */
 	PGPROC	   *caller;			/* CLAIMED, POSTED, ANSWERED: who waits */
 	pid_t		caller_pid;
 	uint64		request;		/* the call it was last claimed for */
@@ -82,8 +84,9 @@ static Pool *pool = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-/* In a pool worker: its slot, and the call it is running. */
+/* In a pool worker: its slot, its generation there, and the call it is running. */
 static int	serving_slot = -1;
+static uint32 serving_generation = 0;
 static uint64 serving_request = 0;
 
 /* Where the slots end and the queues (two per slot) begin. */
@@ -163,9 +166,9 @@ no_worker(const char *function, const char *hint)
 			 errhint("%s", hint)));
 }
 
-/* Start a pool worker in the slot the caller took for it. */
+/* Start a pool worker in the slot the caller took for it (generation gen). */
 static bool
-pool_start(int i, bool *stopped)
+pool_start(int i, uint32 gen, bool *stopped)
 {
 	BackgroundWorker worker = {0};
 	BackgroundWorkerHandle *handle;
@@ -179,6 +182,7 @@ pool_start(int i, bool *stopped)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "holdcommit worker for database %u", MyDatabaseId);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "holdcommit worker");
 	worker.bgw_main_arg = Int32GetDatum(i);
+	memcpy(worker.bgw_extra, &gen, sizeof(gen));
 	worker.bgw_notify_pid = MyProcPid;
 	*stopped = false;
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
@@ -188,11 +192,43 @@ pool_start(int i, bool *stopped)
 	if (*stopped)
 	{
 		SpinLockAcquire(&pool->mutex);
-		if (pool->slots[i].state == SLOT_STARTING && pool->slots[i].pid == 0)
+		if (pool->slots[i].state == SLOT_STARTING && pool->slots[i].generation == gen)
 			pool->slots[i].state = SLOT_FREE;
 		SpinLockRelease(&pool->mutex);
+		ConditionVariableBroadcast(&pool->changed);
 	}
 	return !*stopped;
+}
+
+/*
+ * Waiting for a worker of this database while every one of them waits for
+ * a lock this transaction holds would never end: 40P01 instead.
+ */
+static void
+pool_check_stuck(const char *function)
+{
+	pid_t	   *workers = palloc(sizeof(pid_t) * pool->nslots);
+	int			n = 0;
+	int			i;
+	bool		stuck;
+
+	SpinLockAcquire(&pool->mutex);
+	for (i = 0; i < pool->nslots; i++)
+		if (pool->slots[i].dboid == MyDatabaseId && pool->slots[i].state == SLOT_POSTED &&
+			pool->slots[i].pid != 0)
+			workers[n++] = pool->slots[i].pid;
+	SpinLockRelease(&pool->mutex);
+	stuck = n > 0;
+	for (i = 0; i < n && stuck; i++)
+		stuck = worker_waits_for(workers[i], MyProcPid);
+	pfree(workers);
+	if (stuck)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+				 errmsg("%s waits for a holdcommit worker, and every one waits for a lock that this transaction holds",
+						function),
+				 errhint("Commit this transaction's changes to hc_locks or hc_attempts before calling %s, or raise holdcommit.max_workers.",
+						 function)));
 }
 
 /*
@@ -204,6 +240,7 @@ static int
 pool_claim(const char *function)
 {
 	int			claimed = -1;
+	TimestampTz waiting_since = 0;
 
 	for (;;)
 	{
@@ -214,8 +251,10 @@ pool_claim(const char *function)
 		bool		ours = false;
 		bool		starting = false;
 		bool		stopped;
+		uint32		gen = 0;
 		int			i;
 
+		CHECK_FOR_INTERRUPTS();
 		SpinLockAcquire(&pool->mutex);
 		for (i = 0; i < pool->nslots && claimed < 0; i++)
 		{
@@ -240,7 +279,7 @@ pool_claim(const char *function)
 			ours = true;
 			if (slot->state == SLOT_STARTING)
 				starting = true;
-			if (slot->state == SLOT_IDLE)
+			if (slot->state == SLOT_IDLE && !slot->leave)
 			{
 				slot->state = SLOT_CLAIMED;
 				slot->caller = MyProc;
@@ -256,7 +295,10 @@ pool_claim(const char *function)
 			pool->slots[start].state = SLOT_STARTING;
 			pool->slots[start].dboid = MyDatabaseId;
 			pool->slots[start].pid = 0;
+			pool->slots[start].proc = NULL;
+			pool->slots[start].leave = false;
 			pool->slots[start].idle_since = GetCurrentTimestamp();
+			gen = ++pool->slots[start].generation;
 		}
 		else
 			start = -1;
@@ -273,11 +315,21 @@ pool_claim(const char *function)
 			SetLatch(&leaver_proc->procLatch);
 		if (start >= 0)
 		{
-			if (!pool_start(start, &stopped) && !ours)
+			if (pool_start(start, gen, &stopped))
+				continue;
+			if (!ours)
 				no_worker(function, "Raise max_worker_processes (doc/operations.md counts what holdcommit takes), then try again.");
-			continue;
+			/* No room now: wait for a worker of ours, as when the pool is full. */
 		}
-		(void) ConditionVariableTimedSleep(&pool->changed, 1000, PG_WAIT_EXTENSION);
+		if (waiting_since == 0)
+			waiting_since = GetCurrentTimestamp();
+		else if (TimestampDifferenceExceeds(waiting_since, GetCurrentTimestamp(), DeadlockTimeout))
+		{
+			pool_check_stuck(function);
+			waiting_since = GetCurrentTimestamp();
+		}
+		(void) ConditionVariableTimedSleep(&pool->changed, Min(DeadlockTimeout, 1000),
+										   PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
 	return claimed;
@@ -293,6 +345,7 @@ void
 pool_end(Flight *f)
 {
 	PoolSlot   *slot;
+	PGPROC	   *leaver = NULL;
 
 	if (f->slot < 0)
 		return;
@@ -300,15 +353,21 @@ pool_end(Flight *f)
 	SpinLockAcquire(&pool->mutex);
 	if (slot->request == f->id)
 	{
+		if (slot->leave)
+			leaver = slot->proc;
 		slot->caller_gone = true;
-		if (slot->state == SLOT_CLAIMED || slot->state == SLOT_ANSWERED)
+		if (slot->pid == 0 && slot->state != SLOT_STARTING)
+			slot->state = SLOT_FREE;	/* its worker has gone: the slot is ours to free */
+		else if (slot->state == SLOT_CLAIMED || slot->state == SLOT_ANSWERED)
 		{
-			slot->state = slot->pid != 0 ? SLOT_IDLE : SLOT_FREE;
+			slot->state = SLOT_IDLE;
 			slot->caller = NULL;
 			slot->idle_since = GetCurrentTimestamp();
 		}
 	}
 	SpinLockRelease(&pool->mutex);
+	if (leaver != NULL)
+		SetLatch(&leaver->procLatch);
 	ConditionVariableBroadcast(&pool->changed);
 	f->slot = -1;
 }
@@ -355,6 +414,23 @@ pool_call(Flight *f, StringInfo req)
  * The pool's worker of the call: its pid while it runs it, 0 when it is
  * gone without an answer, -1 when it has answered.
  */
+/* The pool worker running a call for caller, if any (0: none). */
+pid_t
+pool_worker_of(pid_t caller)
+{
+	pid_t		worker = 0;
+	int			i;
+
+	if (pool == NULL)
+		return 0;
+	SpinLockAcquire(&pool->mutex);
+	for (i = 0; i < pool->nslots && worker == 0; i++)
+		if (pool->slots[i].state == SLOT_POSTED && pool->slots[i].caller_pid == caller)
+			worker = pool->slots[i].pid;
+	SpinLockRelease(&pool->mutex);
+	return worker;
+}
+
 pid_t
 pool_flight_worker(Flight *f)
 {
@@ -375,6 +451,8 @@ hc_autonomous_caller_gone(void)
 {
 	bool		gone = false;
 
+	if (autonomous_once != NULL)
+		return autonomous_once->caller_gone;
 	if (serving_slot >= 0)
 	{
 		SpinLockAcquire(&pool->mutex);
@@ -386,8 +464,9 @@ hc_autonomous_caller_gone(void)
 }
 
 /*
- * However a pool worker ends: its slot is free, unless an answer waits in
- * it for its caller, who frees it then; a caller waiting for it learns it.
+ * However a pool worker ends: its slot is free, unless a caller is using it,
+ * who frees it then; a caller waiting for it learns it.  A worker that came
+ * too late for its slot (another generation holds it) leaves it alone.
  */
 static void
 pool_worker_exit(int code, Datum arg)
@@ -396,12 +475,16 @@ pool_worker_exit(int code, Datum arg)
 	PGPROC	   *caller = NULL;
 
 	SpinLockAcquire(&pool->mutex);
-	if (slot->pid == MyProcPid || slot->pid == 0)
+	if (slot->generation == serving_generation && (slot->pid == MyProcPid || slot->pid == 0))
 	{
+		/*
+		 * A caller that holds the slot's queues frees the slot itself, once
+		 * it has seen the worker gone: nobody may re-create them before.
+		 */
 		if (slot->state == SLOT_CLAIMED || slot->state == SLOT_POSTED ||
 			slot->state == SLOT_ANSWERED)
 			caller = slot->caller;
-		if (slot->state != SLOT_ANSWERED)
+		else
 			slot->state = SLOT_FREE;
 		slot->pid = 0;
 		slot->proc = NULL;
@@ -439,13 +522,17 @@ hc_worker_pool_main(Datum main_arg)
 	MemoryContext call_context;
 	Oid			dboid;
 
+	bool		late;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	autonomous_serving = true;
 	serving_slot = i;
+	memcpy(&serving_generation, MyBgworkerEntry->bgw_extra, sizeof(serving_generation));
 	SpinLockAcquire(&pool->mutex);
-	dboid = slot->state == SLOT_STARTING ? slot->dboid : InvalidOid;
+	dboid = slot->state == SLOT_STARTING && slot->generation == serving_generation ?
+		slot->dboid : InvalidOid;
 	SpinLockRelease(&pool->mutex);
 	if (!OidIsValid(dboid))
 		proc_exit(0);
@@ -455,12 +542,19 @@ hc_worker_pool_main(Datum main_arg)
 	call_context = AllocSetContextCreate(TopMemoryContext, "holdcommit call",
 										 ALLOCSET_DEFAULT_SIZES);
 
+	/* Still the slot's worker after connecting (not given up on as too slow)? */
 	SpinLockAcquire(&pool->mutex);
-	slot->pid = MyProcPid;
-	slot->proc = MyProc;
-	slot->state = SLOT_IDLE;
-	slot->idle_since = GetCurrentTimestamp();
+	late = slot->state != SLOT_STARTING || slot->generation != serving_generation;
+	if (!late)
+	{
+		slot->pid = MyProcPid;
+		slot->proc = MyProc;
+		slot->state = SLOT_IDLE;
+		slot->idle_since = GetCurrentTimestamp();
+	}
 	SpinLockRelease(&pool->mutex);
+	if (late)
+		proc_exit(0);
 	ConditionVariableBroadcast(&pool->changed);
 
 	for (;;)
@@ -489,7 +583,8 @@ hc_worker_pool_main(Datum main_arg)
 		if (state == SLOT_IDLE)
 		{
 			idle_ms = TimestampDifferenceMilliseconds(slot->idle_since, GetCurrentTimestamp());
-			if (idle_ms >= (long) hc_worker_idle_timeout * 1000L || hc_max_workers == 0)
+			if (idle_ms >= (long) hc_worker_idle_timeout * 1000L || hc_max_workers == 0 ||
+				slot->leave)
 				state = slot->state = SLOT_LEAVING;
 		}
 		serving_request = slot->request;
@@ -522,24 +617,30 @@ hc_worker_pool_main(Datum main_arg)
 	}
 }
 
-/* DDL needs the database to itself: its idle workers leave. */
+/*
+ * DDL needs the database to itself: its workers leave as soon as they are
+ * idle, and no caller claims them meanwhile.
+ */
 void
 hc_autonomous_retire(Oid dboid)
 {
-	PGPROC	   *leavers[64];
+	PGPROC	  **leavers;
 	int			n = 0;
 	int			i;
 
 	if (pool == NULL)
 		return;
+	leavers = palloc(sizeof(PGPROC *) * pool->nslots);
 	SpinLockAcquire(&pool->mutex);
-	for (i = 0; i < pool->nslots && n < (int) lengthof(leavers); i++)
-		if (pool->slots[i].dboid == dboid && pool->slots[i].state == SLOT_IDLE)
+	for (i = 0; i < pool->nslots; i++)
+		if (pool->slots[i].dboid == dboid && pool->slots[i].state != SLOT_FREE)
 		{
-			pool->slots[i].state = SLOT_LEAVING;
-			leavers[n++] = pool->slots[i].proc;
+			pool->slots[i].leave = true;
+			if (pool->slots[i].proc != NULL)
+				leavers[n++] = pool->slots[i].proc;
 		}
 	SpinLockRelease(&pool->mutex);
 	for (i = 0; i < n; i++)
 		SetLatch(&leavers[i]->procLatch);
+	pfree(leavers);
 }

@@ -34,13 +34,14 @@ PGDLLEXPORT void hc_worker_once_main(Datum main_arg);
 
 /* The settings of the caller that the worker runs the call with. */
 static const char *const caller_settings[] = {
-	"lock_timeout", "statement_timeout", "holdcommit.max_ttl"
+	"lock_timeout", "statement_timeout", "holdcommit.max_ttl", "lc_messages"
 };
 
 /* Longer texts are cut, so that an answer always fits in its queue. */
 #define ANSWER_TEXT_MAX		2000
 
 bool		autonomous_serving = false;	/* this process is a worker */
+volatile OnceHeader *autonomous_once = NULL;
 static int32 caller_pid = 0;	/* the session of the call being run */
 static TimestampTz caller_started = 0;
 
@@ -373,11 +374,12 @@ hc_worker_once_main(Datum main_arg)
 	if (seg == NULL)
 		proc_exit(0);			/* the caller has gone: nothing to do */
 	base = dsm_segment_address(seg);
+	autonomous_once = (OnceHeader *) base;
 	request = (shm_mq *) (base + ONCE_HEADER);
 	answer = (shm_mq *) (base + ONCE_HEADER + QUEUE_SIZE);
 	shm_mq_set_receiver(request, MyProc);
 	shm_mq_set_sender(answer, MyProc);
-	BackgroundWorkerInitializeConnectionByOid(*(Oid *) base, InvalidOid, 0);
+	BackgroundWorkerInitializeConnectionByOid(autonomous_once->dboid, InvalidOid, 0);
 	worker_settings();
 	worker_serve(request, answer, seg,
 				 AllocSetContextCreate(TopMemoryContext, "holdcommit call",

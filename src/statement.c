@@ -20,6 +20,7 @@
 #include "utils/guc.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
 
 #include "statement.h"
 
@@ -194,7 +195,11 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 		else
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}
-	rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
+	if (call->latest)
+		rc = SPI_execute_snapshot(plan, args->values, args->nulls, GetLatestSnapshot(),
+								  InvalidSnapshot, true, false, 0);
+	else
+		rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
 	/* SPI leaves us in its procedure context; stay where the caller was. */
 	MemoryContextSwitchTo(mine);
 	if (rc != expected)

@@ -67,6 +67,24 @@ hc_arg_text(FunctionCallInfo fcinfo, int argno, const char *name)
 }
 
 /*
+ * An operator's note (empty is the caller's to refuse): it travels to the
+ * worker with the call, so it is bounded.
+ */
+char *
+hc_arg_note(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	char	   *note = hc_arg_text(fcinfo, argno, name);
+
+	if (strlen(note) > HC_MAX_NOTE_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", name),
+				 errdetail("It is %d bytes long; the limit is %d bytes.", (int) strlen(note),
+						   HC_MAX_NOTE_BYTES)));
+	return note;
+}
+
+/*
  * An interval as microseconds, a month counting as 30 days, as interval
  * comparison does; past the int64 range, the largest value of its sign (the
  * days' sign, or with none the time's).

@@ -10,7 +10,10 @@
 #   - a worker terminated mid-call: a clear error, the pool goes on;
 #   - a pipeline (psycopg's pipeline(), libpq's pipeline mode) whose last
 #     statement fails: the lease and the marker stay;
-#   - max_worker_processes exhausted, with and without the preload: 53000.
+#   - crossed waits of two sessions through their workers, a full pool whose
+#     worker waits for its caller: 40P01;
+#   - max_worker_processes exhausted, with and without the preload: 53000;
+#     no room for a second worker while one is busy: the call waits.
 # Prints "ok - ..." / "not ok - ..."; exits 0.
 . "$(dirname "$0")/lib.bash"
 load_setup hc_load_autonomous 20
@@ -93,6 +96,39 @@ check "deadlock: the caller gets 40P01 and its session is usable" \
 check "deadlock: nothing of the failed begin was kept" \
     "$(q "SELECT attempts FROM hc_attempts WHERE resource = 'C-3'")" "1"
 
+# Two sessions, each holding a lease row in its block, each calling on the
+# other's row: their workers wait for the sessions, the sessions for their
+# workers.  Each caller follows the waits through the other's worker.
+q "SELECT hc_lock_acquire('D-1', 'w1', '1 hour', 0), hc_lock_acquire('D-2', 'w1', '1 hour', 0)" >/dev/null
+for pair in "D-1 D-2" "D-2 D-1"; do
+    set -- $pair
+    printf '%s\n' '\set ON_ERROR_STOP 0' '\set VERBOSITY terse' "SET application_name = 'cross-$1';" 'BEGIN;' \
+        "UPDATE hc_locks SET heartbeat_at = heartbeat_at WHERE resource = '$1';" 'SELECT pg_sleep(0.5);' \
+        "SELECT hc_lock_heartbeat('$2', 'w1', 1) IS NOT NULL AS beat;" '\echo sqlstate :SQLSTATE' \
+        'ROLLBACK;' 'SELECT 1 AS usable;' |
+        timeout 30 psql -X -qAt -d "$db" >"$work/cross-$1.out" 2>&1 &
+done
+wait
+check "crossed waits through two workers: a 40P01 within seconds, both sessions usable" \
+    "$(cat "$work"/cross-D-*.out | grep -c 'sqlstate 40P01' | sed 's/^[12]$/yes/')/$(cat "$work"/cross-D-*.out | grep -c '^1$')" "yes/2"
+
+# A full pool (one worker) whose worker waits for this transaction: the
+# caller does not wait for a worker for ever.
+q "ALTER SYSTEM SET holdcommit.max_workers = 1" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+psql -X -q -d "$db" -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'holdcommit worker'" >/dev/null
+printf '%s\n' '\set ON_ERROR_STOP 0' '\set VERBOSITY terse' 'SET deadlock_timeout = 200;' 'BEGIN;' \
+    "UPDATE hc_locks SET heartbeat_at = heartbeat_at WHERE resource = 'D-1';" 'SELECT pg_sleep(1);' \
+    "SELECT hc_lock_heartbeat('D-2', 'w1', 1) IS NOT NULL AS beat;" '\echo sqlstate :SQLSTATE' 'ROLLBACK;' 'SELECT 1 AS usable;' |
+    timeout 30 psql -X -qAt -d "$db" >"$work/full.out" 2>&1 &
+sleep 0.3
+caller full-waiter "SELECT hc_lock_heartbeat('D-1', 'w1', 1) IS NOT NULL AS beat;"
+wait
+check "full pool, its worker waiting for the caller: 40P01 for the caller, the waiting call then served" \
+    "$(grep -c 'every one waits for a lock that this transaction holds' "$work/full.out")/$(tail -2 "$work/full.out" | tr '\n' ' ')/$(grep -c '^t$' "$work/full-waiter.out")" \
+    "1/sqlstate 40P01 1 /1"
+q "ALTER SYSTEM RESET holdcommit.max_workers" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
+
 # A worker terminated while it waits: the caller learns it, the pool goes on.
 hold_rows C-1 1
 caller terminated "SELECT hc_lock_heartbeat('C-1', 'w1', 1) IS NOT NULL AS beat;"
@@ -159,5 +195,30 @@ exhausted() {
         "ERROR:  hc_lock_acquire could not start a holdcommit worker sqlstate 53000 1 "
 }
 exhausted "preloaded, max_worker_processes = 1" $((PGPORT + 11)) holdcommit 1
+
+# No room for a second worker while the only one is busy (max_worker_processes
+# 3: the logical replication launcher, holdcommit's launcher, one worker): a call waits for
+# it, and its statement_timeout still ends the wait.
+port=$((PGPORT + 11))
+if HC_PRELOAD=holdcommit HC_MAX_WORKER_PROCESSES=3 test/server.sh start "$port" >/dev/null 2>&1; then
+    sq() { psql -X -qAt -h "${TMPDIR:-/tmp}/holdcommit-$port" -p "$port" -d postgres "$@"; }
+    sq -c "CREATE EXTENSION holdcommit" -c "SELECT holdcommit.hc_lock_acquire('W-1', 'w1')" >/dev/null
+    sq -c "BEGIN" -c "SELECT FROM holdcommit.hc_locks WHERE resource = 'W-1' FOR UPDATE" -c "SELECT pg_sleep(3)" \
+        -c "COMMIT" >/dev/null 2>&1 &
+    sleep 0.5
+    sq -c "SELECT holdcommit.hc_lock_heartbeat('W-1', 'w1', 1)" >/dev/null 2>&1 &
+    sleep 0.5
+    t0=$(date +%s%N)
+    out=$(printf '%s\n' '\set VERBOSITY terse' "SET statement_timeout = '500ms';" \
+              "SELECT holdcommit.hc_lock_acquire('W-2', 'w2');" '\echo sqlstate :SQLSTATE' 'SELECT 1;' |
+          sq 2>&1 | tr '\n' ' ')
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    wait
+    test/server.sh stop "$port"
+    check "no room for a second worker: the call waits, and its statement_timeout ends it (57014, under 2 s)" \
+        "$out/$((ms < 2000))" "ERROR:  canceling statement due to statement timeout sqlstate 57014 1 /1"
+else
+    echo "not ok - max_worker_processes = 3: a server starts"
+fi
 exhausted "not preloaded, max_worker_processes = 0" $((PGPORT + 11)) "" 0
 exit 0

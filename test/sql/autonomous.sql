@@ -194,4 +194,16 @@ ROLLBACK;
 SELECT lease_state('X-own-lock') AS unchanged, lease_state('X-own-lock-2') AS not_taken;
 RESET deadlock_timeout;
 
+------------------------------------------------------------------------------
+-- A read-only transaction is refused: the call would write.  An operator's
+-- note is bounded, as every argument is.
+------------------------------------------------------------------------------
+BEGIN READ ONLY;
+SELECT hc_lock_acquire('X-read-only', 'w1', '1 hour', 0);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT hc_attempt_reset('X-all', repeat('n', 1001));
+\echo :LAST_ERROR_SQLSTATE
+SELECT lease_state('X-read-only');
+
 SELECT * FROM hc_check();

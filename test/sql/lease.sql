@@ -209,6 +209,16 @@ ROLLBACK;
 SELECT owner, token, session_pid = pg_backend_pid() AS bound_to_me FROM hc_locks WHERE resource = 'L-6';
 SELECT owner, session_alive FROM hc_lease_status WHERE resource = 'L-6';
 SELECT hc_lock_acquire('L-6', 'worker-h', '1 hour', 0) IS NULL AS busy;
+-- A release with a wrong token frees nothing and keeps the binding alive.
+SELECT hc_lock_release('L-6', 'worker-g', 1) AS released;
+SELECT owner, session_alive FROM hc_lease_status WHERE resource = 'L-6';
+-- Bound under REPEATABLE READ, twice: both bindings stay alive.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT hc_lock_acquire_session('L-7', 'worker-i', '1 hour', 0) AS token;
+SELECT hc_lock_acquire_session('L-8', 'worker-i', '1 hour', 0) AS token;
+COMMIT;
+SELECT resource, owner, session_alive FROM hc_lease_status WHERE resource IN ('L-6', 'L-7', 'L-8') ORDER BY resource;
+SELECT hc_lock_acquire('L-7', 'worker-j', '1 hour', 0) IS NULL AS busy;
 
 SELECT * FROM hc_check();
 
