@@ -252,16 +252,18 @@ pool_claim(const char *function)
 		bool		starting = false;
 		bool		stopped;
 		uint32		gen = 0;
+		TimestampTz now;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
+		now = GetCurrentTimestamp();
 		SpinLockAcquire(&pool->mutex);
 		for (i = 0; i < pool->nslots && claimed < 0; i++)
 		{
 			PoolSlot   *slot = &pool->slots[i];
 
 			if (slot->state == SLOT_STARTING && slot->pid == 0 &&
-				TimestampDifferenceExceeds(slot->idle_since, GetCurrentTimestamp(), START_TIMEOUT_MS))
+				TimestampDifferenceExceeds(slot->idle_since, now, START_TIMEOUT_MS))
 				slot->state = SLOT_FREE;	/* its start failed, and its starter is gone */
 			if (slot->state == SLOT_FREE)
 			{
@@ -297,7 +299,7 @@ pool_claim(const char *function)
 			pool->slots[start].pid = 0;
 			pool->slots[start].proc = NULL;
 			pool->slots[start].leave = false;
-			pool->slots[start].idle_since = GetCurrentTimestamp();
+			pool->slots[start].idle_since = now;
 			gen = ++pool->slots[start].generation;
 		}
 		else
