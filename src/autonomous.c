@@ -201,7 +201,7 @@ once_call(Flight *f, StringInfo req, Size *len)
 {
 	dsm_segment *seg = dsm_create(ONCE_HEADER + 2 * QUEUE_SIZE, 0);
 	char	   *base = dsm_segment_address(seg);
-	BackgroundWorker worker = {0};
+	BackgroundWorker worker;
 	shm_mq	   *request;
 	shm_mq	   *answer;
 	char	   *reply;
@@ -214,15 +214,9 @@ once_call(Flight *f, StringInfo req, Size *len)
 	shm_mq_set_sender(request, MyProc);
 	shm_mq_set_receiver(answer, MyProc);
 
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "holdcommit");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "hc_worker_once_main");
+	worker_describe(&worker, "hc_worker_once_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "holdcommit worker for pid %d", MyProcPid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "holdcommit worker");
 	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
-	worker.bgw_notify_pid = MyProcPid;
 	if (!RegisterDynamicBackgroundWorker(&worker, &f->handle))
 		no_worker(f->function, "Raise max_worker_processes, or preload holdcommit so that its workers are pooled (doc/operations.md).");
 

@@ -54,6 +54,7 @@ extern CallShape *call_shape(FunctionCallInfo fcinfo);
 extern void request_build(StringInfo req, FunctionCallInfo fcinfo, const CallShape *shape);
 extern Datum answer_take(FunctionCallInfo fcinfo, const CallShape *shape, char *data, Size len);
 extern void worker_settings(void);
+extern void worker_describe(BackgroundWorker *worker, const char *main_function);
 extern void worker_serve(shm_mq *request, shm_mq *answer, dsm_segment *seg,
 						 MemoryContext call_context);
 

@@ -170,20 +170,14 @@ no_worker(const char *function, const char *hint)
 static bool
 pool_start(int i, uint32 gen, bool *stopped)
 {
-	BackgroundWorker worker = {0};
+	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
 	pid_t		pid;
 
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "holdcommit");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "hc_worker_pool_main");
+	worker_describe(&worker, "hc_worker_pool_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "holdcommit worker for database %u", MyDatabaseId);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "holdcommit worker");
 	worker.bgw_main_arg = Int32GetDatum(i);
 	memcpy(worker.bgw_extra, &gen, sizeof(gen));
-	worker.bgw_notify_pid = MyProcPid;
 	*stopped = false;
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 		*stopped = true;

@@ -37,6 +37,20 @@ static const char *const caller_settings[] = {
 	"lock_timeout", "statement_timeout", "holdcommit.max_ttl", "lc_messages"
 };
 
+/* A holdcommit worker that runs calls, started by main_function, for this backend. */
+void
+worker_describe(BackgroundWorker *worker, const char *main_function)
+{
+	memset(worker, 0, sizeof(BackgroundWorker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "holdcommit");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", main_function);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "holdcommit worker");
+	worker->bgw_notify_pid = MyProcPid;
+}
+
 /* Longer texts are cut, so that an answer always fits in its queue. */
 #define ANSWER_TEXT_MAX		2000
 
