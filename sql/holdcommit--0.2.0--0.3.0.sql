@@ -187,6 +187,31 @@ COMMENT ON FUNCTION @extschema@.hc_grant_monitor(regrole) IS
 REVOKE ALL ON FUNCTION @extschema@.hc_grant_monitor(regrole) FROM PUBLIC;
 
 ------------------------------------------------------------------------------
+-- The bounded sweeper: what it does in every database, from shared memory
+------------------------------------------------------------------------------
+
+ALTER TABLE @extschema@.hc_sweeper_status ADD COLUMN last_error_sqlstate text;
+COMMENT ON COLUMN @extschema@.hc_sweeper_status.last_error_sqlstate IS
+    'The SQLSTATE of last_error.';
+
+CREATE FUNCTION @extschema@.hc_sweeper_state(
+    OUT database name, OUT state text, OUT reason text, OUT installed boolean, OUT pid integer,
+    OUT last_start timestamptz, OUT last_end timestamptz, OUT last_swept timestamptz,
+    OUT next_run timestamptz, OUT runs bigint, OUT failures bigint,
+    OUT expired_holds bigint, OUT expired_reservations bigint,
+    OUT last_error_sqlstate text, OUT last_error_at timestamptz, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'hc_sweeper_databases' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION @extschema@.hc_sweeper_state() IS
+    'The background sweeper in every database of the server, from shared memory: see hc_sweeper_databases.';
+REVOKE ALL ON FUNCTION @extschema@.hc_sweeper_state() FROM PUBLIC;
+
+CREATE VIEW @extschema@.hc_sweeper_databases AS
+    SELECT * FROM @extschema@.hc_sweeper_state();
+COMMENT ON VIEW @extschema@.hc_sweeper_databases IS
+    'Every database of the server: whether the background sweeper sweeps it, and if not, why (state, reason).';
+
+------------------------------------------------------------------------------
 -- Grants kept
 ------------------------------------------------------------------------------
 

@@ -55,11 +55,12 @@ static const char *const app_keyless_tables[] = {
 
 /* What an operator's tooling adds: stock, assets, resets, and everything to read. */
 static const char *const operator_functions[] = {
-	"hc_asset_add", "hc_stock_set", "hc_stock_adjust", "hc_attempt_reset", "hc_sweep", NULL
+	"hc_asset_add", "hc_stock_set", "hc_stock_adjust", "hc_attempt_reset", "hc_sweep",
+	"hc_sweeper_state", NULL
 };
 static const char *const operator_tables[] = {
 	"hc_reservations", "hc_stock_reservations", "hc_idempotency_keys", "hc_ledger",
-	"hc_overview", NULL
+	"hc_overview", "hc_sweeper_databases", NULL
 };
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */

@@ -16,7 +16,7 @@
 #include "autonomous.h"
 #include "errors.h"
 #include "holdcommit.h"
-#include "worker.h"
+#include "sweeper.h"
 
 PG_MODULE_MAGIC;
 
@@ -28,6 +28,9 @@ bool		hc_log_refusals = false;
 int			hc_sweep_interval = 30;
 int			hc_sweep_batch_size = 1000;
 char	   *hc_sweep_databases = NULL;
+int			hc_max_sweepers = 2;
+int			hc_sweep_time_slice = 10000;
+int			hc_max_databases = 256;
 bool		hc_notify_enabled = false;
 int			hc_max_workers = 4;
 int			hc_worker_idle_timeout = 60;
@@ -55,7 +58,7 @@ hc_check_databases(char **newval, void **extra, GucSource source)
  * configuration file, ALTER DATABASE/ROLE) may change them; the sweeper's
  * are read from the configuration file (SIGHUP).  Keep refusals out of the
  * server log (errors.c).  Then, only while shared_preload_libraries is
- * processed, set up the background sweeper (worker.c).
+ * processed, set up the background sweeper (sweeper_state.c).
  */
 void
 _PG_init(void)
@@ -106,7 +109,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("holdcommit.sweep_interval",
-							"How often the background sweeper runs in each database; 0 turns it off.",
+							"How often the background sweeper runs in each database with holdcommit; 0 turns it off.",
 							"Takes effect on reload; needs holdcommit in shared_preload_libraries.",
 							&hc_sweep_interval,
 							30, 0, INT_MAX / 1000,
@@ -126,6 +129,28 @@ _PG_init(void)
 							   "",
 							   PGC_SIGHUP, GUC_LIST_INPUT,
 							   hc_check_databases, NULL, NULL);
+
+	DefineCustomIntVariable("holdcommit.max_sweepers",
+							"The most background sweepers that run at once, over all databases.",
+							"Each takes a slot of max_worker_processes while its run lasts.",
+							&hc_max_sweepers,
+							2, 1, MAX_BACKENDS,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.sweep_time_slice",
+							"The longest a background sweeper's run in one database lasts before it lets the next database have its turn.",
+							"Its statements time out when the slice is over.",
+							&hc_sweep_time_slice,
+							10000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.max_databases",
+							"The most databases the background sweeper keeps track of.",
+							"Its table lives in shared memory: a restart is needed to change it.",
+							&hc_max_databases,
+							256, 1, 100000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("holdcommit.max_workers",
 							"The most background workers that run lease and attempt calls at once, over all databases.",
@@ -148,6 +173,6 @@ _PG_init(void)
 	hc_preloaded = process_shared_preload_libraries_in_progress;
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	hc_worker_init();
+	hc_sweeper_init();
 	hc_autonomous_init();
 }

@@ -13,6 +13,9 @@ extern bool hc_log_refusals;
 extern int	hc_sweep_interval;
 extern int	hc_sweep_batch_size;
 extern char *hc_sweep_databases;
+extern int	hc_max_sweepers;
+extern int	hc_sweep_time_slice;	/* milliseconds */
+extern int	hc_max_databases;
 extern bool hc_notify_enabled;
 extern int	hc_max_workers;
 extern int	hc_worker_idle_timeout;

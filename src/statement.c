@@ -169,7 +169,8 @@ hc_bind_text(HcArgs *args, const char *name, const char *value)
  * Run a statement with a fresh snapshot (read_only = false), as a statement
  * of a READ COMMITTED transaction does, check that SPI answered as expected,
  * return the number of rows.  The rows stay in SPI_tuptable until the next
- * statement; copy what must outlive it.
+ * statement, which frees them (a loop of statements stays in flat memory);
+ * copy what must outlive it.
  */
 uint64
 hc_run(HcCall *call, HcArgs *args, int expected)
@@ -195,6 +196,7 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 		else
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}
+	SPI_freetuptable(SPI_tuptable);
 	if (call->latest)
 		rc = SPI_execute_snapshot(plan, args->values, args->nulls, GetLatestSnapshot(),
 								  InvalidSnapshot, true, false, 0);

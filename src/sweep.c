@@ -16,7 +16,7 @@
  * transition checks the row's own status under its lock, so two sweeps at
  * once (or a sweep and a call) release each reservation exactly once.  hc_sweep() called by hand runs in
  * the caller's transaction and commits nothing itself; the worker
- * (worker.c) commits after every batch.
+ * (sweeper.c) commits after every batch.
  */
 #include "postgres.h"
 
@@ -24,6 +24,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
 #include "statement.h"
@@ -44,9 +45,9 @@ static HcStatement record_run = {
 	" INSERT INTO hc_sweeper_status AS s"
 	"   (database, pid, actor, last_start, last_end, expired_holds, expired_reservations,"
 	"    purged_keys, runs, total_expired_holds, total_expired_reservations, total_purged_keys,"
-	"    last_error, last_error_at, next_run)"
+	"    last_error, last_error_sqlstate, last_error_at, next_run)"
 	" VALUES (pg_catalog.current_database(), :pid, :actor, :started, :now, :holds,"
-	"         :reservations, :keys, 1, :holds, :reservations, :keys, :error,"
+	"         :reservations, :keys, 1, :holds, :reservations, :keys, :error, :sqlstate,"
 	"         CASE WHEN :error IS NOT NULL THEN :now END, :next_run)"
 	" ON CONFLICT (database) DO UPDATE"
 	"   SET pid = EXCLUDED.pid, actor = EXCLUDED.actor, last_start = EXCLUDED.last_start,"
@@ -57,11 +58,14 @@ static HcStatement record_run = {
 	"       total_expired_reservations = s.total_expired_reservations" PLUS ":reservations,"
 	"       total_purged_keys = s.total_purged_keys" PLUS ":keys,"
 	"       last_error = COALESCE(EXCLUDED.last_error, s.last_error),"
+	"       last_error_sqlstate = CASE WHEN :error IS NOT NULL THEN :sqlstate"
+	"                                  ELSE s.last_error_sqlstate END,"
 	"       last_error_at = COALESCE(EXCLUDED.last_error_at, s.last_error_at),"
 	"       next_run = EXCLUDED.next_run",
 	{{"pid", INT4OID}, {"started", TIMESTAMPTZOID}, {"holds", INT8OID},
 	 {"reservations", INT8OID}, {"keys", INT8OID}, {"error", TEXTOID},
-	 {"next_run", TIMESTAMPTZOID}, {"actor", TEXTOID}, {"now", TIMESTAMPTZOID}}
+	 {"next_run", TIMESTAMPTZOID}, {"actor", TEXTOID}, {"now", TIMESTAMPTZOID},
+	 {"sqlstate", TEXTOID}}
 };
 
 /*
@@ -84,13 +88,13 @@ hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 }
 
 /*
- * Record a run of the worker in hc_sweeper_status: its counts, the error
- * that ended it (NULL if none), and when the next run is due (interval_s 0:
- * none).
+ * Record a run of the worker in hc_sweeper_status: what its committed
+ * batches did, the error that ended it (NULL if none), and when the next
+ * run is due (interval_s 0: none).
  */
 void
 hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts,
-				  const char *error, int interval_s)
+				  const ErrorData *error, int interval_s)
 {
 	HcArgs		args;
 
@@ -100,7 +104,8 @@ hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts
 	hc_bind(&args, "holds", Int64GetDatum(counts->expired_holds));
 	hc_bind(&args, "reservations", Int64GetDatum(counts->expired_reservations));
 	hc_bind(&args, "keys", Int64GetDatum(counts->purged_keys));
-	hc_bind_text(&args, "error", error);
+	hc_bind_text(&args, "error", error ? error->message : NULL);
+	hc_bind_text(&args, "sqlstate", error ? unpack_sql_state(error->sqlerrcode) : NULL);
 	if (interval_s > 0)
 		hc_bind(&args, "next_run",
 				TimestampTzGetDatum(call->now + (int64) interval_s * USECS_PER_SEC));
@@ -111,7 +116,9 @@ hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts
 
 /*
  * hc_sweep(batch_size): sweep in batches until a batch finds nothing left,
- * in the caller's transaction; one row of counts.
+ * in the caller's transaction; one row of counts.  What a batch allocates
+ * goes with it (hc_run frees each statement's rows at the next), so memory
+ * stays flat however large the backlog.
  */
 Datum
 hc_sweep(PG_FUNCTION_ARGS)
@@ -119,6 +126,7 @@ hc_sweep(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HcSweepCounts counts = {0};
 	HcCall		call;
+	MemoryContext batch_context;
 	int32		batch_size;
 	Datum		out[3];
 	bool		nulls[3] = {false};
@@ -132,8 +140,19 @@ hc_sweep(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	hc_call_begin(&call, fcinfo, "hc_sweep");
-	while (hc_sweep_batch(&call, batch_size, &counts))
+	batch_context = AllocSetContextCreate(CurrentMemoryContext, "hc_sweep batch",
+										  ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		MemoryContext old = MemoryContextSwitchTo(batch_context);
+		bool		more = hc_sweep_batch(&call, batch_size, &counts);
+
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(batch_context);
+		if (!more)
+			break;
 		CHECK_FOR_INTERRUPTS();
+	}
 	hc_call_end(&call);
 
 	out[0] = Int64GetDatum(counts.expired_holds);

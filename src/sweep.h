@@ -1,7 +1,7 @@
 /*
  * sweep.h
  *		The sweep (sweep.c): what each domain sweeps, and what the background
- *		worker (worker.c) runs.
+ *		worker (sweeper.c) runs.
  */
 #ifndef HOLDCOMMIT_SWEEP_H
 #define HOLDCOMMIT_SWEEP_H
@@ -27,6 +27,6 @@ extern int64 hc_idempotency_sweep(HcCall *call, int batch_size);
 
 extern bool hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern void hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts,
-							  const char *error, int interval_s);
+							  const ErrorData *error, int interval_s);
 
 #endif							/* HOLDCOMMIT_SWEEP_H */

@@ -68,6 +68,28 @@ sweeper_on() {
         -c "ALTER SYSTEM SET holdcommit.sweep_interval = $2" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
+# sample_sweepers SECONDS [CONDITION]: watch pg_stat_activity every 5 ms for
+# SECONDS (the sweeper's runs last milliseconds); print "seen" or "unseen"
+# (whether a sweeper process matching CONDITION ran) and the most that ran
+# at once.
+sample_sweepers() {
+    psql -X -qAt -d postgres -c "DO \$\$
+        DECLARE
+            until timestamptz := clock_timestamp() + interval '$1 seconds';
+            n int; most int := 0; seen bool; seen_any bool := false;
+        BEGIN
+            WHILE clock_timestamp() < until LOOP
+                PERFORM pg_stat_clear_snapshot();
+                SELECT count(*), coalesce(bool_or(${2:-true}), false) INTO n, seen
+                  FROM pg_stat_activity WHERE backend_type = 'holdcommit sweeper';
+                most := greatest(most, n);
+                seen_any := seen_any OR seen;
+                PERFORM pg_sleep(0.005);
+            END LOOP;
+            RAISE NOTICE '% %', CASE WHEN seen_any THEN 'seen' ELSE 'unseen' END, most;
+        END \$\$" 2>&1 | sed -n 's/^NOTICE: *//p'
+}
+
 # wait_for SECONDS SQL WANT: poll SQL in DB every 0.1 s until it returns
 # WANT or SECONDS pass; print the seconds waited, or "timeout".
 wait_for() {

@@ -1,0 +1,105 @@
+/*
+ * sweeper.h
+ *		The background sweeper, when holdcommit is preloaded: the table of
+ *		databases it looks after, in shared memory (sweeper_state.c), the
+ *		launcher that schedules runs (launcher.c) and a run in one database
+ *		(sweeper.c).
+ */
+#ifndef HOLDCOMMIT_SWEEPER_H
+#define HOLDCOMMIT_SWEEPER_H
+
+#include "datatype/timestamp.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+/* What the last look found in a database. */
+typedef enum SweepKind
+{
+	KIND_UNKNOWN,				/* not looked at yet */
+	KIND_NONE,					/* no holdcommit */
+	KIND_OLD,					/* holdcommit older than 0.2.0 */
+	KIND_INSTALLED
+} SweepKind;
+
+/* How the last run there ended. */
+typedef enum SweepOutcome
+{
+	OUTCOME_NONE,				/* no run yet, or it stepped aside before it began */
+	OUTCOME_RUNNING,
+	OUTCOME_SWEPT,				/* found nothing more to do */
+	OUTCOME_UNFINISHED,			/* its time slice ran out with work left */
+	OUTCOME_FAILED,				/* an error: sqlstate, error */
+	OUTCOME_STOPPED,			/* the process ended before the run did */
+	OUTCOME_LOOKED				/* no (current) extension: nothing to run */
+} SweepOutcome;
+
+/* Why a run that is due has not started. */
+typedef enum SweepWait
+{
+	WAIT_NONE,
+	WAIT_BUSY,					/* all holdcommit.max_sweepers run */
+	WAIT_NO_SLOT,				/* no free slot of max_worker_processes */
+	WAIT_PAUSED					/* a command needs the database to itself */
+} SweepWait;
+
+/* What operators are told, once per change (launcher.c) and in the view. */
+typedef enum SweepHealth
+{
+	HEALTH_OK,
+	HEALTH_FAILED,
+	HEALTH_BEHIND
+} SweepHealth;
+
+#define SWEEP_ERROR_LEN 256
+
+/* One database, a row of hc_sweeper_databases. */
+typedef struct SweepDb
+{
+	Oid			dboid;			/* InvalidOid: the entry is free */
+	NameData	datname;
+	bool		dropped;		/* DROP DATABASE succeeded: start nothing */
+	bool		look_now;		/* CREATE or ALTER EXTENSION ran there */
+	SweepKind	kind;
+	bool		starting;		/* the launcher has started a run that has not claimed it yet */
+	pid_t		pid;			/* its running sweeper; cleared (under the lock) before it exits */
+	TimestampTz due;			/* when its next run (or look) may start */
+	SweepWait	wait;			/* why a due run has not started */
+	SweepHealth reported;		/* what the log last said */
+	SweepOutcome outcome;
+	TimestampTz last_start;
+	TimestampTz last_end;
+	TimestampTz last_swept;		/* the end of the last run without an error */
+	int64		runs;
+	int64		failures;
+	int64		holds;			/* what the last run committed */
+	int64		reservations;
+	int64		keys;
+	int			sqlstate;		/* the last failure */
+	char		error[SWEEP_ERROR_LEN];
+	TimestampTz error_at;
+} SweepDb;
+
+typedef struct SweepShared
+{
+	LWLock	   *lock;			/* guards everything here */
+	Latch	   *launcher;		/* the launcher's latch, NULL while none runs */
+	int			ndbs;
+	SweepDb		dbs[FLEXIBLE_ARRAY_MEMBER];
+} SweepShared;
+
+extern SweepShared *sweep_shared;
+
+/* sweeper_state.c; the lock held by the caller */
+extern int	sweep_find(Oid dboid);
+extern bool sweep_paused(Oid dboid);
+extern SweepHealth sweep_health(const SweepDb *db, TimestampTz now, const char **reason);
+extern void sweep_wake_launcher(void);
+extern void hc_sweeper_init(void);
+
+/* The databases holdcommit.databases names (all if it is empty). */
+extern bool sweep_database_wanted(const char *datname);
+
+/* launcher.c */
+extern void hc_launcher_register(void);
+
+#endif							/* HOLDCOMMIT_SWEEPER_H */

@@ -1,0 +1,564 @@
+/*
+ * sweeper_state.c
+ *		The background sweeper's table of databases in shared memory, the
+ *		commands that pause it, and hc_sweeper_databases(), which shows it.
+ *
+ * The launcher (launcher.c) fills the table from pg_database and schedules
+ * the runs; each run (sweeper.c) writes its outcome into its database's
+ * entry.  Because the table lives in shared memory, the view answers for
+ * every database from any database, whether or not a sweeper could reach
+ * it.  One LWLock guards it all.
+ *
+ * DROP DATABASE, ALTER DATABASE ... RENAME or SET TABLESPACE and CREATE
+ * DATABASE ... TEMPLATE need a database to themselves.  The backend running
+ * one marks the database paused in its own cell of an array (one per
+ * backend), stops the database's sweeper and unmarks it when the command
+ * ends: after it, on error, and on FATAL too (PG_ENSURE_ERROR_CLEANUP, a
+ * before_shmem_exit callback), so no exit path leaves a pause behind.  The
+ * sweeper's pid is read and signalled under the lock, and a sweeper clears
+ * it under the lock before it exits, so the pid signalled is never stale.
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/varlena.h"
+
+#include "autonomous.h"
+#include "holdcommit.h"
+#include "sweeper.h"
+
+PG_FUNCTION_INFO_V1(hc_sweeper_databases);
+
+SweepShared *sweep_shared = NULL;
+
+/* The database each backend's command has paused (InvalidOid: none). */
+static Oid *sweep_pauses = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* This transaction ran CREATE or ALTER EXTENSION holdcommit. */
+static bool look_at_commit = false;
+
+static Size
+sweep_table_size(void)
+{
+	return add_size(offsetof(SweepShared, dbs), mul_size(hc_max_databases, sizeof(SweepDb)));
+}
+
+static Size
+sweep_pauses_size(void)
+{
+	return mul_size(MaxBackends, sizeof(Oid));
+}
+
+static void
+sweep_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(add_size(sweep_table_size(), sweep_pauses_size()));
+	RequestNamedLWLockTranche("holdcommit sweeper", 1);
+}
+
+static void
+sweep_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sweep_shared = ShmemInitStruct("holdcommit sweeper", sweep_table_size(), &found);
+	if (!found)
+	{
+		memset(sweep_shared, 0, sweep_table_size());
+		sweep_shared->lock = &(GetNamedLWLockTranche("holdcommit sweeper"))->lock;
+		sweep_shared->ndbs = hc_max_databases;
+	}
+	sweep_pauses = ShmemInitStruct("holdcommit sweeper pauses", sweep_pauses_size(), &found);
+	if (!found)
+		memset(sweep_pauses, 0, sweep_pauses_size());
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* The entry of a database, or -1. */
+int
+sweep_find(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < sweep_shared->ndbs; i++)
+		if (sweep_shared->dbs[i].dboid == dboid)
+			return i;
+	return -1;
+}
+
+/* Does a command running now need the database to itself? */
+bool
+sweep_paused(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < MaxBackends; i++)
+		if (sweep_pauses[i] == dboid)
+			return true;
+	return false;
+}
+
+/* Wake the launcher, if it runs: something changed that it should act on. */
+void
+sweep_wake_launcher(void)
+{
+	if (sweep_shared->launcher != NULL)
+		SetLatch(sweep_shared->launcher);
+}
+
+/*
+ * Is the database swept as it should be?  Behind: a run (or a first look)
+ * has been due for longer than an interval and none runs; failed: the last
+ * run ended in an error.  *reason says why, for the view and the log.
+ */
+SweepHealth
+sweep_health(const SweepDb *db, TimestampTz now, const char **reason)
+{
+	/* A run that has just ended is not late, whatever the launcher knows yet. */
+	TimestampTz due = Max(db->due, db->last_end);
+
+	*reason = NULL;
+	if ((db->kind == KIND_INSTALLED || db->kind == KIND_UNKNOWN) && db->pid == 0 && !db->starting &&
+		hc_sweep_interval > 0 && due != 0 &&
+		now - due > (int64) hc_sweep_interval * USECS_PER_SEC)
+	{
+		switch (db->wait)
+		{
+			case WAIT_PAUSED:
+				*reason = "a CREATE, ALTER or DROP DATABASE command needs the database to itself";
+				break;
+			case WAIT_NO_SLOT:
+				*reason = "no background worker slot is free (max_worker_processes)";
+				break;
+			case WAIT_BUSY:
+				*reason = "every sweeper is busy (holdcommit.max_sweepers)";
+				break;
+			default:
+				*reason = "the launcher has not started its run";
+				break;
+		}
+		return HEALTH_BEHIND;
+	}
+	if (db->kind == KIND_INSTALLED &&
+		(db->outcome == OUTCOME_FAILED || db->outcome == OUTCOME_STOPPED))
+	{
+		*reason = db->error;
+		return HEALTH_FAILED;
+	}
+	return HEALTH_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Commands that need a database to themselves, and CREATE EXTENSION
+ * ------------------------------------------------------------------------
+ */
+
+/* Mark the database paused by this backend, and stop its sweeper. */
+static void
+sweep_pause(Oid dboid)
+{
+	int			i;
+
+	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	sweep_pauses[MyBackendId - 1] = dboid;
+	i = sweep_find(dboid);
+	if (i >= 0 && sweep_shared->dbs[i].pid != 0)
+		(void) kill(sweep_shared->dbs[i].pid, SIGTERM);
+	LWLockRelease(sweep_shared->lock);
+	hc_autonomous_retire(dboid);
+}
+
+/* The command is over, however it ended (also a before_shmem_exit callback). */
+static void
+sweep_resume(int code, Datum arg)
+{
+	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	sweep_pauses[MyBackendId - 1] = InvalidOid;
+	sweep_wake_launcher();
+	LWLockRelease(sweep_shared->lock);
+}
+
+/* After a DROP DATABASE that succeeded: no run may start there any more. */
+static void
+sweep_forget(Oid dboid)
+{
+	int			i;
+
+	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	i = sweep_find(dboid);
+	if (i >= 0)
+		sweep_shared->dbs[i].dropped = true;
+	LWLockRelease(sweep_shared->lock);
+}
+
+/* The database a utility statement needs to itself, if any. */
+static Oid
+sweep_ddl_database(Node *parsetree, bool *drop)
+{
+	ListCell   *lc;
+
+	*drop = false;
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			*drop = true;
+			return get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+				return get_database_oid(((RenameStmt *) parsetree)->subname, true);
+			break;
+		case T_AlterDatabaseStmt:
+			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+				if (strcmp(((DefElem *) lfirst(lc))->defname, "tablespace") == 0)
+					return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true);
+			break;
+		case T_CreatedbStmt:
+			foreach(lc, ((CreatedbStmt *) parsetree)->options)
+			{
+				DefElem    *def = (DefElem *) lfirst(lc);
+
+				if (strcmp(def->defname, "template") == 0 && def->arg != NULL)
+					return get_database_oid(defGetString(def), true);
+			}
+			break;
+		default:
+			break;
+	}
+	return InvalidOid;
+}
+
+/* CREATE EXTENSION holdcommit or ALTER EXTENSION holdcommit ...? */
+static bool
+sweep_extension_command(Node *parsetree)
+{
+	if (IsA(parsetree, CreateExtensionStmt))
+		return strcmp(((CreateExtensionStmt *) parsetree)->extname, "holdcommit") == 0;
+	if (IsA(parsetree, AlterExtensionStmt))
+		return strcmp(((AlterExtensionStmt *) parsetree)->extname, "holdcommit") == 0;
+	return false;
+}
+
+/*
+ * This database has (a new) holdcommit: look at it now, not at the next
+ * look.  Called once the command has committed, so that the look sees it.
+ */
+static void
+sweep_look_now(void)
+{
+	int			i;
+
+	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	i = sweep_find(MyDatabaseId);
+	if (i >= 0)
+		sweep_shared->dbs[i].look_now = true;
+	sweep_wake_launcher();
+	LWLockRelease(sweep_shared->lock);
+}
+
+/* XactCallback: once the extension's command has committed, have it looked at. */
+static void
+sweep_xact_callback(XactEvent event, void *arg)
+{
+	if (!look_at_commit)
+		return;
+	if (event == XACT_EVENT_COMMIT)
+		sweep_look_now();
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
+		look_at_commit = false;
+}
+
+static void
+sweep_run_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				  ProcessUtilityContext context, ParamListInfo params,
+				  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+}
+
+/*
+ * ProcessUtility_hook: a command that needs a database to itself pauses
+ * that database's sweeping while it runs; CREATE or ALTER EXTENSION
+ * holdcommit has the database looked at again.
+ */
+static void
+sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					  ProcessUtilityContext context, ParamListInfo params,
+					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	bool		is_drop = false;
+	Oid			dboid = sweep_shared ? sweep_ddl_database(parsetree, &is_drop) : InvalidOid;
+	volatile bool drop = is_drop;
+
+	if (!OidIsValid(dboid))
+	{
+		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		if (sweep_shared && sweep_extension_command(parsetree))
+			look_at_commit = true;
+		return;
+	}
+	sweep_pause(dboid);
+	PG_ENSURE_ERROR_CLEANUP(sweep_resume, ObjectIdGetDatum(dboid));
+	{
+		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		if (drop)
+			sweep_forget(dboid);
+	}
+	PG_END_ENSURE_ERROR_CLEANUP(sweep_resume, ObjectIdGetDatum(dboid));
+	sweep_resume(0, ObjectIdGetDatum(dboid));
+}
+
+/* ------------------------------------------------------------------------
+ * hc_sweeper_databases(): one row per database of the server
+ * ------------------------------------------------------------------------
+ */
+
+#define STATE_COLUMNS 16
+
+static const char *const kind_names[] = {"not looked at yet", "no holdcommit", "holdcommit older than 0.2.0", "installed"};
+
+/* The state and reason of a database the table has, at now. */
+static const char *
+sweep_state_of(const SweepDb *db, TimestampTz now, const char **reason)
+{
+	*reason = NULL;
+	if (db->dropped)
+		return "dropped";
+	if (sweep_paused(db->dboid))
+	{
+		*reason = "a CREATE, ALTER or DROP DATABASE command needs the database to itself";
+		return "paused";
+	}
+	if (db->pid != 0 || db->starting)
+		return "running";
+	switch (sweep_health(db, now, reason))
+	{
+		case HEALTH_BEHIND:
+			return "behind";
+		case HEALTH_FAILED:
+			return "failed";
+		case HEALTH_OK:
+			break;
+	}
+	if (db->kind == KIND_NONE || db->kind == KIND_OLD)
+	{
+		*reason = kind_names[db->kind];
+		return "skipped";
+	}
+	if (db->kind == KIND_UNKNOWN)
+		return "new";
+	return "ok";
+}
+
+static Datum
+timestamp_or_null(TimestampTz t, bool *isnull)
+{
+	*isnull = (t == 0);
+	return TimestampTzGetDatum(t);
+}
+
+/* One row from an entry (the lock held). */
+static void
+sweep_row(const SweepDb *db, TimestampTz now, Datum *values, bool *nulls)
+{
+	const char *reason;
+	const char *state = sweep_state_of(db, now, &reason);
+
+	values[1] = CStringGetTextDatum(state);
+	nulls[2] = (reason == NULL || reason[0] == '\0');
+	if (!nulls[2])
+		values[2] = CStringGetTextDatum(reason);
+	nulls[3] = (db->kind == KIND_UNKNOWN);
+	values[3] = BoolGetDatum(db->kind == KIND_INSTALLED);
+	nulls[4] = (db->pid == 0);
+	values[4] = Int32GetDatum(db->pid);
+	values[5] = timestamp_or_null(db->last_start, &nulls[5]);
+	values[6] = timestamp_or_null(db->last_end, &nulls[6]);
+	values[7] = timestamp_or_null(db->last_swept, &nulls[7]);
+	values[8] = timestamp_or_null(db->due, &nulls[8]);
+	values[9] = Int64GetDatum(db->runs);
+	values[10] = Int64GetDatum(db->failures);
+	values[11] = Int64GetDatum(db->holds);
+	values[12] = Int64GetDatum(db->reservations);
+	nulls[13] = (db->sqlstate == 0);
+	if (!nulls[13])
+		values[13] = CStringGetTextDatum(unpack_sql_state(db->sqlstate));
+	nulls[14] = (db->error_at == 0);
+	values[14] = TimestampTzGetDatum(db->error_at);
+	nulls[15] = (db->error_at == 0);
+	if (!nulls[15])
+		values[15] = CStringGetTextDatum(db->error);
+}
+
+/* A database the table does not have: why not. */
+static void
+sweep_row_untracked(Form_pg_database pgdb, Datum *values, bool *nulls)
+{
+	const char *state;
+	const char *reason;
+
+	if (sweep_shared == NULL)
+	{
+		state = "off";
+		reason = "holdcommit is not in shared_preload_libraries: only hc_sweep() or pg_cron sweep";
+	}
+	else if (hc_sweep_interval <= 0)
+	{
+		state = "off";
+		reason = "holdcommit.sweep_interval is 0";
+	}
+	else if (RecoveryInProgress())
+	{
+		state = "standby";
+		reason = "a standby is read-only: its primary sweeps";
+	}
+	else if (!pgdb->datallowconn || pgdb->datistemplate)
+	{
+		state = "excluded";
+		reason = "the database does not accept connections or is a template";
+	}
+	else if (!sweep_database_wanted(NameStr(pgdb->datname)))
+	{
+		state = "excluded";
+		reason = "not named in holdcommit.databases";
+	}
+	else if (sweep_find(InvalidOid) < 0)
+	{
+		state = "behind";
+		reason = "holdcommit.max_databases is too small: no entry is free for it";
+	}
+	else
+	{
+		state = "new";
+		reason = "the launcher has not seen it yet";
+	}
+	values[1] = CStringGetTextDatum(state);
+	values[2] = CStringGetTextDatum(reason);
+}
+
+/*
+ * hc_sweeper_databases(): every database of the server, what the background
+ * sweeper does there and why not, from shared memory.
+ */
+Datum
+hc_sweeper_databases(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		cluster_wide;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	InitMaterializedSRF(fcinfo, 0);
+	cluster_wide = sweep_shared == NULL || hc_sweep_interval <= 0 || RecoveryInProgress();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	if (sweep_shared)
+		LWLockAcquire(sweep_shared->lock, LW_SHARED);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_database pgdb = (Form_pg_database) GETSTRUCT(tup);
+		Datum		values[STATE_COLUMNS];
+		bool		nulls[STATE_COLUMNS];
+		int			i = -1;
+
+		memset(nulls, true, sizeof(nulls));
+		values[0] = NameGetDatum(&pgdb->datname);
+		nulls[0] = false;
+		nulls[1] = false;
+		nulls[2] = false;
+		if (sweep_shared && sweep_database_wanted(NameStr(pgdb->datname)))
+			i = sweep_find(pgdb->oid);
+		if (i >= 0 && !cluster_wide)
+		{
+			memset(nulls, false, sizeof(nulls));
+			sweep_row(&sweep_shared->dbs[i], now, values, nulls);
+		}
+		else
+			sweep_row_untracked(pgdb, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	if (sweep_shared)
+		LWLockRelease(sweep_shared->lock);
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Set-up, from _PG_init while shared_preload_libraries is processed
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * Is the database named in holdcommit.databases (or is the list empty)?
+ * The list is parsed like search_path: comma-separated, an unquoted name
+ * folded to lower case (its check hook has refused any other value).
+ */
+bool
+sweep_database_wanted(const char *datname)
+{
+	char	   *raw;
+	List	   *names;
+	ListCell   *lc;
+	bool		wanted = false;
+
+	if (hc_sweep_databases == NULL || hc_sweep_databases[0] == '\0')
+		return true;
+	raw = pstrdup(hc_sweep_databases);
+	if (!SplitIdentifierString(raw, ',', &names))
+		elog(ERROR, "holdcommit.databases is not a list of names: \"%s\"", hc_sweep_databases);
+	foreach(lc, names)
+		if (strcmp((char *) lfirst(lc), datname) == 0)
+			wanted = true;
+	list_free(names);
+	pfree(raw);
+	return wanted;
+}
+
+/* Ask for the shared memory, hook the DDL, register the launcher. */
+void
+hc_sweeper_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = sweep_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = sweep_shmem_startup;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = sweep_process_utility;
+	RegisterXactCallback(sweep_xact_callback, NULL);
+	hc_launcher_register();
+}
