@@ -89,11 +89,13 @@ VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expir
        ('operator', 'EXECUTE', 'hc_stock_adjust(text,integer,text)'),
        ('operator', 'EXECUTE', 'hc_attempt_reset(text,text)'),
        ('operator', 'EXECUTE', 'hc_sweep(integer)'),
+       ('operator', 'EXECUTE', 'hc_sweeper_state()'),
        ('operator', 'SELECT', 'hc_reservations'),
        ('operator', 'SELECT', 'hc_stock_reservations'),
        ('operator', 'SELECT', 'hc_idempotency_keys'),
        ('operator', 'SELECT', 'hc_ledger'),
-       ('operator', 'SELECT', 'hc_overview');
+       ('operator', 'SELECT', 'hc_overview'),
+       ('operator', 'SELECT', 'hc_sweeper_databases');
 DELETE FROM regress_hc_expected
  WHERE CASE privilege WHEN 'EXECUTE' THEN to_regprocedure(object) IS NULL
                       ELSE to_regclass(split_part(object, ' ', 1)) IS NULL END;
