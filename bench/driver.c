@@ -42,16 +42,29 @@
  *		-C				cycle through the pool instead of stopping
  *		-r RETRIES		restarts allowed for "retry" steps (default 100)
  *		-m EVERY		sample client 0's backend memory every EVERY calls
+ *		-R RATE			calls per second of all clients together, each client on
+ *						a schedule of its own (RATE / CLIENTS a second, the
+ *						clients' starts spread over one interval); a call that
+ *						falls behind its schedule starts at once.  Latencies are
+ *						the calls' own time, not counted from the schedule
+ *		-S SQL			a statement run once, on a connection of its own, as the
+ *						clients start; the clients stop when it returns (-T
+ *						and -n no longer stop them)
+ *		-s SQL			run on that connection before the start (untimed), e.g.
+ *						SET statement_timeout
  *
  * Result line: label, clients, seconds, calls, calls_per_s, p50_ms, p99_ms,
  * max_ms, outcomes (SQLSTATE:count,...), retries, and with -m: mem_* (bytes
  * of pg_backend_memory_contexts) and rss_anon_* (kB of the backend's
  * private memory, when /proc of the backend is readable), each _start
- * (before the first call), _warm (after the first EVERY calls), _end, _max.
+ * (before the first call), _warm (after the first EVERY calls), _end, _max;
+ * with -S: stmt_s (its time), stmt_outcome (its SQLSTATE), stmt_result (its
+ * first row, columns joined by |, or "none").
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,8 +143,19 @@ static bool pool_cycle;
 static int	max_retries = 100;
 static long memory_every;
 static double run_seconds = 5.0;
+static double rate;				/* calls per second of all clients; 0: flat out */
+static int	nclients = 1;
+static const char *stmt_sql;	/* -S */
+static const char *stmt_setup_sql;	/* -s */
+static atomic_bool stmt_done;	/* the -S statement has returned */
 static pthread_barrier_t start_line;
 static double start_time;
+
+/* What the -S statement did. */
+static double stmt_seconds;
+static char stmt_outcome[SQLSTATE_LEN + 1] = "none";
+static char stmt_result[512] = "none";
+static bool stmt_failed;		/* could not connect or run its set-up */
 
 static void
 die(const char *fmt,...)
@@ -615,7 +639,28 @@ client_main(void *arg)
 		double		t1;
 		char		sqlstate[SQLSTATE_LEN + 1];
 
-		if (c->quota >= 0 ? i >= c->quota : now_seconds() - start_time >= run_seconds)
+		if (rate > 0)
+		{
+			/* this client's call i is due at its slot of the schedule */
+			double		interval = nclients / rate;
+			double		due = start_time + (i + (double) c->number / nclients) * interval;
+			double		wait = due - now_seconds();
+
+			if (wait > 0)
+			{
+				struct timespec ts;
+
+				ts.tv_sec = (time_t) wait;
+				ts.tv_nsec = (long) ((wait - ts.tv_sec) * 1e9);
+				nanosleep(&ts, NULL);
+			}
+		}
+		if (stmt_sql != NULL)
+		{
+			if (atomic_load(&stmt_done))
+				break;
+		}
+		else if (c->quota >= 0 ? i >= c->quota : now_seconds() - start_time >= run_seconds)
 			break;
 		if (pool_sql != NULL && !pool_cycle && i >= c->pool_rows)
 			break;
@@ -640,6 +685,79 @@ client_main(void *arg)
 	if (!c->failed && memory_every > 0 && c->number == 0)
 		sample_memory(c, 2);
 	PQfinish(c->conn);
+	return NULL;
+}
+
+/*
+ * The -S statement: connect and run the set-up before the start line, run
+ * the statement once from the start, then tell the clients to stop.
+ */
+static void *
+stmt_main(void *arg)
+{
+	PGconn	   *conn = PQconnectdb(conninfo);
+	PGresult   *res;
+	double		t0;
+
+	(void) arg;
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		fprintf(stderr, "driver: statement: %s", PQerrorMessage(conn));
+		stmt_failed = true;
+	}
+	else if (stmt_setup_sql != NULL)
+	{
+		res = PQexec(conn, stmt_setup_sql);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			fprintf(stderr, "driver: statement set-up: %s", PQerrorMessage(conn));
+			stmt_failed = true;
+		}
+		PQclear(res);
+	}
+
+	pthread_barrier_wait(&start_line);
+	if (!stmt_failed)
+	{
+		ExecStatusType status;
+
+		t0 = now_seconds();
+		res = PQexec(conn, stmt_sql);
+		stmt_seconds = now_seconds() - t0;
+		status = PQresultStatus(res);
+		if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)
+		{
+			strcpy(stmt_outcome, "00000");
+			if (status == PGRES_TUPLES_OK && PQntuples(res) > 0)
+			{
+				size_t		len = 0;
+				int			k;
+
+				for (k = 0; k < PQnfields(res) && len + 1 < sizeof(stmt_result); k++)
+				{
+					const char *v = PQgetisnull(res, 0, k) ? "null" : PQgetvalue(res, 0, k);
+
+					len += snprintf(stmt_result + len, sizeof(stmt_result) - len, "%s%s",
+									k ? "|" : "", v);
+				}
+				/* one key=value of the result line: no blanks */
+				for (len = 0; stmt_result[len]; len++)
+					if (stmt_result[len] == ' ' || stmt_result[len] == '\t')
+						stmt_result[len] = '_';
+			}
+		}
+		else
+		{
+			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+			snprintf(stmt_outcome, sizeof(stmt_outcome), "%s", state ? state : "08006");
+			if (status != PGRES_FATAL_ERROR || state == NULL || strcmp(state, "57014") != 0)
+				fprintf(stderr, "driver: statement: %s", PQerrorMessage(conn));
+		}
+		PQclear(res);
+	}
+	atomic_store(&stmt_done, true);
+	PQfinish(conn);
 	return NULL;
 }
 
@@ -677,19 +795,20 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: driver [-d CONNINFO] [-c CLIENTS] [-T SECONDS | -n CALLS] [-l LABEL]\n"
-			"              [-P POOL-SQL [-C]] [-r RETRIES] [-m EVERY] SCENARIO-FILE\n");
+			"              [-P POOL-SQL [-C]] [-r RETRIES] [-m EVERY] [-R RATE]\n"
+			"              [-S SQL [-s SET-UP-SQL]] SCENARIO-FILE\n");
 	exit(2);
 }
 
 int
 main(int argc, char **argv)
 {
-	int			nclients = 1;
 	long		total_calls = -1;
 	const char *label = "run";
 	Client	   *clients;
 	Outcome		outcomes[MAX_OUTCOMES];
 	int			noutcomes = 0;
+	pthread_t	stmt_thread;
 	double	   *all;
 	long		ncalls = 0;
 	long		retries = 0;
@@ -699,7 +818,7 @@ main(int argc, char **argv)
 	int			n;
 	int			k;
 
-	while ((opt = getopt(argc, argv, "d:c:T:n:l:P:Cr:m:")) != -1)
+	while ((opt = getopt(argc, argv, "d:c:T:n:l:P:Cr:m:R:S:s:")) != -1)
 	{
 		switch (opt)
 		{
@@ -730,19 +849,31 @@ main(int argc, char **argv)
 			case 'm':
 				memory_every = atol(optarg);
 				break;
+			case 'R':
+				rate = atof(optarg);
+				break;
+			case 'S':
+				stmt_sql = optarg;
+				break;
+			case 's':
+				stmt_setup_sql = optarg;
+				break;
 			default:
 				usage();
 		}
 	}
-	if (optind != argc - 1 || nclients < 1 || run_seconds <= 0 || max_retries < 0 || memory_every < 0)
+	if (optind != argc - 1 || nclients < 1 || run_seconds <= 0 || max_retries < 0 ||
+		memory_every < 0 || rate < 0 || (stmt_setup_sql != NULL && stmt_sql == NULL))
 		usage();
 	read_scenario(argv[optind]);
 
 	clients = calloc(nclients, sizeof(Client));
 	if (clients == NULL)
 		die("out of memory");
-	if (pthread_barrier_init(&start_line, NULL, nclients + 1) != 0)
+	if (pthread_barrier_init(&start_line, NULL, nclients + 1 + (stmt_sql != NULL)) != 0)
 		die("pthread_barrier_init failed");
+	if (stmt_sql != NULL && pthread_create(&stmt_thread, NULL, stmt_main, NULL) != 0)
+		die("pthread_create failed");
 	for (n = 0; n < nclients; n++)
 	{
 		clients[n].number = n;
@@ -757,6 +888,8 @@ main(int argc, char **argv)
 	for (n = 0; n < nclients; n++)
 		pthread_join(clients[n].thread, NULL);
 	elapsed = now_seconds() - start_time;
+	if (stmt_sql != NULL)
+		pthread_join(stmt_thread, NULL);
 
 	for (n = 0; n < nclients; n++)
 		ncalls += clients[n].ncalls;
@@ -790,6 +923,8 @@ main(int argc, char **argv)
 			   " rss_anon_start=%lld rss_anon_warm=%lld rss_anon_end=%lld rss_anon_max=%lld",
 			   clients[0].mem.start, clients[0].mem.warm, clients[0].mem.end, clients[0].mem.max,
 			   clients[0].rss.start, clients[0].rss.warm, clients[0].rss.end, clients[0].rss.max);
+	if (stmt_sql != NULL)
+		printf(" stmt_s=%.3f stmt_outcome=%s stmt_result=%s", stmt_seconds, stmt_outcome, stmt_result);
 	printf("\n");
-	return failed == nclients ? 1 : 0;
+	return failed == nclients || stmt_failed ? 1 : 0;
 }

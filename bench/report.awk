@@ -4,6 +4,9 @@
 # the targets of issue 9, every variant's median over the rounds, backend
 # memory.  Writes the targets' ratios to chart_data for bench/chart.gp.
 # Variables: commit, date, cores, pg, rounds, seconds, elapsed, chart_data.
+# The sweep scenario (issue 18) has a table of its own: holds swept per
+# second, fresh and analyzed, and the live clients' figures with and without
+# the sweep (its lines carry stmt_*, base_*, holds, rate, timeout_s).
 # Ratios are holdcommit (the scenario's first variant) ÷ the variant, in
 # calls/s: one per round, from the two runs of that round (close in time, so
 # that a change in the machine's load touches both), and their median.
@@ -87,6 +90,17 @@ function fmt_rate(x) {
     }
     if (sc == "memory")
         memline = line
+    if (sc == "sweep") {
+        sw_out[k, n] = kv(line, "stmt_outcome")
+        sw_s[k, n] = kv(line, "stmt_s") + 0
+        sw_holds[k, n] = kv(line, "stmt_result") + 0
+        sw_max[k, n] = kv(line, "max_ms") + 0
+        base_p99[k, n] = kv(line, "base_p99_ms") + 0
+        base_tps[k, n] = kv(line, "base_calls_per_s") + 0
+        sw_backlog = kv(line, "holds")
+        sw_rate = kv(line, "rate")
+        sw_timeout = kv(line, "timeout_s")
+    }
 }
 
 function stat_of(k, arr,    i, v) {
@@ -130,6 +144,73 @@ function ratio(sc, va, sy,    h, k, r, n, v) {
     return r
 }
 
+# median of arr[k, i] over the runs i of k whose sweep ended (not timed out);
+# sets ndone, lo, hi
+function done_stat(k, arr,    i, v) {
+    ndone = 0
+    for (i = 1; i <= runs[k]; i++)
+        if (sw_out[k, i] == "00000")
+            v[++ndone] = arr[k, i]
+    if (ndone == 0)
+        return 0
+    lo = hi = v[1]
+    for (i = 2; i <= ndone; i++) {
+        if (v[i] < lo) lo = v[i]
+        if (v[i] > hi) hi = v[i]
+    }
+    return median(v, ndone)
+}
+
+function sweep_table(    sc, v, y, va, sy, k, i, rate_cell, secs_cell, timeouts, failed, note, per) {
+    sc = "sweep"
+    if (has_targets || has_variants)
+        printf "\n"
+    printf "## Sweeping a backlog\n\n"
+    printf "Issue 18: a new install (the extension created just now, autovacuum off for its tables) with\n"
+    printf "%s expired holds (made by `hc_hold`, aged by a superuser's `UPDATE`), no `ANALYZE` (fresh) or\n", sw_backlog
+    printf "`ANALYZE` after the load (analyzed), swept by hand by `SELECT * FROM hc_sweep()` (one statement,\n"
+    printf "at most %s s: `statement_timeout`) while %s live clients, each on an asset of its own, call\n", sw_timeout, clients[sc SUBSEP vas[sc, 1] SUBSEP sys[sc, 1]]
+    printf "`hc_release(hc_hold(...))` (one transaction a call) %s; their figures without\n",
+        (sw_rate + 0 > 0) ? sprintf("%s times a second in all", sw_rate) : "flat out"
+    printf "the sweep are from %s s just before it, on the same data. A timed-out sweep swept nothing (it rolled\n", seconds
+    printf "back): its rate is below backlog ÷ timeout. Medians of %d rounds (swept/s: min–max).\n\n", runs[sc SUBSEP vas[sc, 1] SUBSEP sys[sc, 1]]
+    printf "| state | synchronous_commit | holds swept/s (rounds) | sweep s | live tps | live p99 ms | live p99 without sweep ms | live tps without sweep | live outcomes |\n"
+    printf "|---|---|---|---|---|---|---|---|---|\n"
+    for (v = 1; v <= nva[sc]; v++) {
+        va = vas[sc, v]
+        for (y = 1; y <= nsy[sc]; y++) {
+            sy = sys[sc, y]
+            k = sc SUBSEP va SUBSEP sy
+            if (!(k in runs))
+                continue
+            timeouts = failed = 0
+            for (i = 1; i <= runs[k]; i++) {
+                per[k, i] = (sw_s[k, i] > 0) ? sw_holds[k, i] / sw_s[k, i] : 0
+                if (sw_out[k, i] == "57014")
+                    timeouts++
+                else if (sw_out[k, i] != "00000")
+                    failed++
+            }
+            note = ""
+            if (timeouts > 0 && timeouts < runs[k])
+                note = note sprintf("; %d of %d rounds timed out", timeouts, runs[k])
+            if (failed > 0)
+                note = note sprintf("; %d of %d rounds failed", failed, runs[k])
+            r = done_stat(k, per)
+            if (ndone == 0) {
+                rate_cell = (timeouts > 0) ? sprintf("timeout (< %s)", fmt_rate(sw_backlog / sw_timeout)) : "failed"
+                secs_cell = (timeouts > 0) ? sprintf("> %s", sw_timeout) : "—"
+            } else {
+                rate_cell = sprintf("%s (%s–%s)", fmt_rate(r), fmt_rate(lo), fmt_rate(hi))
+                secs_cell = sprintf("%.2f", done_stat(k, sw_s))
+            }
+            printf "| %s | %s | %s%s | %s | %s | %.2f | %.2f | %s | %s |\n", va, sy, rate_cell, note, secs_cell,
+                fmt_rate(med[k]), stat_of(k, p99), stat_of(k, base_p99), fmt_rate(stat_of(k, base_tps)),
+                outcomes_of(k)
+        }
+    }
+}
+
 END {
     for (s = 1; s <= nsc; s++) {
         sc = scs[s]
@@ -141,18 +222,36 @@ END {
             }
     }
 
+    # which sections have something to show
+    for (s = 1; s <= nsc; s++) {
+        sc = scs[s]
+        if (sc != "memory" && sc != "sweep")
+            has_variants = 1
+        if (sc == "sweep")
+            has_sweep = 1
+        for (v = 2; v <= nva[sc]; v++)
+            if ((sc, vas[sc, v]) in goal)
+                has_targets = 1
+    }
+
     printf "# make bench: holdcommit against what an application would write\n\n"
     printf "Figures of the extension at commit `%s` (its last change to src/, sql/ or the control file),\n", commit
     printf "measured %s on %s cores, PostgreSQL %s.\n", date, cores, pg
-    printf "Each variant ran %s rounds of %s s (pools: until used up), the order of the variants and of\n", rounds, seconds
-    printf "synchronous_commit flipping between rounds, each on data loaded fresh for it. Figures are the\n"
-    printf "medians of the rounds; a ratio is holdcommit ÷ the variant in calls/s, taken in each round from\n"
-    printf "its two runs, close in time, and its median over the rounds. The whole run took %s s.\n", elapsed
+    if (has_variants) {
+        printf "Each variant ran %s rounds of %s s (pools: until used up), the order of the variants and of\n", rounds, seconds
+        printf "synchronous_commit flipping between rounds, each on data loaded fresh for it. Figures are the\n"
+        printf "medians of the rounds; a ratio is holdcommit ÷ the variant in calls/s, taken in each round from\n"
+        printf "its two runs, close in time, and its median over the rounds. The whole run took %s s.\n", elapsed
+    } else
+        printf "The whole run took %s s.\n", elapsed
     printf "The machine is shared: compare ratios, not absolute figures; \"rounds\" shows the spread.\n\n"
 
-    printf "## Targets of issues 9 and 17\n\n"
-    printf "| target | synchronous_commit | holdcommit ÷ alternative | rounds (min–max) | goal | met |\n"
-    printf "|---|---|---|---|---|---|\n"
+    if (has_targets)
+        printf "## Targets of issues 9 and 17\n\n"
+    if (has_targets) {
+        printf "| target | synchronous_commit | holdcommit ÷ alternative | rounds (min–max) | goal | met |\n"
+        printf "|---|---|---|---|---|---|\n"
+    }
     for (s = 1; s <= nsc; s++) {
         sc = scs[s]
         for (v = 2; v <= nva[sc]; v++) {
@@ -177,16 +276,26 @@ END {
     }
     if (memline != "") {
         grow = kv(memline, "mem_end") - kv(memline, "mem_warm")
+        if (!has_targets) {
+            printf "## Targets of issues 9 and 17\n\n"
+            printf "| target | synchronous_commit | holdcommit ÷ alternative | rounds (min–max) | goal | met |\n"
+            printf "|---|---|---|---|---|---|\n"
+        }
         printf "| backend memory over %d calls | off | %+.0f kB after warm-up | | flat | %s |\n",
             2 * kv(memline, "calls"), grow / 1024, (grow <= 1048576) ? "yes" : "**no**"
+        has_targets = 1
     }
 
-    printf "\n## Every variant\n\n"
-    printf "| scenario | variant | synchronous_commit | clients | calls/s | rounds (min–max) | p50 ms | p99 ms | outcomes | server log B/call | holdcommit ÷ this (rounds) |\n"
-    printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    if (has_variants) {
+        if (has_targets)
+            printf "\n"
+        printf "## Every variant\n\n"
+        printf "| scenario | variant | synchronous_commit | clients | calls/s | rounds (min–max) | p50 ms | p99 ms | outcomes | server log B/call | holdcommit ÷ this (rounds) |\n"
+        printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    }
     for (s = 1; s <= nsc; s++) {
         sc = scs[s]
-        if (sc == "memory")
+        if (sc == "memory" || sc == "sweep")
             continue
         for (y = 1; y <= nsy[sc]; y++) {
             sy = sys[sc, y]
@@ -204,6 +313,9 @@ END {
             }
         }
     }
+
+    if (has_sweep)
+        sweep_table()
 
     if (memline != "") {
         printf "\n## Backend memory over %d calls in one session\n\n", 2 * kv(memline, "calls")

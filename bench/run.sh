@@ -5,9 +5,12 @@
 # with synchronous_commit off and on.  Each scenario runs ROUNDS rounds; the
 # order of the variants (and of off/on) flips from one round to the next, and
 # each variant runs on data loaded fresh for it.  Writes
-#   bench/results/latest.md   the tables (targets of issue 9, every run, memory)
+#   bench/results/latest.md   the tables (targets of issues 9 and 17, every run,
+#                             the sweep of a backlog, memory)
 #   bench/results/latest.tsv  every driver line, with its round
 #   bench/results/latest.png  the ratios as a chart (gnuplot)
+# The sweep scenario (issue 18) runs fewer rounds: each loads a backlog of
+# expired holds, and on the code of today its fresh case runs to its timeout.
 # Settings (environment):
 #   HC_BENCH_PORT          the server's port (default 54340)
 #   HC_BENCH_SECONDS       seconds per variant and round (default 2)
@@ -15,6 +18,11 @@
 #   HC_BENCH_SCENARIOS     only these scenarios (default: all)
 #   HC_BENCH_MEMORY_CALLS  calls of the memory scenario (default 1000000; 0: skip it)
 #   HC_BENCH_ASSETS, HC_BENCH_POOL  see bench/scenarios.bash
+#   HC_BENCH_SWEEP_ROUNDS  rounds of the sweep scenario (default 2, at most ROUNDS)
+#   HC_BENCH_SWEEP_HOLDS   its backlog of expired holds (default 100000)
+#   HC_BENCH_SWEEP_RATE    its live clients' calls/s in all (default 1000; 0: flat out)
+#   HC_BENCH_SWEEP_TIMEOUT the most seconds its sweep may take (default 60)
+#   HC_BENCH_RESULT        the name of the outputs in bench/results (default latest)
 #   HC_PGROOT              a private copy of the PostgreSQL tree, as for make test
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +32,9 @@ seconds=${HC_BENCH_SECONDS:-2}
 rounds=${HC_BENCH_ROUNDS:-6}
 only=${HC_BENCH_SCENARIOS:-}
 memory_calls=${HC_BENCH_MEMORY_CALLS:-1000000}
+sweep_rounds=${HC_BENCH_SWEEP_ROUNDS:-2}
+[ "$sweep_rounds" -gt "$rounds" ] && sweep_rounds=$rounds
+result=${HC_BENCH_RESULT:-latest}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
 results=bench/results
 server_log=$PGHOST/server.log
@@ -90,7 +101,9 @@ for scenario in $(bench_scenarios); do
         continue
     fi
     echo "== $scenario"
-    for round in $(seq 1 "$rounds"); do
+    scenario_rounds=$rounds
+    [ "$scenario" = sweep ] && scenario_rounds=$sweep_rounds
+    for round in $(seq 1 "$scenario_rounds"); do
         variants=$(bench_variants "$scenario")
         syncs="off on"
         if [ $((round % 2)) -eq 0 ]; then
@@ -112,7 +125,7 @@ fi
 elapsed=$(($(date +%s) - started))
 
 mkdir -p "$results"
-cp "$raw" "$results/latest.tsv"
+cp "$raw" "$results/$result.tsv"
 # The code measured: the last commit that changed the extension itself.
 code="src sql holdcommit.control"
 commit=$(git log -1 --format=%h -- $code)
@@ -122,13 +135,13 @@ bench/report.awk -v commit="$commit" \
     -v pg="$(psql -X -qAt -d postgres -c 'SHOW server_version')" \
     -v rounds="$rounds" -v seconds="$seconds" -v elapsed="$elapsed" \
     -v chart_data="$bench_work/chart.dat" \
-    "$raw" >"$results/latest.md" || die "could not write the report"
+    "$raw" >"$results/$result.md" || die "could not write the report"
 
 if command -v gnuplot >/dev/null && [ -s "$bench_work/chart.dat" ]; then
-    gnuplot -e "data='$bench_work/chart.dat'; out='$results/latest.png'; title='holdcommit ÷ alternative (calls/s), $commit'" \
+    gnuplot -e "data='$bench_work/chart.dat'; out='$results/$result.png'; title='holdcommit ÷ alternative (calls/s), $commit'" \
         bench/chart.gp || die "gnuplot failed"
 fi
 echo
-cat "$results/latest.md"
+cat "$results/$result.md"
 echo
-echo "bench: $elapsed s; $results/latest.md, latest.tsv$(command -v gnuplot >/dev/null && echo ", latest.png")"
+echo "bench: $elapsed s; $results/$result.md, $result.tsv$(command -v gnuplot >/dev/null && [ -s "$bench_work/chart.dat" ] && echo ", $result.png")"

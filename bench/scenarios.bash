@@ -14,6 +14,8 @@
 #                                run; prints the driver's result line
 #   bench_expected SCENARIO VARIANT
 #                                the only outcomes the variant may have
+#   bench_sweep VARIANT SYNC SECONDS CLIENTS
+#                                the sweep scenario's run (bench_run calls it)
 #
 # Every variant of a scenario does the same work from the caller's side: the
 # same number of clients, the same ids and keys per call (client {c}, call
@@ -28,6 +30,12 @@ bench_driver=${bench_driver:-$bench_work/driver}
 # (sized for runs of a few seconds: a pool's run ends when it is used up).
 bench_assets=${HC_BENCH_ASSETS:-12000}
 bench_pool=${HC_BENCH_POOL:-3000}
+# The sweep scenario: the expired holds of its backlog, the live clients'
+# calls per second in all (0: flat out), the most seconds its sweep may take
+# (statement_timeout; it is reported as a timeout).
+bench_sweep_holds=${HC_BENCH_SWEEP_HOLDS:-100000}
+bench_sweep_rate=${HC_BENCH_SWEEP_RATE:-1000}
+bench_sweep_timeout=${HC_BENCH_SWEEP_TIMEOUT:-60}
 
 bench_build_driver() {
     cc -O2 -Wall -Wextra -o "$1" "$bench_dir/driver.c" \
@@ -53,7 +61,7 @@ bench_has_leases() {
 bench_scenarios() {
     local s="hold refusal hot_product commit release finalize unreserve"
     bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release lease_begin"
-    echo "$s first_call"
+    echo "$s first_call sweep"
 }
 
 bench_variants() {
@@ -62,6 +70,7 @@ bench_variants() {
     refusal)     echo "holdcommit plpgsql point_select" ;;
     hot_product) echo "holdcommit plpgsql pessimistic optimistic" ;;
     first_call)  echo "after_create after_analyze" ;;
+    sweep)       echo "fresh analyzed" ;;
     lease_*)     echo "holdcommit holdcommit_in_block plpgsql bare_update" ;;
     memory)      echo "holdcommit" ;;
     *)           echo "holdcommit plpgsql" ;;
@@ -72,6 +81,7 @@ bench_clients() {
     case $1 in
     refusal | hot_product) echo 64 ;;
     memory) echo 1 ;;
+    sweep) echo 10 ;;
     *) echo 8 ;;
     esac
 }
@@ -288,6 +298,90 @@ $$;
 SQL
 }
 
+# The extension's own tables, as a FROM item (name: regclass).
+extension_tables() {
+    echo "(SELECT c.oid::regclass AS name
+             FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+            WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_extension'::regclass
+              AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'holdcommit')
+              AND d.deptype = 'e' AND c.relkind = 'r') t"
+}
+
+# bench_sweep VARIANT SYNC SECONDS CLIENTS: issue 18's sweep of a backlog.
+# A new install (the extension created just now, autovacuum off for its
+# tables), a backlog of $bench_sweep_holds holds made by hc_hold and aged
+# two hours (a superuser's shortcut for "their buyers walked away"), no
+# ANALYZE (fresh) or ANALYZE after the load (analyzed).  CLIENTS live
+# clients, each calling hc_hold and hc_release of its own asset in one
+# statement (one transaction), $bench_sweep_rate calls/s in all: first for
+# SECONDS without a sweep, then while SELECT * FROM hc_sweep() sweeps the
+# backlog by hand in one statement, at most $bench_sweep_timeout s.  Prints
+# the second run's driver line (its stmt_s: the sweep's time; stmt_result:
+# the holds it expired; stmt_outcome 57014: the timeout) with the first's
+# figures as base_*, and holds=, rate=, timeout_s=.
+bench_sweep() {
+    local variant=$1 sync=$2 seconds=$3 clients=$4 holds=$bench_sweep_holds chunk=1000
+    local conninfo="dbname=$bench_db options='-c synchronous_commit=$sync'" base line got
+    local rate=()
+    [ "$bench_sweep_rate" != 0 ] && rate=(-R "$bench_sweep_rate")
+
+    echo "DROP EXTENSION holdcommit CASCADE; CREATE EXTENSION holdcommit;" | bq >/dev/null 2>&1 ||
+        return 1
+    bq <<SQL || return 1
+DO \$\$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT name FROM $(extension_tables) LOOP
+        EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = off, toast.autovacuum_enabled = off)', t);
+    END LOOP;
+END
+\$\$;
+INSERT INTO hc_assets (id) SELECT 'swept-' || i FROM generate_series(0, $holds - 1) i;
+INSERT INTO hc_assets (id) SELECT 'live-' || c FROM generate_series(0, $clients - 1) c;
+SQL
+    # The holds, by hc_hold in transactions of $chunk, one session per core.
+    seq 0 $(((holds + chunk - 1) / chunk - 1)) |
+        xargs -P "$(nproc)" -I{} psql -X -qAt -v ON_ERROR_STOP=1 -d "$bench_db" -c \
+            "SELECT count(hc_hold('swept-' || i, 'buyer-' || i, 'swept-' || i, '1 hour'))
+               FROM generate_series({} * $chunk, least({} * $chunk + $chunk, $holds) - 1) i" >/dev/null ||
+        return 1
+    echo "UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours' WHERE id LIKE 'swept-%';
+          UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours' WHERE asset_id LIKE 'swept-%';" |
+        bq || return 1
+    got=$(echo "SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= clock_timestamp()" | bq)
+    if [ "$got" != "$holds" ]; then
+        echo "bench: sweep/$variant: $got expired holds, not $holds" >&2
+        return 1
+    fi
+    if [ "$variant" = analyzed ]; then
+        bq <<SQL || return 1
+DO \$\$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT name FROM $(extension_tables) LOOP
+        EXECUTE format('ANALYZE %s', t);
+    END LOOP;
+END
+\$\$;
+SQL
+    fi
+    echo "- SELECT hc_release((hc_hold(:'live-{c}', :'live-buyer-{c}', :'live-{c}-{i}')).reservation_id)" \
+        >"$bench_work/steps"
+    echo "CHECKPOINT" | bq
+    base=$("$bench_driver" -d "$conninfo" -c "$clients" -T "$seconds" "${rate[@]}" \
+        -l "sweep/$variant/$sync/baseline" "$bench_work/steps") || return 1
+    line=$("$bench_driver" -d "$conninfo" -c "$clients" "${rate[@]}" -l "sweep/$variant/$sync" \
+        -s "SET statement_timeout = '${bench_sweep_timeout}s'" \
+        -S "SELECT expired_holds FROM hc_sweep()" "$bench_work/steps") || return 1
+    # Back to a new install's tables (autovacuum on) for what runs next.
+    echo "DROP EXTENSION holdcommit CASCADE; CREATE EXTENSION holdcommit;" | bq >/dev/null 2>&1 ||
+        return 1
+    echo "$line $(echo "$base" | tr ' ' '\n' |
+        grep -E '^(calls|calls_per_s|p50_ms|p99_ms|max_ms|outcomes)=' | sed 's/^/base_/' | tr '\n' ' ')holds=$holds rate=$bench_sweep_rate timeout_s=$bench_sweep_timeout"
+}
+
 # bench_run SCENARIO VARIANT SYNC SECONDS CLIENTS [EXTRA-DRIVER-ARGS...]
 # (CLIENTS "": the scenario's number)
 bench_run() {
@@ -296,6 +390,10 @@ bench_run() {
     shift 5
     local conninfo="dbname=$bench_db options='-c synchronous_commit=$sync'"
 
+    if [ "$scenario" = sweep ]; then
+        bench_sweep "$variant" "$sync" "$seconds" "$clients"
+        return
+    fi
     if [ "$scenario" = first_call ]; then
         # A new install: the extension created just now, its tables empty
         # but for the assets loaded right after, no ANALYZE (after_create)

@@ -3,7 +3,9 @@
 # builds without warnings, every scenario and variant of bench/scenarios.bash
 # runs a few hundred calls with 2 clients, its result line parses, and every
 # call ends with the outcome the variant must have (RS001 for refused holds,
-# 00000 otherwise); the PL/pgSQL port keeps its idempotency promises.
+# 00000 otherwise); the sweep scenario sweeps a small backlog of its own
+# while its live clients succeed, and times out when told to; the PL/pgSQL
+# port keeps its idempotency promises.
 # Prints "ok - ..." / "not ok - ..." per assertion; exits 0.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
 # drops its own database.
@@ -39,6 +41,7 @@ run_smoke() {
 }
 
 for scenario in $(bench_scenarios); do
+    [ "$scenario" = sweep ] && continue     # below: it runs until its sweep ends
     for variant in $(bench_variants "$scenario"); do
         # The optimistic variant gives a call up (40001) after -r lost races;
         # two clients on a busy machine can lose 100 in a row, so here it
@@ -53,6 +56,25 @@ check "synchronous_commit = on reaches the session" \
 CLIENTS=1 EXPECT_CALLS=100 run_smoke memory holdcommit off -n 100 -m 25
 mem=$(echo "$RESULT" | sed -nE 's/.* mem_start=([0-9]+) mem_warm=([0-9]+) mem_end=([0-9]+) mem_max=([0-9]+) .*/\1 \2 \3 \4/p')
 check "memory: four samples of the backend's memory contexts" "$(echo "$mem" | wc -w)" "4"
+
+# The sweep scenario: a backlog of 500 expired holds swept by hand while 2
+# live clients hold and release; then one that cannot finish in 10 ms.
+bench_sweep_holds=500
+for variant in $(bench_variants sweep); do
+    line=$(bench_run sweep "$variant" off 1 2 2>"$work/stderr")
+    got=$(echo "$line" | sed -nE 's/^label=([^ ]*) .* outcomes=([0-9]+):[0-9]+ .*failed_clients=([0-9]+) stmt_s=[0-9.]+ stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) base_calls=[0-9]+ base_calls_per_s=[0-9.]+ base_p50_ms=[0-9.]+ base_p99_ms=[0-9.]+ base_max_ms=[0-9.]+ base_outcomes=([0-9]+):[0-9]+ holds=([0-9]+) .*/\1 \2 \3 \4 \5 \6 \7/p')
+    check "sweep/$variant/off: the backlog swept by hand, every live call 00000, with and without the sweep" \
+        "$got" "sweep/$variant/off 00000 0 00000 500 00000 500"
+    [ -s "$work/stderr" ] && sed 's/^/#   /' "$work/stderr" | head -5
+done
+check "sweep: the extension's tables are a new install's again afterwards" \
+    "$(echo "SELECT count(*) FROM hc_assets UNION ALL SELECT count(*) FROM pg_class c
+            WHERE c.relkind = 'r' AND c.relname LIKE 'hc\_%' AND c.reloptions IS NOT NULL" | bq | tr '\n' ' ')" "0 0 "
+bench_sweep_holds=2000 bench_sweep_timeout=0.01
+line=$(bench_run sweep fresh off 1 2 2>"$work/stderr")
+check "sweep: a sweep past its statement_timeout is reported as one (57014)" \
+    "$(echo "$line" | sed -nE 's/.* stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) .*/\1 \2/p')" "57014 none"
+bench_sweep_timeout=60
 
 # The PL/pgSQL port keeps the contract's idempotency promises.
 check "plpgsql hold: the same key and arguments replay the stored row" "$(bq <<'SQL'
