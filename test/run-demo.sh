@@ -10,7 +10,10 @@ export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
 
 test/deps.sh
 make -s
-if [ "$(id -u)" -eq 0 ]; then
+if [ -n "${HC_PGROOT:-}" ]; then
+    # A private copy of the PostgreSQL tree (test/server.sh runs its server from there).
+    make -s install DESTDIR="$HC_PGROOT"
+elif [ "$(id -u)" -eq 0 ]; then
     make -s install
 elif [ ! -w "$(pg_config --pkglibdir)" ]; then
     echo "run 'sudo make install' first, then make run again" >&2
@@ -19,12 +22,12 @@ else
     make -s install
 fi
 # The background sweeper runs every 2 s here (30 s by default), so that the
-# demo can show an abandoned hold going back on sale with no call.
-HC_SWEEP_INTERVAL=2 test/server.sh start "$port"
+# demo can show an abandoned hold going back on sale with no call.  The server
+# has PostgreSQL's default search_path, not the test suites' one.
+HC_SEARCH_PATH= HC_SWEEP_INTERVAL=2 test/server.sh start "$port"
 psql -qX -d postgres -c "CREATE DATABASE holdcommit_demo"
 # As the README installs it: the extension's own schema, first on the search_path.
-psql -qX -d holdcommit_demo -c "CREATE EXTENSION holdcommit" \
-    -c "ALTER DATABASE holdcommit_demo SET search_path = holdcommit, public"
+test/demo-db.sh holdcommit_demo
 psql -X -d holdcommit_demo <test/demo.sql 2>&1
 echo
 echo "== Dual-layer locking: the ERP story of one payment (test/erp-story.sh, about 20 s)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL 15 server with holdcommit preloaded (HC_PRELOAD: the
 # shared_preload_libraries instead of holdcommit,pg_cron; empty: none;
-# HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32).
+# HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32; HC_SEARCH_PATH:
+# the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default).
 #   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
 #   test/server.sh stop PORT    stop it and remove its data
 # Its socket and data live where the postgres user can write; as root the
@@ -28,6 +29,9 @@ start)
     mkdir -p "$base"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$base"
     as_server "$bin/initdb" -D "$data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
+    # The suites call the functions unqualified, with the extension's schema on the
+    # search_path, after public (their own tables stay there); make run's server has none.
+    search_path=${HC_SEARCH_PATH-public, holdcommit}
     as_server tee -a "$data/postgresql.conf" >/dev/null <<CONF
 port = $port
 listen_addresses = ''
@@ -46,9 +50,7 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 log_min_messages = warning
-# The suites and the example service call the functions unqualified, with the
-# extension's schema on the search_path, after public (their own tables stay there).
-search_path = 'public, holdcommit'
+${search_path:+search_path = '$search_path'}
 log_line_prefix = '%m [%p] %q%a '
 CONF
     as_server "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 start >/dev/null

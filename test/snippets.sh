@@ -16,6 +16,12 @@
 #                                            if it raises that SQLSTATE
 #     <!-- snippet: install -->              the README's installation of the extension;
 #                                            every other document runs it first
+#     <!-- snippet: run-by SCRIPT NAME -->   not run here: SCRIPT (a suite of make test)
+#                                            extracts the block by NAME and runs it as
+#                                            printed (e.g. the pg_cron recipe, which needs
+#                                            pg_cron's database and schedules jobs); counted
+#                                            as skipped.  It may precede any fenced block
+#                                            (a postgresql.conf excerpt too)
 #
 # Each document runs in a fresh database of its own (hc_snippets_<name>), its snippets in
 # order, so a document's snippets may build on each other and documents do not depend on
@@ -104,6 +110,9 @@ perl -e '
                     print $out @body;
                     close $out;
                     print join("\t", $id, $file, $i + 1, $lang{$tag}, $marker), "\n";
+                } elsif ($marker =~ /^run-by\b/) {
+                    # Another suite runs it, whatever its language.
+                    print join("\t", sprintf("%04d", ++$n), $file, $i + 1, $tag =~ /^\w+$/ ? $tag : "block", $marker), "\n";
                 } elsif ($marker ne "") {
                     print join("\t", sprintf("%04d", ++$n), $file, $marker_line, "-", $marker), "\n";
                 }
@@ -224,8 +233,8 @@ for doc in "${docs[@]}"; do
     db=hc_snippets_$(basename "$doc" .md | tr -c 'a-zA-Z0-9\n' _ | tr 'A-Z' 'a-z')
     dead=
 
-    # Marker problems and illustrations need no database.
-    needs_db=$(awk -F'\t' '$4 != "-" && $5 !~ /^illustration/' "$work/doc" | wc -l)
+    # Marker problems, illustrations and the blocks other suites run need no database.
+    needs_db=$(awk -F'\t' '$4 != "-" && $5 !~ /^(illustration|run-by)/' "$work/doc" | wc -l)
     if [ "$needs_db" -gt 0 ]; then
         admin -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
         if ! admin -c "CREATE DATABASE $db" >/dev/null 2>"$work/out"; then
@@ -256,6 +265,16 @@ for doc in "${docs[@]}"; do
         "" | install) expected= ;;
         illustration)
             report skip "$label" "illustration${arg:+: $arg}"
+            continue
+            ;;
+        run-by)
+            # run-by SCRIPT NAME: SCRIPT must be a file of the tree that extracts run-by blocks.
+            read -r script name _ <<<"$arg"
+            if [ -z "$name" ] || [ ! -f "$top/$script" ] || ! grep -q 'run-by' "$top/$script"; then
+                report fail "$label" "<!-- snippet: run-by SCRIPT NAME --> needs a NAME and a SCRIPT of the tree that extracts it"
+            else
+                report skip "$label" "run by $script ($name)"
+            fi
             continue
             ;;
         error)

@@ -5,7 +5,9 @@
 Prints "ok - ..." / "not ok - ..." per assertion and "# ..." figures (run by examples/http/test.sh,
 counted by make test).  --admin-dsn is a superuser's connection to the service's database, for
 setting up assets and stock, aging a reservation instead of waiting for it to expire, and the
-audit (hc_check()).  --prefix keeps the ids of one run apart from another's in the same database.
+audit (hc_check()); it names the extension's schema (holdcommit.hc_check()), as a script of an
+operator's does whose search_path has not got it.  --prefix keeps the ids of one run apart from
+another's in the same database.
 """
 
 import argparse
@@ -85,7 +87,8 @@ def test_mapping(readme):
 
 
 def test_holds(c, admin, p):
-    admin.execute("SELECT hc_asset_add(%s, 'Excavator'), hc_asset_add(%s, 'Crane'), hc_asset_add(%s, 'Wagon')",
+    admin.execute("SELECT holdcommit.hc_asset_add(%s, 'Excavator'), holdcommit.hc_asset_add(%s, 'Crane'),"
+                  " holdcommit.hc_asset_add(%s, 'Wagon')",
                   [p + "EQ-1", p + "EQ-2", p + "EQ-3"])
     hold = f"/v1/assets/{p}EQ-1/reservations"
 
@@ -142,9 +145,9 @@ def test_holds(c, admin, p):
     third = c.post(f"/v1/assets/{p}EQ-3/reservations", {"buyer_id": "dave"}, key=p + "k-9")
     rid3 = third[1]["reservation_id"]
     # Time passes: the hold was made an hour ago (superuser), instead of a short ttl and a race.
-    admin.execute("UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '1 hour'"
+    admin.execute("UPDATE holdcommit.hc_assets SET hold_expires_at = hold_expires_at - interval '1 hour'"
                   " WHERE current_reservation_id = %s", [rid3])
-    admin.execute("UPDATE hc_reservations SET expires_at = expires_at - interval '1 hour',"
+    admin.execute("UPDATE holdcommit.hc_reservations SET expires_at = expires_at - interval '1 hour',"
                   " created_at = created_at - interval '1 hour' WHERE id = %s", [rid3])
     late = c.post(f"/v1/reservations/{rid3}/commit")
     check("commit after expiry: 410 RS003 (refund)", outcome(late), (410, "RS003"))
@@ -160,7 +163,8 @@ def test_holds(c, admin, p):
 
 
 def test_stock(c, admin, p):
-    admin.execute("SELECT hc_stock_set(%s, 3), hc_stock_set(%s, 10), hc_stock_set(%s, 5)",
+    admin.execute("SELECT holdcommit.hc_stock_set(%s, 3), holdcommit.hc_stock_set(%s, 10),"
+                  " holdcommit.hc_stock_set(%s, 5)",
                   [p + "SKU-1", p + "SKU-2", p + "SKU-3"])
     reserve = f"/v1/products/{p}SKU-1/reservations"
     first = c.post(reserve, {"buyer_id": "erin", "qty": 2}, key=p + "s-1")
@@ -246,7 +250,7 @@ def count(results):
 
 
 def test_flash_sales(url, admin, p):
-    admin.execute("SELECT hc_asset_add(%s, 'the one everybody wants')", [p + "FLASH-1"])
+    admin.execute("SELECT holdcommit.hc_asset_add(%s, 'the one everybody wants')", [p + "FLASH-1"])
     jobs = [lambda c, i=i: outcome(c.post(f"/v1/assets/{p}FLASH-1/reservations", {"buyer_id": f"b{i}"},
                                           key=f"{p}flash-{i}")) for i in range(200)]
     results, took = concurrent(url, 200, jobs)
@@ -254,7 +258,7 @@ def test_flash_sales(url, admin, p):
           count(results), {(201, None): 1, (409, "RS001"): 199})
     print(f"# one asset, 200 concurrent requests: {took * 1000:.0f} ms")
 
-    admin.execute("SELECT hc_stock_set(%s, 100)", [p + "FLASH-SKU"])
+    admin.execute("SELECT holdcommit.hc_stock_set(%s, 100)", [p + "FLASH-SKU"])
     jobs = [lambda c, i=i: outcome(c.post(f"/v1/products/{p}FLASH-SKU/reservations",
                                           {"buyer_id": f"b{i}", "qty": 1}, key=f"{p}units-{i}"))
             for i in range(2000)]
@@ -263,7 +267,7 @@ def test_flash_sales(url, admin, p):
           count(results), {(201, None): 100, (409, "RS002"): 1900})
     print(f"# 100 units, 2,000 requests from 50 clients: {took:.2f} s, {2000 / took:.0f} requests/s")
     check("... and the product has exactly 100 reserved",
-          admin.execute("SELECT stock, reserved FROM hc_inventory WHERE product_id = %s",
+          admin.execute("SELECT stock, reserved FROM holdcommit.hc_inventory WHERE product_id = %s",
                         [p + "FLASH-SKU"]).fetchone(), (100, 100))
 
 
@@ -290,7 +294,7 @@ def wait_for(admin, sql, args, want, seconds=30):
 
 def test_disconnects(url, admin, app_role, p):
     """Clients that go away mid-request leave each request done completely or not at all."""
-    admin.execute("SELECT hc_stock_set(%s, 50)", [p + "DC-SKU"])
+    admin.execute("SELECT holdcommit.hc_stock_set(%s, 50)", [p + "DC-SKU"])
     path = f"/v1/products/{p}DC-SKU/reservations"
 
     # Gone before the body arrived: the service never calls the database.
@@ -300,7 +304,7 @@ def test_disconnects(url, admin, app_role, p):
     # Gone while the call waits inside the database: an operator holds the product row, so the
     # ten reserves are in flight when their clients hang up.
     blocker = psycopg.connect(admin.info.dsn)
-    blocker.execute("SELECT 1 FROM hc_inventory WHERE product_id = %s FOR UPDATE", [p + "DC-SKU"])
+    blocker.execute("SELECT 1 FROM holdcommit.hc_inventory WHERE product_id = %s FOR UPDATE", [p + "DC-SKU"])
     socks = [raw_request(url, path, {"buyer_id": f"dc{i}", "qty": 2}, f"{p}dc-{i}") for i in range(10)]
     waiting_sql = ("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND state = 'active'"
                    " AND wait_event_type = 'Lock'")
@@ -323,7 +327,7 @@ def test_disconnects(url, admin, app_role, p):
     halves = [outcome(c.post(path, {"buyer_id": "gone", "qty": 1}, key=f"{p}half-{i}")) for i in range(10)]
     check("the half-sent requests did nothing: their retries create (201)", count(halves), {(201, None): 10})
     check("reserved is 2 x 10 + 10 = 30",
-          admin.execute("SELECT reserved FROM hc_inventory WHERE product_id = %s", [p + "DC-SKU"]).fetchone()[0],
+          admin.execute("SELECT reserved FROM holdcommit.hc_inventory WHERE product_id = %s", [p + "DC-SKU"]).fetchone()[0],
           30)
     check("the service still answers", c.get("/healthz")[0], 200)
     c.close()
@@ -348,7 +352,7 @@ def main():
     c.close()
     test_flash_sales(args.url, admin, p)
     test_disconnects(args.url, admin, args.app_role, p)
-    check("hc_check() is empty", admin.execute("SELECT * FROM hc_check()").fetchall(), [])
+    check("hc_check() is empty", admin.execute("SELECT * FROM holdcommit.hc_check()").fetchall(), [])
     admin.close()
     return 1 if tap.failures else 0
 

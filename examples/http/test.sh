@@ -94,14 +94,25 @@ drive() {
     echo "not ok - $python has fastapi, uvicorn, psycopg and psycopg_pool (test/deps.sh)"; exit 0; }
 command -v pgbouncer >/dev/null || { echo "not ok - pgbouncer is installed (test/deps.sh)"; exit 0; }
 
+# As the README installs it: the extension in its own schema, first on the application
+# role's search_path.  The database gets PostgreSQL's default search_path, so that the test
+# server's own (which has holdcommit on it) stands in for nothing: the superuser's setup and
+# check.py name the schema, the service relies on its role's search_path alone.
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "DROP ROLE IF EXISTS $role" >/dev/null 2>&1
 if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres \
-        -c "CREATE DATABASE $db" -c "CREATE ROLE $role LOGIN NOSUPERUSER" >/dev/null ||
+        -c "CREATE DATABASE $db" -c "ALTER DATABASE $db SET search_path = \"\$user\", public" \
+        -c "CREATE ROLE $role LOGIN NOSUPERUSER" >/dev/null ||
    ! psql -X -q -v ON_ERROR_STOP=1 -d "$db" \
-        -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$role')" \
+        -c "CREATE EXTENSION holdcommit" -c "SELECT holdcommit.hc_grant_app('$role')" \
         -c "ALTER ROLE $role SET search_path = holdcommit, public" >/dev/null; then
     echo "not ok - set up database $db and the application role $role"
     exit 0
+fi
+if [ "$(psql -X -qAt -d "$db" -c "SELECT current_setting('search_path')")" = '"$user", public' ] &&
+   [ "$(psql -X -qAt -d "$db" -U "$role" -c "SELECT current_setting('search_path')")" = 'holdcommit, public' ]; then
+    echo "ok - in $db the superuser's search_path is PostgreSQL's default, the service's role's holdcommit, public"
+else
+    echo "not ok - in $db the superuser's search_path is PostgreSQL's default, the service's role's holdcommit, public"
 fi
 
 echo "# the service connects as $role, given hc_grant_app('$role'), holdcommit first on its search_path"

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The seed's story (test/erp-story.sh, which make run plays) as a test: run
-# it in a fresh database and compare its output with test/erp-story.expected.
+# it in a fresh database set up as make run sets up its own (test/demo-db.sh:
+# holdcommit in its own schema, first on the database's search_path, which
+# overrides the test server's) and compare its output with
+# test/erp-story.expected.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; exits 0.
 . "$(dirname "$0")/lib.bash"
 load_setup hc_erp_story 5
-q "CREATE EXTENSION holdcommit" >/dev/null || { echo "not ok - story database set up"; exit 0; }
 here=$(dirname "$0")/../..
+"$here/test/demo-db.sh" "$db" >/dev/null || { echo "not ok - story database set up (test/demo-db.sh)"; exit 0; }
+check "the story's database has the README's search_path" "$(q "SHOW search_path")" "holdcommit, public"
 "$here/test/erp-story.sh" "$db" >"$work/story.out" 2>&1
 if diff -u "$here/test/erp-story.expected" "$work/story.out" >"$work/story.diff"; then
     echo "ok - the ERP story: one payment, a race, a slow ERP, unknown outcomes, review, reset: exactly one invoice"
@@ -15,3 +19,16 @@ else
 fi
 check "the ERP story ends with exactly one invoice" \
     "$(q "SELECT count(*) FROM erp_invoices WHERE payment_id = 'PAY-7781'")" "1"
+# The story's own objects (the simulated ERP) are in public: the extension's schema,
+# first on the search_path, holds the extension's objects only.
+check "the extension's schema holds nothing but the extension's objects" \
+    "$(q "SELECT string_agg(o, ', ' ORDER BY o) FROM (
+            SELECT c.oid::regclass::text AS o FROM pg_class c
+             WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relkind IN ('r', 'v', 'S', 'p', 'm', 'f')
+               AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                                  AND d.objid = c.oid AND d.deptype IN ('e', 'a', 'i'))
+            UNION ALL
+            SELECT p.oid::regprocedure::text FROM pg_proc p
+             WHERE p.pronamespace = 'holdcommit'::regnamespace
+               AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                                  AND d.objid = p.oid AND d.deptype = 'e')) x")" ""
