@@ -198,7 +198,7 @@ CREATE FUNCTION @extschema@.hc_sweeper_state(
     OUT database name, OUT state text, OUT reason text, OUT installed boolean, OUT pid integer,
     OUT last_start timestamptz, OUT last_end timestamptz, OUT last_swept timestamptz,
     OUT next_run timestamptz, OUT runs bigint, OUT failures bigint,
-    OUT expired_holds bigint, OUT expired_reservations bigint,
+    OUT expired_holds bigint, OUT expired_reservations bigint, OUT purged_keys bigint,
     OUT last_error_sqlstate text, OUT last_error_at timestamptz, OUT last_error text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'hc_sweeper_databases' LANGUAGE C VOLATILE STRICT;

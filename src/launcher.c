@@ -17,10 +17,11 @@
  * left); one without holdcommit is looked at again after ten intervals, or
  * at once after CREATE EXTENSION there.  The due runs start oldest first,
  * and databases with holdcommit (or not yet looked at) before the looks at
- * databases without it.  A run that starts after another's due time ends
- * due after it, so a database waits for at most the N - 1 others once:
- * with N databases to sweep and M sweepers, each is swept at least every
- * interval + ceil(N / M) x time slice (doc/sweeper.md).
+ * databases without it; a sweep that finds every slot taken stops a look.
+ * A run that starts after another's due time ends due after it, so a
+ * database waits for at most the N - 1 others once: with N databases to
+ * sweep and M sweepers, each is swept at least every interval + ceil(N / M)
+ * x time slice (doc/sweeper.md).
  */
 #include "postgres.h"
 
@@ -65,79 +66,133 @@ static LauncherRun *runs;
 static int	nruns;
 static bool warned_full = false;
 
-/* Is entry db one of the runs this launcher started? */
-static bool
-launcher_running(int db)
+/* A database to sweep, as pg_database says now. */
+typedef struct ListedDb
+{
+	Oid			oid;
+	NameData	name;
+} ListedDb;
+
+/* The run this launcher started in entry db, or -1. */
+static int
+launcher_run_of(int db)
 {
 	int			i;
 
 	for (i = 0; i < nruns; i++)
 		if (runs[i].db == db)
-			return true;
-	return false;
+			return i;
+	return -1;
+}
+
+/* Is nothing running (or starting) in entry i? */
+static bool
+launcher_idle(int i, TimestampTz now)
+{
+	return launcher_run_of(i) < 0 && !sweep_busy(&sweep_shared->dbs[i], now);
 }
 
 /*
- * Make the table match pg_database: an entry for every database to sweep
- * (holdcommit.databases, accepting connections, not a template), named as
- * it is now; free the entries of the others unless a run is on.
+ * The databases to sweep: those that accept connections, are not templates
+ * nor left invalid by an interrupted DROP DATABASE, and that
+ * holdcommit.databases names (all if it is empty).  Read without the lock.
  */
-static void
-launcher_scan(TimestampTz now)
+static List *
+launcher_list_databases(void)
 {
+	List	   *listed = NIL;
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tup;
-	bool	   *seen = palloc0(sizeof(bool) * sweep_shared->ndbs);
-	int			i;
+	MemoryContext tick = CurrentMemoryContext;
 
 	StartTransactionCommand();
 	(void) GetTransactionSnapshot();
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = table_beginscan_catalog(rel, 0, NULL);
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
 	{
 		Form_pg_database pgdb = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old;
+		ListedDb   *db;
 
-		if (!pgdb->datallowconn || pgdb->datistemplate ||
+		if (!pgdb->datallowconn || pgdb->datistemplate || database_is_invalid_form(pgdb) ||
 			!sweep_database_wanted(NameStr(pgdb->datname)))
 			continue;
-		i = sweep_find(pgdb->oid);
-		if (i < 0 && (i = sweep_find(InvalidOid)) >= 0)
-		{
-			memset(&sweep_shared->dbs[i], 0, sizeof(SweepDb));
-			sweep_shared->dbs[i].dboid = pgdb->oid;
-			sweep_shared->dbs[i].due = now;
-		}
-		if (i < 0)
-		{
-			if (!warned_full)
-				ereport(WARNING,
-						(errmsg("holdcommit sweeper cannot sweep database \"%s\": holdcommit.max_databases (%d) databases are tracked already",
-								NameStr(pgdb->datname), sweep_shared->ndbs),
-						 errhint("Raise holdcommit.max_databases (a restart), or name the databases to sweep in holdcommit.databases.")));
-			warned_full = true;
-			continue;
-		}
-		seen[i] = true;
-		namestrcpy(&sweep_shared->dbs[i].datname, NameStr(pgdb->datname));
+		old = MemoryContextSwitchTo(tick);
+		db = palloc(sizeof(ListedDb));
+		db->oid = pgdb->oid;
+		db->name = pgdb->datname;
+		listed = lappend(listed, db);
+		MemoryContextSwitchTo(old);
 	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(tick);
+	return listed;
+}
+
+/* A free entry, or one of a database without holdcommit that is idle; -1 if none. */
+static int
+launcher_free_entry(TimestampTz now)
+{
+	int			i = sweep_find(InvalidOid);
+
+	if (i >= 0)
+		return i;
 	for (i = 0; i < sweep_shared->ndbs; i++)
 	{
 		SweepDb    *db = &sweep_shared->dbs[i];
 
-		if (OidIsValid(db->dboid) && !seen[i] && db->pid == 0 && !launcher_running(i))
-		{
-			memset(db, 0, sizeof(SweepDb));
-			warned_full = false;
-		}
+		if ((db->kind == KIND_NONE || db->kind == KIND_OLD) && launcher_idle(i, now))
+			return i;
 	}
+	return -1;
+}
+
+/*
+ * Make the table match pg_database: an entry for every database to sweep,
+ * named as it is now; free the entries of the others unless a run is on.
+ * When the table is full, databases without holdcommit give up theirs.
+ * Returns a database that found no entry (for the log), or NULL.
+ */
+static char *
+launcher_scan(TimestampTz now)
+{
+	List	   *listed = launcher_list_databases();
+	bool	   *seen = palloc0(sizeof(bool) * sweep_shared->ndbs);
+	char	   *untracked = NULL;
+	ListCell   *lc;
+	int			i;
+
+	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	foreach(lc, listed)
+	{
+		ListedDb   *listed_db = (ListedDb *) lfirst(lc);
+
+		i = sweep_find(listed_db->oid);
+		if (i < 0 && (i = launcher_free_entry(now)) >= 0)
+		{
+			memset(&sweep_shared->dbs[i], 0, sizeof(SweepDb));
+			sweep_shared->dbs[i].dboid = listed_db->oid;
+			sweep_shared->dbs[i].due = now;
+		}
+		if (i < 0)
+		{
+			if (untracked == NULL)
+				untracked = pstrdup(NameStr(listed_db->name));
+			continue;
+		}
+		seen[i] = true;
+		sweep_shared->dbs[i].datname = listed_db->name;
+	}
+	for (i = 0; i < sweep_shared->ndbs; i++)
+		if (OidIsValid(sweep_shared->dbs[i].dboid) && !seen[i] && launcher_idle(i, now))
+			memset(&sweep_shared->dbs[i], 0, sizeof(SweepDb));
 	LWLockRelease(sweep_shared->lock);
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-	CommitTransactionCommand();
 	pfree(seen);
+	return untracked;
 }
 
 /* When a database whose run (or look) just ended is due again. */
@@ -182,7 +237,8 @@ launcher_reap(TimestampTz now)
 			/* A run that never claimed the entry stepped aside: still due. */
 			if (db->last_start >= runs[i].started)
 				db->due = launcher_next_due(db, now);
-			db->starting = false;
+			db->start_requested = 0;
+			db->preempted = false;
 		}
 		LWLockRelease(sweep_shared->lock);
 		pfree(runs[i].handle);
@@ -192,12 +248,13 @@ launcher_reap(TimestampTz now)
 
 /* Start a run in entry i; false if no background worker slot is free. */
 static bool
-launcher_start(int i)
+launcher_start(int i, TimestampTz now)
 {
 	SweepDb    *db = &sweep_shared->dbs[i];
 	BackgroundWorker worker = {0};
 	BackgroundWorkerHandle *handle;
-	TimestampTz started = GetCurrentTimestamp();
+	MemoryContext old;
+	bool		registered;
 
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -210,21 +267,31 @@ launcher_start(int i)
 	worker.bgw_main_arg = Int32GetDatum(i);
 	memcpy(worker.bgw_extra, &db->dboid, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	/* The handle outlives the tick. */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&worker, &handle);
+	MemoryContextSwitchTo(old);
+	if (!registered)
 		return false;
 	runs[nruns].handle = handle;
 	runs[nruns].db = i;
 	runs[nruns].dboid = db->dboid;
-	runs[nruns].started = started;
+	runs[nruns].started = now;
 	nruns++;
-	db->look_now = false;
-	db->starting = true;
+	db->start_requested = now;
 	db->wait = WAIT_NONE;
 	return true;
 }
 
+/* Does entry i wait for a sweep (rank 0) rather than a look (rank 1)? */
+static int
+launcher_rank(const SweepDb *db)
+{
+	return (db->kind == KIND_INSTALLED || db->kind == KIND_UNKNOWN || db->look_now) ? 0 : 1;
+}
+
 /*
- * The entry to start next: due, not paused, not running; first those with
+ * The entry to start next: due, not paused, idle; first those with
  * holdcommit (or not yet looked at, or just given it), oldest due first,
  * then the looks at the others.  -1 if none.
  */
@@ -232,40 +299,58 @@ static int
 launcher_pick(TimestampTz now)
 {
 	int			best = -1;
-	int			best_rank = 2;
 	int			i;
 
 	for (i = 0; i < sweep_shared->ndbs; i++)
 	{
 		SweepDb    *db = &sweep_shared->dbs[i];
-		int			rank;
 
-		if (!OidIsValid(db->dboid) || db->dropped || db->pid != 0 || launcher_running(i) ||
-			(db->due > now && !db->look_now))
+		if (!OidIsValid(db->dboid) || db->dropped || !launcher_idle(i, now) ||
+			(db->due > now && !db->look_now) || sweep_paused(db->dboid))
 			continue;
-		if (sweep_paused(db->dboid))
-			continue;
-		rank = (db->kind == KIND_INSTALLED || db->kind == KIND_UNKNOWN || db->look_now) ? 0 : 1;
-		if (rank < best_rank || (rank == best_rank && db->due < sweep_shared->dbs[best].due))
-		{
+		if (best < 0 || launcher_rank(db) < launcher_rank(&sweep_shared->dbs[best]) ||
+			(launcher_rank(db) == launcher_rank(&sweep_shared->dbs[best]) &&
+			 db->due < sweep_shared->dbs[best].due))
 			best = i;
-			best_rank = rank;
-		}
 	}
 	return best;
 }
 
-/* How many sweepers run: the launcher's, and any an earlier launcher left. */
+/* How many sweepers run or start: the launcher's, and any an earlier launcher left. */
 static int
-launcher_busy(void)
+launcher_busy(TimestampTz now)
 {
 	int			busy = nruns;
 	int			i;
 
 	for (i = 0; i < sweep_shared->ndbs; i++)
-		if (sweep_shared->dbs[i].pid != 0 && !launcher_running(i))
+		if (launcher_run_of(i) < 0 && sweep_busy(&sweep_shared->dbs[i], now))
 			busy++;
 	return busy;
+}
+
+/*
+ * A sweep waits while every slot is taken: stop a look (it only reads the
+ * catalog, and is due again at once) so that looks never delay a sweep.
+ * True if one was stopped.
+ */
+static bool
+launcher_preempt_look(void)
+{
+	int			r;
+
+	for (r = 0; r < nruns; r++)
+	{
+		SweepDb    *db = &sweep_shared->dbs[runs[r].db];
+
+		if (launcher_rank(db) == 1 && !db->preempted)
+		{
+			db->preempted = true;
+			TerminateBackgroundWorker(runs[r].handle);
+			return true;
+		}
+	}
+	return false;
 }
 
 /* Start what is due, up to the cap; the rest waits, and says why. */
@@ -277,9 +362,15 @@ launcher_start_due(TimestampTz now)
 	int			i;
 
 	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	while (launcher_busy() < cap && (i = launcher_pick(now)) >= 0)
+	while ((i = launcher_pick(now)) >= 0)
 	{
-		if (!launcher_start(i))
+		if (launcher_busy(now) >= cap)
+		{
+			if (launcher_rank(&sweep_shared->dbs[i]) == 0)
+				(void) launcher_preempt_look();
+			break;
+		}
+		if (!launcher_start(i, now))
 		{
 			wait = WAIT_NO_SLOT;
 			break;
@@ -289,10 +380,85 @@ launcher_start_due(TimestampTz now)
 	{
 		SweepDb    *db = &sweep_shared->dbs[i];
 
-		if (OidIsValid(db->dboid) && db->due <= now && db->pid == 0 && !launcher_running(i))
+		if (OidIsValid(db->dboid) && db->due <= now && launcher_idle(i, now))
 			db->wait = sweep_paused(db->dboid) ? WAIT_PAUSED : wait;
 	}
 	LWLockRelease(sweep_shared->lock);
+}
+
+/* What the log is to say of one database. */
+typedef struct LauncherNews
+{
+	NameData	datname;
+	SweepHealth health;
+	char		reason[SWEEP_ERROR_LEN];
+} LauncherNews;
+
+/*
+ * Tell the log of every database with holdcommit whose health changed, by
+ * name, once.  Collected under the lock, logged after it.
+ */
+static void
+launcher_report(TimestampTz now)
+{
+	LauncherNews *news = palloc(sizeof(LauncherNews) * sweep_shared->ndbs);
+	int64		allowance;
+	int			n = 0;
+	int			i;
+
+	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	allowance = sweep_busy_allowance();
+	for (i = 0; i < sweep_shared->ndbs; i++)
+	{
+		SweepDb    *db = &sweep_shared->dbs[i];
+		const char *reason;
+		SweepHealth health;
+
+		if (!OidIsValid(db->dboid) || db->dropped || db->kind != KIND_INSTALLED)
+			continue;
+		health = sweep_health(db, now, allowance, &reason);
+		/* A run in progress says nothing new until it ends. */
+		if (health == db->reported || (health == HEALTH_OK && !launcher_idle(i, now)))
+			continue;
+		db->reported = health;
+		news[n].datname = db->datname;
+		news[n].health = health;
+		strlcpy(news[n].reason, reason ? reason : "", SWEEP_ERROR_LEN);
+		n++;
+	}
+	LWLockRelease(sweep_shared->lock);
+
+	for (i = 0; i < n; i++)
+	{
+		if (news[i].health == HEALTH_FAILED)
+			ereport(WARNING,
+					(errmsg("holdcommit sweeper: database \"%s\" is not swept: its last run failed: %s",
+							NameStr(news[i].datname), news[i].reason),
+					 errhint("The next run is due in %d s; hc_sweeper_databases shows the state.",
+							 hc_sweep_interval)));
+		else if (news[i].health == HEALTH_BEHIND)
+			ereport(WARNING,
+					(errmsg("holdcommit sweeper: database \"%s\" is not swept: its run is late: %s",
+							NameStr(news[i].datname), news[i].reason),
+					 errhint("hc_sweeper_databases shows the state; doc/sweeper.md says what each reason needs.")));
+		else
+			ereport(LOG,
+					(errmsg("holdcommit sweeper: database \"%s\" is swept again",
+							NameStr(news[i].datname))));
+	}
+	pfree(news);
+}
+
+/* Say once that the table is full, naming a database left out. */
+static void
+launcher_report_full(const char *untracked)
+{
+	if (untracked != NULL && !warned_full)
+		ereport(WARNING,
+				(errmsg("holdcommit sweeper cannot sweep database \"%s\": holdcommit.max_databases (%d) databases are tracked already",
+						untracked, sweep_shared->ndbs),
+				 errhint("Raise holdcommit.max_databases (a restart), or name the databases to sweep in holdcommit.databases.")));
+	warned_full = (untracked != NULL);
 }
 
 /*
@@ -310,56 +476,18 @@ launcher_sleep_ms(TimestampTz now)
 	{
 		SweepDb    *db = &sweep_shared->dbs[i];
 
-		if (OidIsValid(db->dboid) && db->pid == 0 && !launcher_running(i) &&
-			db->due > now && db->due < next)
+		if (OidIsValid(db->dboid) && launcher_idle(i, now) && db->due > now && db->due < next)
 			next = db->due;
 	}
 	LWLockRelease(sweep_shared->lock);
 	return Max(10, (long) ((next - now) / 1000));
 }
 
-/* Tell the log of every database whose health changed, by name, once. */
-static void
-launcher_report(TimestampTz now)
-{
-	int			i;
-
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < sweep_shared->ndbs; i++)
-	{
-		SweepDb    *db = &sweep_shared->dbs[i];
-		const char *reason;
-		SweepHealth health;
-
-		if (!OidIsValid(db->dboid) || db->dropped)
-			continue;
-		health = sweep_health(db, now, &reason);
-		if (health == db->reported || ((db->pid != 0 || db->starting) && health == HEALTH_OK))
-			continue;
-		if (health == HEALTH_FAILED)
-			ereport(WARNING,
-					(errmsg("holdcommit sweeper: database \"%s\" is not swept: its last run failed: %s",
-							NameStr(db->datname), reason),
-					 errhint("The next run is due in %d s; hc_sweeper_databases shows the state.",
-							 hc_sweep_interval)));
-		else if (health == HEALTH_BEHIND)
-			ereport(WARNING,
-					(errmsg("holdcommit sweeper: database \"%s\" is not swept: its run has been due for more than %d s: %s",
-							NameStr(db->datname), hc_sweep_interval, reason),
-					 errhint("hc_sweeper_databases shows the state; doc/sweeper.md says what each reason needs.")));
-		else if (db->kind == KIND_INSTALLED)
-			ereport(LOG,
-					(errmsg("holdcommit sweeper: database \"%s\" is swept again",
-							NameStr(db->datname))));
-		db->reported = health;
-	}
-	LWLockRelease(sweep_shared->lock);
-}
-
 /* The launcher's latch leaves shared memory with it. */
 static void
 launcher_exit(int code, Datum arg)
 {
+	LWLockReleaseAll();
 	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 	sweep_shared->launcher = NULL;
 	LWLockRelease(sweep_shared->lock);
@@ -405,7 +533,7 @@ hc_launcher_main(Datum main_arg)
 		launcher_reap(now);
 		if (hc_sweep_interval > 0)
 		{
-			launcher_scan(now);
+			launcher_report_full(launcher_scan(now));
 			launcher_start_due(now);
 			launcher_report(now);
 			sleep_ms = launcher_sleep_ms(GetCurrentTimestamp());

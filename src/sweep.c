@@ -45,9 +45,9 @@ static HcStatement record_run = {
 	" INSERT INTO hc_sweeper_status AS s"
 	"   (database, pid, actor, last_start, last_end, expired_holds, expired_reservations,"
 	"    purged_keys, runs, total_expired_holds, total_expired_reservations, total_purged_keys,"
-	"    last_error, last_error_sqlstate, last_error_at, next_run)"
+	"    last_error, last_error_at, next_run)"
 	" VALUES (pg_catalog.current_database(), :pid, :actor, :started, :now, :holds,"
-	"         :reservations, :keys, 1, :holds, :reservations, :keys, :error, :sqlstate,"
+	"         :reservations, :keys, 1, :holds, :reservations, :keys, :error,"
 	"         CASE WHEN :error IS NOT NULL THEN :now END, :next_run)"
 	" ON CONFLICT (database) DO UPDATE"
 	"   SET pid = EXCLUDED.pid, actor = EXCLUDED.actor, last_start = EXCLUDED.last_start,"
@@ -58,14 +58,18 @@ static HcStatement record_run = {
 	"       total_expired_reservations = s.total_expired_reservations" PLUS ":reservations,"
 	"       total_purged_keys = s.total_purged_keys" PLUS ":keys,"
 	"       last_error = COALESCE(EXCLUDED.last_error, s.last_error),"
-	"       last_error_sqlstate = CASE WHEN :error IS NOT NULL THEN :sqlstate"
-	"                                  ELSE s.last_error_sqlstate END,"
 	"       last_error_at = COALESCE(EXCLUDED.last_error_at, s.last_error_at),"
 	"       next_run = EXCLUDED.next_run",
 	{{"pid", INT4OID}, {"started", TIMESTAMPTZOID}, {"holds", INT8OID},
 	 {"reservations", INT8OID}, {"keys", INT8OID}, {"error", TEXTOID},
-	 {"next_run", TIMESTAMPTZOID}, {"actor", TEXTOID}, {"now", TIMESTAMPTZOID},
-	 {"sqlstate", TEXTOID}}
+	 {"next_run", TIMESTAMPTZOID}, {"actor", TEXTOID}, {"now", TIMESTAMPTZOID}}
+};
+
+/* The SQLSTATE of the error just recorded (a column 0.2.0 does not have). */
+static HcStatement record_sqlstate = {
+	"UPDATE hc_sweeper_status SET last_error_sqlstate = :sqlstate"
+	" WHERE database" EQ "pg_catalog.current_database()",
+	{{"sqlstate", TEXTOID}}
 };
 
 /*
@@ -94,7 +98,7 @@ hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
  */
 void
 hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts,
-				  const ErrorData *error, int interval_s)
+				  const ErrorData *error, int interval_s, bool has_sqlstate)
 {
 	HcArgs		args;
 
@@ -105,13 +109,18 @@ hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts
 	hc_bind(&args, "reservations", Int64GetDatum(counts->expired_reservations));
 	hc_bind(&args, "keys", Int64GetDatum(counts->purged_keys));
 	hc_bind_text(&args, "error", error ? error->message : NULL);
-	hc_bind_text(&args, "sqlstate", error ? unpack_sql_state(error->sqlerrcode) : NULL);
 	if (interval_s > 0)
 		hc_bind(&args, "next_run",
 				TimestampTzGetDatum(call->now + (int64) interval_s * USECS_PER_SEC));
 	else
 		hc_bind_null(&args, "next_run");
 	hc_run(call, &args, SPI_OK_INSERT);
+	if (error != NULL && has_sqlstate)
+	{
+		hc_args(&args, &record_sqlstate);
+		hc_bind_text(&args, "sqlstate", unpack_sql_state(error->sqlerrcode));
+		hc_run(call, &args, SPI_OK_UPDATE);
+	}
 }
 
 /*

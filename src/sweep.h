@@ -27,6 +27,6 @@ extern int64 hc_idempotency_sweep(HcCall *call, int batch_size);
 
 extern bool hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern void hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts,
-							  const ErrorData *error, int interval_s);
+							  const ErrorData *error, int interval_s, bool has_sqlstate);
 
 #endif							/* HOLDCOMMIT_SWEEP_H */

@@ -37,7 +37,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
+#include "mb/pg_wchar.h"
 
 #include "call.h"
 #include "holdcommit.h"
@@ -54,14 +56,16 @@ sweeper_leave(int code, Datum arg)
 {
 	SweepDb    *db = &sweep_shared->dbs[sweeper_db];
 
+	/* Nothing of ours is held at exit; never wait here for a lock we hold. */
+	LWLockReleaseAll();
 	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 	if (db->pid == MyProcPid)
 	{
 		db->pid = 0;
 		if (db->outcome == OUTCOME_RUNNING)
 		{
-			/* A pause stopped it: not a failure, the run is still due. */
-			if (sweep_paused(db->dboid))
+			/* A pause or the launcher stopped it: not a failure, still due. */
+			if (sweep_paused(db->dboid) || db->preempted)
 				db->outcome = OUTCOME_NONE;
 			else
 			{
@@ -88,10 +92,11 @@ sweeper_claim(Oid dboid)
 	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 	mine = db->dboid == dboid && !db->dropped && db->pid == 0 && !sweep_paused(dboid);
 	if (db->dboid == dboid)
-		db->starting = false;
+		db->start_requested = 0;	/* this run has come, whether it stays or not */
 	if (mine)
 	{
 		db->pid = MyProcPid;
+		db->look_now = false;
 		db->outcome = OUTCOME_RUNNING;
 		db->last_start = GetCurrentTimestamp();
 	}
@@ -101,7 +106,7 @@ sweeper_claim(Oid dboid)
 
 /* Is a command waiting for this database to itself? */
 static bool
-sweeper_paused(Oid dboid)
+sweeper_must_step_aside(Oid dboid)
 {
 	bool		paused;
 
@@ -118,13 +123,20 @@ sweeper_set(const char *name, const char *value)
 	SetConfigOption(name, value, PGC_SUSET, PGC_S_OVERRIDE);
 }
 
-/* The timeouts of the next statement: what is left of the slice. */
+/*
+ * The timeouts of the next transaction: what is left of the slice.  A
+ * background worker's statements are not timed by postgres.c, so the
+ * statement timeout is armed here (sweeper_begin), as remote.c does.
+ */
+static long sweeper_timeout_ms;
+
 static void
 sweeper_set_timeouts(long left_ms)
 {
 	char		ms[32];
 
-	snprintf(ms, sizeof(ms), "%ld", Max(left_ms, 1));
+	sweeper_timeout_ms = Max(left_ms, 1);
+	snprintf(ms, sizeof(ms), "%ld", sweeper_timeout_ms);
 	sweeper_set("statement_timeout", ms);
 	sweeper_set("lock_timeout", ms);
 }
@@ -186,6 +198,7 @@ sweeper_begin(HcCall *call, Oid owner, Oid schema, const char *actor)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	enable_timeout_after(STATEMENT_TIMEOUT, (int) Min(sweeper_timeout_ms, INT_MAX));
 	PushActiveSnapshot(GetTransactionSnapshot());
 	hc_call_begin_as(call, owner, schema, "hc_sweep", actor);
 }
@@ -196,6 +209,7 @@ sweeper_commit(HcCall *call)
 {
 	hc_call_end(call);
 	PopActiveSnapshot();
+	disable_timeout(STATEMENT_TIMEOUT, false);
 	CommitTransactionCommand();
 }
 
@@ -211,6 +225,7 @@ sweeper_abort(MemoryContext run_context, const char *datname, const char *what)
 	MemoryContextSwitchTo(run_context);
 	edata = CopyErrorData();
 	FlushErrorState();
+	disable_timeout(STATEMENT_TIMEOUT, false);
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(run_context);
 	ereport(LOG,
@@ -242,7 +257,9 @@ sweeper_record_entry(const HcSweepCounts *counts, SweepOutcome outcome, ErrorDat
 		db->failures++;
 		db->sqlstate = edata->sqlerrcode;
 		db->error_at = now;
-		strlcpy(db->error, edata->message, SWEEP_ERROR_LEN);
+		memcpy(db->error, edata->message,
+			   pg_mbcliplen(edata->message, strlen(edata->message), SWEEP_ERROR_LEN - 1));
+		db->error[pg_mbcliplen(edata->message, strlen(edata->message), SWEEP_ERROR_LEN - 1)] = '\0';
 	}
 	else
 		db->last_swept = now;
@@ -291,6 +308,7 @@ sweeper_run(const char *datname, MemoryContext run_context, TimestampTz deadline
 	Oid			schema = InvalidOid;
 	bool		found;
 	bool		current = false;
+	bool		has_sqlstate = false;
 	char	   *actor = NULL;
 	HcCall		call;
 
@@ -301,7 +319,11 @@ sweeper_run(const char *datname, MemoryContext run_context, TimestampTz deadline
 	found = sweeper_find_extension(&owner, &schema);
 	if (found)
 	{
-		current = OidIsValid(get_relname_relid("hc_sweeper_status", schema));
+		Oid			status = get_relname_relid("hc_sweeper_status", schema);
+
+		current = OidIsValid(status);
+		/* 0.2.0, which this library serves too, has no SQLSTATE column. */
+		has_sqlstate = current && get_attnum(status, "last_error_sqlstate") != InvalidAttrNumber;
 		actor = MemoryContextStrdup(run_context, GetUserNameFromId(owner, false));
 	}
 	PopActiveSnapshot();
@@ -331,7 +353,7 @@ sweeper_run(const char *datname, MemoryContext run_context, TimestampTz deadline
 	PG_TRY();
 	{
 		sweeper_begin(&call, owner, schema, actor);
-		hc_sweeper_record(&call, started, counts, edata, hc_sweep_interval);
+		hc_sweeper_record(&call, started, counts, edata, hc_sweep_interval, has_sqlstate);
 		sweeper_commit(&call);
 	}
 	PG_CATCH();
@@ -367,7 +389,7 @@ hc_sweeper_main(Datum main_arg)
 	before_shmem_exit(sweeper_leave, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	if (sweeper_paused(dboid) || RecoveryInProgress())
+	if (sweeper_must_step_aside(dboid) || RecoveryInProgress())
 	{
 		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 		sweep_shared->dbs[sweeper_db].outcome = OUTCOME_NONE;

@@ -60,7 +60,8 @@ typedef struct SweepDb
 	bool		dropped;		/* DROP DATABASE succeeded: start nothing */
 	bool		look_now;		/* CREATE or ALTER EXTENSION ran there */
 	SweepKind	kind;
-	bool		starting;		/* the launcher has started a run that has not claimed it yet */
+	TimestampTz start_requested;	/* a run started that has not claimed the entry yet; 0: none */
+	bool		preempted;		/* a look the launcher stopped to make room for a sweep */
 	pid_t		pid;			/* its running sweeper; cleared (under the lock) before it exits */
 	TimestampTz due;			/* when its next run (or look) may start */
 	SweepWait	wait;			/* why a due run has not started */
@@ -89,10 +90,16 @@ typedef struct SweepShared
 
 extern SweepShared *sweep_shared;
 
+/* A run that has not claimed its entry this long after its start never will. */
+#define SWEEP_START_TIMEOUT_US	(60 * USECS_PER_SEC)
+
 /* sweeper_state.c; the lock held by the caller */
 extern int	sweep_find(Oid dboid);
 extern bool sweep_paused(Oid dboid);
-extern SweepHealth sweep_health(const SweepDb *db, TimestampTz now, const char **reason);
+extern bool sweep_busy(const SweepDb *db, TimestampTz now);
+extern int64 sweep_busy_allowance(void);
+extern SweepHealth sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance,
+								const char **reason);
 extern void sweep_wake_launcher(void);
 extern void hc_sweeper_init(void);
 

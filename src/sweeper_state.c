@@ -36,7 +36,9 @@
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/varlena.h"
@@ -133,26 +135,59 @@ sweep_wake_launcher(void)
 		SetLatch(sweep_shared->launcher);
 }
 
+/* Does a run hold the entry, or is one starting (not for ever)? */
+bool
+sweep_busy(const SweepDb *db, TimestampTz now)
+{
+	return db->pid != 0 ||
+		(db->start_requested != 0 && now - db->start_requested < SWEEP_START_TIMEOUT_US);
+}
+
 /*
- * Is the database swept as it should be?  Behind: a run (or a first look)
- * has been due for longer than an interval and none runs; failed: the last
- * run ended in an error.  *reason says why, for the view and the log.
+ * How long a database may wait for a busy sweeper and still be on time:
+ * ceil(N / max_sweepers) time slices, N the databases with holdcommit (the
+ * bound of launcher.c).
+ */
+int64
+sweep_busy_allowance(void)
+{
+	int			cap = Max(1, Min(hc_max_sweepers, max_worker_processes));
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < sweep_shared->ndbs; i++)
+		if (sweep_shared->dbs[i].kind == KIND_INSTALLED)
+			n++;
+	return (int64) ((n + cap - 1) / cap) * hc_sweep_time_slice * 1000;
+}
+
+static const char paused_reason[] =
+	"a CREATE, ALTER or DROP DATABASE command needs the database to itself";
+
+/*
+ * Is a database with holdcommit swept as it should be?  Behind: its run
+ * has been due for longer than an interval (no worker slot, a pause), or
+ * than the bound allows when only busy sweepers hold it up; failed: the
+ * last run ended in an error.  *reason says why, for the view and the log.
  */
 SweepHealth
-sweep_health(const SweepDb *db, TimestampTz now, const char **reason)
+sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const char **reason)
 {
 	/* A run that has just ended is not late, whatever the launcher knows yet. */
 	TimestampTz due = Max(db->due, db->last_end);
+	int64		late = (int64) hc_sweep_interval * USECS_PER_SEC;
 
 	*reason = NULL;
-	if ((db->kind == KIND_INSTALLED || db->kind == KIND_UNKNOWN) && db->pid == 0 && !db->starting &&
-		hc_sweep_interval > 0 && due != 0 &&
-		now - due > (int64) hc_sweep_interval * USECS_PER_SEC)
+	if (db->kind != KIND_INSTALLED)
+		return HEALTH_OK;
+	if (db->wait == WAIT_BUSY)
+		late = Max(late, busy_allowance);
+	if (!sweep_busy(db, now) && hc_sweep_interval > 0 && due != 0 && now - due > late)
 	{
 		switch (db->wait)
 		{
 			case WAIT_PAUSED:
-				*reason = "a CREATE, ALTER or DROP DATABASE command needs the database to itself";
+				*reason = paused_reason;
 				break;
 			case WAIT_NO_SLOT:
 				*reason = "no background worker slot is free (max_worker_processes)";
@@ -166,8 +201,7 @@ sweep_health(const SweepDb *db, TimestampTz now, const char **reason)
 		}
 		return HEALTH_BEHIND;
 	}
-	if (db->kind == KIND_INSTALLED &&
-		(db->outcome == OUTCOME_FAILED || db->outcome == OUTCOME_STOPPED))
+	if (db->outcome == OUTCOME_FAILED || db->outcome == OUTCOME_STOPPED)
 	{
 		*reason = db->error;
 		return HEALTH_FAILED;
@@ -192,7 +226,6 @@ sweep_pause(Oid dboid)
 	if (i >= 0 && sweep_shared->dbs[i].pid != 0)
 		(void) kill(sweep_shared->dbs[i].pid, SIGTERM);
 	LWLockRelease(sweep_shared->lock);
-	hc_autonomous_retire(dboid);
 }
 
 /* The command is over, however it ended (also a before_shmem_exit callback). */
@@ -252,6 +285,33 @@ sweep_ddl_database(Node *parsetree, bool *drop)
 			break;
 	}
 	return InvalidOid;
+}
+
+/*
+ * May the current user run the command at all?  Only then does it pause
+ * the database: a refused DROP DATABASE must not stop the owner's sweeping.
+ * (The command checks again; this only keeps strangers out.)
+ */
+static bool
+sweep_may_pause(Node *parsetree, Oid dboid)
+{
+	bool		owner = pg_database_ownercheck(dboid, GetUserId());
+
+	if (IsA(parsetree, CreatedbStmt))
+	{
+		HeapTuple	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+		bool		is_template = false;
+
+		if (HeapTupleIsValid(tup))
+		{
+			is_template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+			ReleaseSysCache(tup);
+		}
+		return have_createdb_privilege() && (owner || is_template);
+	}
+	if (IsA(parsetree, RenameStmt))
+		return owner && have_createdb_privilege();
+	return owner;
 }
 
 /* CREATE EXTENSION holdcommit or ALTER EXTENSION holdcommit ...? */
@@ -322,16 +382,17 @@ sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	Oid			dboid = sweep_shared ? sweep_ddl_database(parsetree, &is_drop) : InvalidOid;
 	volatile bool drop = is_drop;
 
-	if (!OidIsValid(dboid))
+	if (!OidIsValid(dboid) || !sweep_may_pause(parsetree, dboid))
 	{
 		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 		if (sweep_shared && sweep_extension_command(parsetree))
 			look_at_commit = true;
 		return;
 	}
-	sweep_pause(dboid);
 	PG_ENSURE_ERROR_CLEANUP(sweep_resume, ObjectIdGetDatum(dboid));
 	{
+		sweep_pause(dboid);
+		hc_autonomous_retire(dboid);
 		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 		if (drop)
 			sweep_forget(dboid);
@@ -345,25 +406,59 @@ sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
  * ------------------------------------------------------------------------
  */
 
-#define STATE_COLUMNS 16
+#define STATE_COLUMNS 17
 
-static const char *const kind_names[] = {"not looked at yet", "no holdcommit", "holdcommit older than 0.2.0", "installed"};
+static const char *const kind_names[] = {
+	[KIND_UNKNOWN] = "not looked at yet",
+	[KIND_NONE] = "no holdcommit",
+	[KIND_OLD] = "holdcommit older than 0.2.0",
+	[KIND_INSTALLED] = "installed"
+};
+
+/* What the view reads of the table, copied under the lock. */
+typedef struct SweepView
+{
+	SweepDb    *dbs;
+	bool	   *paused;
+	int			ndbs;
+	bool		full;
+	int64		busy_allowance;
+} SweepView;
+
+static void
+sweep_view_copy(SweepView *view)
+{
+	int			i;
+
+	view->ndbs = sweep_shared->ndbs;
+	view->dbs = palloc(sizeof(SweepDb) * view->ndbs);
+	view->paused = palloc(sizeof(bool) * view->ndbs);
+	LWLockAcquire(sweep_shared->lock, LW_SHARED);
+	memcpy(view->dbs, sweep_shared->dbs, sizeof(SweepDb) * view->ndbs);
+	for (i = 0; i < view->ndbs; i++)
+		view->paused[i] = OidIsValid(view->dbs[i].dboid) && sweep_paused(view->dbs[i].dboid);
+	view->full = sweep_find(InvalidOid) < 0;
+	view->busy_allowance = sweep_busy_allowance();
+	LWLockRelease(sweep_shared->lock);
+}
 
 /* The state and reason of a database the table has, at now. */
 static const char *
-sweep_state_of(const SweepDb *db, TimestampTz now, const char **reason)
+sweep_state_of(const SweepView *view, int i, TimestampTz now, const char **reason)
 {
+	const SweepDb *db = &view->dbs[i];
+
 	*reason = NULL;
 	if (db->dropped)
 		return "dropped";
-	if (sweep_paused(db->dboid))
+	if (view->paused[i])
 	{
-		*reason = "a CREATE, ALTER or DROP DATABASE command needs the database to itself";
+		*reason = paused_reason;
 		return "paused";
 	}
-	if (db->pid != 0 || db->starting)
+	if (sweep_busy(db, now))
 		return "running";
-	switch (sweep_health(db, now, reason))
+	switch (sweep_health(db, now, view->busy_allowance, reason))
 	{
 		case HEALTH_BEHIND:
 			return "behind";
@@ -389,12 +484,13 @@ timestamp_or_null(TimestampTz t, bool *isnull)
 	return TimestampTzGetDatum(t);
 }
 
-/* One row from an entry (the lock held). */
+/* One row from entry i of the copy. */
 static void
-sweep_row(const SweepDb *db, TimestampTz now, Datum *values, bool *nulls)
+sweep_row(const SweepView *view, int i, TimestampTz now, Datum *values, bool *nulls)
 {
+	const SweepDb *db = &view->dbs[i];
 	const char *reason;
-	const char *state = sweep_state_of(db, now, &reason);
+	const char *state = sweep_state_of(view, i, now, &reason);
 
 	values[1] = CStringGetTextDatum(state);
 	nulls[2] = (reason == NULL || reason[0] == '\0');
@@ -412,19 +508,19 @@ sweep_row(const SweepDb *db, TimestampTz now, Datum *values, bool *nulls)
 	values[10] = Int64GetDatum(db->failures);
 	values[11] = Int64GetDatum(db->holds);
 	values[12] = Int64GetDatum(db->reservations);
-	nulls[13] = (db->sqlstate == 0);
-	if (!nulls[13])
-		values[13] = CStringGetTextDatum(unpack_sql_state(db->sqlstate));
-	nulls[14] = (db->error_at == 0);
-	values[14] = TimestampTzGetDatum(db->error_at);
-	nulls[15] = (db->error_at == 0);
-	if (!nulls[15])
-		values[15] = CStringGetTextDatum(db->error);
+	values[13] = Int64GetDatum(db->keys);
+	nulls[14] = (db->sqlstate == 0);
+	if (!nulls[14])
+		values[14] = CStringGetTextDatum(unpack_sql_state(db->sqlstate));
+	values[15] = timestamp_or_null(db->error_at, &nulls[15]);
+	nulls[16] = (db->error_at == 0);
+	if (!nulls[16])
+		values[16] = CStringGetTextDatum(db->error);
 }
 
 /* A database the table does not have: why not. */
 static void
-sweep_row_untracked(Form_pg_database pgdb, Datum *values, bool *nulls)
+sweep_row_untracked(Form_pg_database pgdb, const SweepView *view, Datum *values, bool *nulls)
 {
 	const char *state;
 	const char *reason;
@@ -444,17 +540,17 @@ sweep_row_untracked(Form_pg_database pgdb, Datum *values, bool *nulls)
 		state = "standby";
 		reason = "a standby is read-only: its primary sweeps";
 	}
-	else if (!pgdb->datallowconn || pgdb->datistemplate)
+	else if (!pgdb->datallowconn || pgdb->datistemplate || database_is_invalid_form(pgdb))
 	{
 		state = "excluded";
-		reason = "the database does not accept connections or is a template";
+		reason = "the database does not accept connections, is a template or is invalid";
 	}
 	else if (!sweep_database_wanted(NameStr(pgdb->datname)))
 	{
 		state = "excluded";
 		reason = "not named in holdcommit.databases";
 	}
-	else if (sweep_find(InvalidOid) < 0)
+	else if (view->full)
 	{
 		state = "behind";
 		reason = "holdcommit.max_databases is too small: no entry is free for it";
@@ -470,13 +566,14 @@ sweep_row_untracked(Form_pg_database pgdb, Datum *values, bool *nulls)
 
 /*
  * hc_sweeper_databases(): every database of the server, what the background
- * sweeper does there and why not, from shared memory.
+ * sweeper does there and why not, from a copy of the table in shared memory.
  */
 Datum
 hc_sweeper_databases(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = GetCurrentTimestamp();
+	SweepView	view = {0};
 	bool		cluster_wide;
 	Relation	rel;
 	SysScanDesc scan;
@@ -484,10 +581,10 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	cluster_wide = sweep_shared == NULL || hc_sweep_interval <= 0 || RecoveryInProgress();
+	if (!cluster_wide)
+		sweep_view_copy(&view);
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
-	if (sweep_shared)
-		LWLockAcquire(sweep_shared->lock, LW_SHARED);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		Form_pg_database pgdb = (Form_pg_database) GETSTRUCT(tup);
@@ -500,19 +597,18 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
 		nulls[0] = false;
 		nulls[1] = false;
 		nulls[2] = false;
-		if (sweep_shared && sweep_database_wanted(NameStr(pgdb->datname)))
-			i = sweep_find(pgdb->oid);
-		if (i >= 0 && !cluster_wide)
+		for (int j = 0; !cluster_wide && j < view.ndbs; j++)
+			if (view.dbs[j].dboid == pgdb->oid)
+				i = j;
+		if (i >= 0 && sweep_database_wanted(NameStr(pgdb->datname)))
 		{
 			memset(nulls, false, sizeof(nulls));
-			sweep_row(&sweep_shared->dbs[i], now, values, nulls);
+			sweep_row(&view, i, now, values, nulls);
 		}
 		else
-			sweep_row_untracked(pgdb, values, nulls);
+			sweep_row_untracked(pgdb, &view, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	if (sweep_shared)
-		LWLockRelease(sweep_shared->lock);
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return (Datum) 0;

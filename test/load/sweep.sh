@@ -151,11 +151,11 @@ age_holds "id = 'SWP-11'"
 check "a run that fails is logged with its SQLSTATE" "$(wait_log 3 "$failed_line" "$failed_before")" "yes"
 waited=$(wait_for 3 "SELECT last_error_sqlstate || ' ' || last_error FROM hc_sweeper_status
                       WHERE last_error_at > clock_timestamp() - interval '3 seconds'" \
-                   "55P03 canceling statement due to lock timeout")
+                   "57014 canceling statement due to statement timeout")
 check "and recorded in hc_sweeper_status with its SQLSTATE (${waited} s)" "$waited" "${waited%timeout}"
 check "hc_sweeper_databases says failed, with the SQLSTATE and why" \
     "$(q "SELECT state, last_error_sqlstate, reason FROM hc_sweeper_databases WHERE database = current_database()")" \
-    "failed|55P03|canceling statement due to lock timeout"
+    "failed|57014|canceling statement due to statement timeout"
 check "it changed nothing: the expired hold is still HELD" \
     "$(q "SELECT a.status || ' ' || r.status FROM hc_assets a JOIN hc_reservations r ON r.id = a.current_reservation_id
           WHERE a.id = 'SWP-11' AND a.hold_expires_at <= clock_timestamp()")" "HELD HELD"
@@ -170,7 +170,7 @@ check "runs failed for 4 s: one WARNING naming the database, one LOG once it is 
 
 # Now hc_sweeper_status is locked too: the run's record cannot be written.
 q "SELECT count(hc_hold('SWP-14', 'f', 'swp-fail-2', '1 hour'))" >/dev/null
-psql -X -q -d "$db" -c "BEGIN" -c "LOCK hc_ledger, hc_sweeper_status" -c "SELECT pg_sleep(3)" \
+psql -X -q -d "$db" -c "BEGIN" -c "LOCK hc_sweeper_status, hc_ledger" -c "SELECT pg_sleep(3)" \
     -c "COMMIT" >/dev/null &
 locker=$!
 sleep 0.3
@@ -182,7 +182,7 @@ check "the locks gone, the next run sweeps (${waited} s)" "$waited" "${waited%ti
 waited=$(wait_for 3 "SELECT last_end > last_error_at FROM hc_sweeper_status" t)
 check "that run is recorded (${waited} s)" "$waited" "${waited%timeout}"
 check "the last error stays until the next failure" \
-    "$(q "SELECT last_error FROM hc_sweeper_status")" "canceling statement due to lock timeout"
+    "$(q "SELECT last_error FROM hc_sweeper_status")" "canceling statement due to statement timeout"
 check "the session is usable" "$(q "SELECT 1")" "1"
 unset PGOPTIONS
 
@@ -257,6 +257,28 @@ for cmd in "CREATE DATABASE ${db}_copy TEMPLATE $db" "ALTER DATABASE $db RENAME 
     check "${cmd%% $db*}: paused while it waits ($paused), swept after its FATAL (${waited} s)" \
         "$paused $waited" "paused ${waited%timeout}"
 done
+
+##############################################################################
+# a role that may not run the command cannot stop the sweeping with it
+##############################################################################
+psql -X -q -d postgres -c "DROP ROLE IF EXISTS hc_load_stranger" -c "CREATE ROLE hc_load_stranger LOGIN" >/dev/null 2>&1
+# A run waits for the ledger meanwhile, so that a pause would stop it.
+mark=$(wc -l <"$log")
+PGOPTIONS="-c lock_timeout=0" psql -X -q -d "$db" -c "BEGIN" -c "LOCK hc_ledger" -c "SELECT pg_sleep(1.5)" -c "COMMIT" >/dev/null &
+locker=$!
+sleep 0.5
+refused=0
+for i in $(seq 1 10); do
+    out=$(psql -X -q -U hc_load_stranger -d postgres -c "DROP DATABASE $db" 2>&1)
+    case $out in *"must be owner"*) refused=$((refused + 1)) ;; esac
+done
+wait $locker
+check "ten DROP DATABASE refused to a stranger stop no run" \
+    "$refused $(tail -n +"$((mark + 1))" "$log" | grep -c 'holdcommit sweeper FATAL:  terminating connection')" "10 0"
+hold_expired SWP-16
+waited=$(wait_for 3 "SELECT status FROM hc_assets WHERE id = 'SWP-16'" AVAILABLE)
+check "and the database is still swept (${waited} s)" "$waited" "${waited%timeout}"
+psql -X -q -d postgres -c "DROP ROLE hc_load_stranger" >/dev/null
 
 ##############################################################################
 # a SIGHUP change of the interval takes effect
