@@ -274,7 +274,7 @@ for i in $(seq 1 10); do
 done
 wait $locker
 check "ten DROP DATABASE refused to a stranger stop no run" \
-    "$refused $(tail -n +"$((mark + 1))" "$log" | grep -c 'holdcommit sweeper FATAL:  terminating connection')" "10 0"
+    "$refused $(tail -n +"$((mark + 1))" "$log" | grep -c 'FATAL:  terminating background worker "holdcommit sweeper"')" "10 0"
 hold_expired SWP-16
 waited=$(wait_for 3 "SELECT status FROM hc_assets WHERE id = 'SWP-16'" AVAILABLE)
 check "and the database is still swept (${waited} s)" "$waited" "${waited%timeout}"
