@@ -80,7 +80,7 @@ hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 
 	counts->expired_holds += hc_hold_sweep(call, batch_size, counts);
 	hc_stock_sweep(call, batch_size, counts);
-	counts->purged_keys += hc_idempotency_sweep(call, batch_size);
+	counts->purged_keys += hc_idempotency_sweep(call, batch_size, counts);
 	return counts->expired_holds != before.expired_holds ||
 		counts->expired_reservations != before.expired_reservations ||
 		counts->released_units != before.released_units ||
