@@ -215,7 +215,9 @@ static HcStatement extend_hold = {
  * that table's unique index: no CTE is joined to another, whatever the
  * planner estimates for them (doc/architecture.md, "Plan policy").  What a
  * later step needs travels down in RETURNING: the hold's end from doomed,
- * the asset's new version from freed.
+ * the asset's new version from freed.  The reservation's status is tested
+ * IS NOT DISTINCT FROM, which no index serves, so that the partial expiry
+ * index of HELD reservations cannot become the way into the join.
  */
 static HcStatement sweep_holds = {
 	"WITH doomed AS ("
@@ -239,7 +241,8 @@ static HcStatement sweep_holds = {
 	" ended AS ("
 	"  UPDATE hc_reservations r SET status = 'EXPIRED', ended_at = :now"
 	"    FROM freed f"
-	"   WHERE r.asset_id" EQ "f.id" " AND r.id" EQ "f.rid" " AND r.status" EQ "'HELD'"
+	"   WHERE r.asset_id" EQ "f.id" " AND r.id" EQ "f.rid"
+	"     AND r.status IS NOT DISTINCT FROM 'HELD'"
 	"  RETURNING r.asset_id, r.id, r.buyer_id, f.version),"
 	" logged AS ("
 	HC_LEDGER_ROWS("'asset'", "e.asset_id", "e.version", "'expire'", "'sweep'", "e.id", "e.buyer_id",

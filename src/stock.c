@@ -155,28 +155,40 @@ static HcStatement take_stock = {
  * expired, the newest expires_at among them (a caller that goes on
  * reclaiming starts there) and the reservations ended, or no row.
  *
- * Every step meets a table through its unique index, row by row: the lines
- * by their primary key, the reservations through a lateral lock of each one
- * by id.  The ledger rows join expired to moved, which holds one row at
- * most (the product's), so that join is linear whichever way it runs
- * (doc/architecture.md, "Plan policy").
+ * No join here depends on the planner's estimates (doc/architecture.md,
+ * "Plan policy"):
+ * - the oldest lines come in the expiry index's own order (product_id,
+ *   expires_at), so the walk stops after the lines it takes; the tie-break
+ *   by reservation_id sorts those lines only;
+ * - the lines change in one scan of the same index, from :lines_from to the
+ *   newest of doomed (doomed's lines and their ties, nothing else), each
+ *   tested against doomed by an uncorrelated IN kept out of the join tree
+ *   (IS TRUE): PostgreSQL hashes such a subquery whenever its rows fit in
+ *   memory, and doomed's at most STOCK_RECLAIM_MAX_LINES always do;
+ * - each reservation is locked by a lateral lookup by id (its status tested
+ *   IS NOT DISTINCT FROM, which no index serves, so that the partial expiry
+ *   index of RESERVED orders cannot serve the lookup instead), then changed
+ *   through its primary key;
+ * - the ledger rows join expired to moved, which holds one row at most (the
+ *   product's), so that join is linear whichever way it runs.
  */
 static HcStatement reclaim_lines = {
 	"WITH doomed AS ("
-	"  SELECT reservation_id FROM ("
-	"    SELECT reservation_id, qty,"
+	"  SELECT reservation_id, expires_at FROM ("
+	"    SELECT reservation_id, qty, expires_at,"
 	"           pg_catalog.sum(qty) OVER (ORDER BY expires_at, reservation_id) AS running"
 	"      FROM (SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
 	"             WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'"
 	"               AND expires_at" LE ":now" " AND expires_at" GE ":lines_from"
-	"             ORDER BY expires_at, reservation_id"
+	"             ORDER BY expires_at"
 	"             LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") oldest) s"
 	"   WHERE running" MINUS "qty" LT ":wanted),"
 	" expired AS ("
 	"  UPDATE hc_stock_reservation_lines l SET status = 'EXPIRED'"
-	"    FROM doomed d"
-	"   WHERE l.product_id" EQ ":product_id" " AND l.reservation_id" EQ "d.reservation_id"
-	"     AND l.status" EQ "'RESERVED'"
+	"   WHERE l.product_id" EQ ":product_id" " AND l.status" EQ "'RESERVED'"
+	"     AND l.expires_at" GE ":lines_from"
+	"     AND l.expires_at" LE "(SELECT pg_catalog.max(expires_at) FROM doomed)"
+	"     AND (l.reservation_id" EQ "ANY (SELECT reservation_id FROM doomed)) IS TRUE"
 	"  RETURNING l.reservation_id, l.qty, l.buyer_id, l.expires_at),"
 	" moved AS ("
 	"  UPDATE hc_inventory i"
@@ -197,7 +209,7 @@ static HcStatement reclaim_lines = {
 	"    FROM expired e"
 	"   CROSS JOIN LATERAL ("
 	"     SELECT r.scope_id, r.id FROM hc_stock_reservations r"
-	"      WHERE r.id" EQ "e.reservation_id" " AND r.status" EQ "'RESERVED'"
+	"      WHERE r.id" EQ "e.reservation_id" " AND r.status IS NOT DISTINCT FROM 'RESERVED'"
 	"        FOR NO KEY UPDATE SKIP LOCKED) r"
 	"   WHERE o.scope_id" EQ "r.scope_id" " AND o.id" EQ "r.id"
 	"  RETURNING o.id)"
@@ -344,24 +356,28 @@ static HcStatement expired_products = {
  * Expired orders still RESERVED although none of their lines counts any
  * more (a reclaimer expired the lines but skipped the order's locked row):
  * they end as EXPIRED, oldest first from :from on.  Whether an order still
- * has a counted line is a probe of its lines by reservation (a scalar
- * subquery, so one index probe per order walked, never a join of all
- * orders with all lines).  Returns each one's expires_at (the next batch
- * starts at the newest).
+ * has a counted line is a look at all its lines (a scalar subquery: one
+ * probe of the lines' reservation index per order walked, never a join of
+ * all orders with all lines).  The probe asks for nothing but the
+ * reservation, so that no other index can serve it: a condition on the
+ * line's status would let the planner walk the whole expiry index of
+ * RESERVED lines for every order instead.  The UPDATE tests the order's
+ * status IS NOT DISTINCT FROM for the same reason.  Returns each one's
+ * expires_at (the next batch starts at the newest).
  */
 static HcStatement end_orders = {
 	"WITH doomed AS ("
 	"  SELECT r.scope_id, r.id, r.expires_at FROM hc_stock_reservations r"
 	"   WHERE r.status" EQ "'RESERVED'" " AND r.expires_at" LE ":now"
 	"     AND r.expires_at" GE ":from"
-	"     AND (SELECT true FROM hc_stock_reservation_lines l"
-	"           WHERE l.reservation_id" EQ "r.id" " AND l.status" EQ "'RESERVED'"
-	"           LIMIT 1) IS NULL"
+	"     AND (SELECT pg_catalog.bool_or(l.status" EQ "'RESERVED')"
+	"            FROM hc_stock_reservation_lines l WHERE l.reservation_id" EQ "r.id) IS NOT TRUE"
 	"   ORDER BY r.expires_at LIMIT :batch_size"
 	"     FOR NO KEY UPDATE SKIP LOCKED)"
 	" UPDATE hc_stock_reservations r SET status = 'EXPIRED', ended_at = :now"
 	"   FROM doomed d"
-	"  WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id" " AND r.status" EQ "'RESERVED'"
+	"  WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id"
+	"    AND r.status IS NOT DISTINCT FROM 'RESERVED'"
 	" RETURNING d.expires_at",
 	{{"from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, {"now", TIMESTAMPTZOID}}
 };
