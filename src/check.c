@@ -82,82 +82,117 @@ static HcStatement checks[] = {
 	 "        AND (a.status" EQ "'COMPLETED')" EQ
 	 "            (a.external_ref IS NOT NULL AND a.completed_at IS NOT NULL), false)",
 	{{"now", TIMESTAMPTZOID}}},
+	/*
+	 * The invariants below relate the rows of two tables.  None joins them:
+	 * the rows of both are put together (UNION ALL) and grouped, or
+	 * windowed, by the key they share, so each table is read once and the
+	 * work is one hash or one sort, whatever the planner estimates (a join
+	 * planned on wrong estimates can be a nested loop over all the rows of
+	 * both; doc/architecture.md, "Plan policy").  In each group, the row of
+	 * the table the key is unique in is the one with its columns set.
+	 */
+
 	/* A HELD asset is held by exactly its one HELD reservation. */
-	{"SELECT 'held asset has its one held reservation', a.id,"
+	{"SELECT 'held asset has its one held reservation', u.asset_id,"
 	 "       pg_catalog.format('current_reservation_id %s, %s held reservation(s)',"
-	 "                         a.current_reservation_id, pg_catalog.count(r.id))"
-	 "  FROM hc_assets a"
-	 "  LEFT JOIN hc_reservations r"
-	 "         ON r.asset_id" EQ "a.id AND r.status" EQ "'HELD'"
-	 " WHERE a.status" EQ "'HELD'"
-	 " GROUP BY a.id, a.current_reservation_id"
-	 " HAVING pg_catalog.count(r.id)" NE "1"
-	 "    OR pg_catalog.bool_or(r.id IS DISTINCT FROM a.current_reservation_id)",
+	 "                         pg_catalog.max(u.current_reservation_id), pg_catalog.count(u.id))"
+	 "  FROM (SELECT a.id AS asset_id, a.current_reservation_id, NULL::pg_catalog.text AS id,"
+	 "               true AS asset"
+	 "          FROM hc_assets a WHERE a.status" EQ "'HELD'"
+	 "        UNION ALL"
+	 "        SELECT r.asset_id, NULL, r.id, false"
+	 "          FROM hc_reservations r WHERE r.status" EQ "'HELD') u"
+	 " GROUP BY u.asset_id"
+	 " HAVING pg_catalog.bool_or(u.asset)"
+	 "    AND (pg_catalog.count(u.id)" NE "1"
+	 "         OR pg_catalog.max(u.id) IS DISTINCT FROM pg_catalog.max(u.current_reservation_id))",
 	{{"now", TIMESTAMPTZOID}}},
 	/* A SOLD asset has exactly one COMMITTED reservation. */
-	{"SELECT 'sold asset has one committed reservation', a.id,"
-	 "       pg_catalog.format('%s committed reservation(s)', pg_catalog.count(r.id))"
-	 "  FROM hc_assets a"
-	 "  LEFT JOIN hc_reservations r"
-	 "         ON r.asset_id" EQ "a.id AND r.status" EQ "'COMMITTED'"
-	 " WHERE a.status" EQ "'SOLD'"
-	 " GROUP BY a.id"
-	 " HAVING pg_catalog.count(r.id)" NE "1",
+	{"SELECT 'sold asset has one committed reservation', u.asset_id,"
+	 "       pg_catalog.format('%s committed reservation(s)', pg_catalog.count(u.id))"
+	 "  FROM (SELECT a.id AS asset_id, NULL::pg_catalog.text AS id, true AS asset"
+	 "          FROM hc_assets a WHERE a.status" EQ "'SOLD'"
+	 "        UNION ALL"
+	 "        SELECT r.asset_id, r.id, false"
+	 "          FROM hc_reservations r WHERE r.status" EQ "'COMMITTED') u"
+	 " GROUP BY u.asset_id"
+	 " HAVING pg_catalog.bool_or(u.asset) AND pg_catalog.count(u.id)" NE "1",
 	{{"now", TIMESTAMPTZOID}}},
 	/* A HELD or COMMITTED reservation is what its asset says it is. */
-	{"SELECT 'reservation matches its asset', r.id,"
+	{"SELECT 'reservation matches its asset', w.id,"
 	 "       pg_catalog.format('reservation %s, asset %s is %s with %s',"
-	 "                         r.status, a.id, a.status, a.current_reservation_id)"
-	 "  FROM hc_reservations r"
-	 "  JOIN hc_assets a ON a.id" EQ "r.asset_id"
-	 " WHERE (r.status" EQ "'HELD'"
-	 "        AND (a.status" NE "'HELD'"
-	 "             OR a.current_reservation_id IS DISTINCT FROM r.id"
-	 "             OR a.hold_expires_at IS DISTINCT FROM r.expires_at))"
-	 "    OR (r.status" EQ "'COMMITTED'"
-	 "        AND (a.status" NE "'SOLD'"
-	 "             OR a.current_reservation_id IS DISTINCT FROM r.id))",
+	 "                         w.status, w.asset_id, w.asset_status, w.current_reservation_id)"
+	 "  FROM (SELECT u.id, u.status, u.expires_at, u.asset_id, u.asset,"
+	 "               pg_catalog.bool_or(u.asset) OVER a AS asset_exists,"
+	 "               pg_catalog.max(u.asset_status) OVER a AS asset_status,"
+	 "               pg_catalog.max(u.current_reservation_id) OVER a AS current_reservation_id,"
+	 "               pg_catalog.max(u.hold_expires_at) OVER a AS hold_expires_at"
+	 "          FROM (SELECT a.id AS asset_id, NULL::pg_catalog.text AS id,"
+	 "                       NULL::pg_catalog.text AS status,"
+	 "                       NULL::pg_catalog.timestamptz AS expires_at, true AS asset,"
+	 "                       a.status AS asset_status, a.current_reservation_id, a.hold_expires_at"
+	 "                  FROM hc_assets a"
+	 "                UNION ALL"
+	 "                SELECT r.asset_id, r.id, r.status, r.expires_at, false, NULL, NULL, NULL"
+	 "                  FROM hc_reservations r"
+	 "                 WHERE r.status" EQ "ANY ('{HELD,COMMITTED}'::pg_catalog.text[])) u"
+	 "        WINDOW a AS (PARTITION BY u.asset_id)) w"
+	 " WHERE NOT w.asset AND w.asset_exists"
+	 "   AND ((w.status" EQ "'HELD'"
+	 "         AND (w.asset_status" NE "'HELD'"
+	 "              OR w.current_reservation_id IS DISTINCT FROM w.id"
+	 "              OR w.hold_expires_at IS DISTINCT FROM w.expires_at))"
+	 "     OR (w.status" EQ "'COMMITTED'"
+	 "         AND (w.asset_status" NE "'SOLD'"
+	 "              OR w.current_reservation_id IS DISTINCT FROM w.id)))",
 	{{"now", TIMESTAMPTZOID}}},
 	/* Each hold was counted once: its ledger rows add up to its status. */
-	{"SELECT 'ledger adds up to each hold', r.id,"
+	{"SELECT 'ledger adds up to each hold', u.id,"
 	 "       pg_catalog.format('reservation %s; ledger says held %s, sold %s',"
-	 "                         r.status, COALESCE(g.reserved, 0), COALESCE(g.stock, 0))"
-	 "  FROM hc_reservations r"
-	 "  LEFT JOIN (SELECT entity_id, reservation_id,"
-	 "                    pg_catalog.sum(reserved_delta) AS reserved,"
-	 "                    pg_catalog.sum(stock_delta) AS stock"
-	 "               FROM hc_ledger"
-	 "              WHERE kind" EQ "'asset' AND reservation_id IS NOT NULL"
-	 "              GROUP BY entity_id, reservation_id) g"
-	 "         ON g.entity_id" EQ "r.asset_id"
-	 "        AND g.reservation_id" EQ "r.id"
-	 " WHERE COALESCE(g.reserved, 0)" NE ""
-	 "       CASE WHEN r.status" EQ "'HELD' THEN 1 ELSE 0 END"
-	 "    OR COALESCE(g.stock, 0)" NE ""
-	 "       CASE WHEN r.status" EQ "'COMMITTED' THEN -1 ELSE 0 END",
+	 "                         pg_catalog.max(u.status), COALESCE(pg_catalog.sum(u.reserved), 0),"
+	 "                         COALESCE(pg_catalog.sum(u.stock), 0))"
+	 "  FROM (SELECT r.asset_id AS entity_id, r.id, r.status,"
+	 "               NULL::pg_catalog.int4 AS reserved, NULL::pg_catalog.int4 AS stock"
+	 "          FROM hc_reservations r"
+	 "        UNION ALL"
+	 "        SELECT l.entity_id, l.reservation_id, NULL, l.reserved_delta, l.stock_delta"
+	 "          FROM hc_ledger l"
+	 "         WHERE l.kind" EQ "'asset' AND l.reservation_id IS NOT NULL) u"
+	 " GROUP BY u.entity_id, u.id"
+	 " HAVING pg_catalog.count(u.status)" EQ "1"
+	 "    AND (COALESCE(pg_catalog.sum(u.reserved), 0)" NE ""
+	 "         CASE WHEN pg_catalog.max(u.status)" EQ "'HELD' THEN 1 ELSE 0 END"
+	 "         OR COALESCE(pg_catalog.sum(u.stock), 0)" NE ""
+	 "         CASE WHEN pg_catalog.max(u.status)" EQ "'COMMITTED' THEN -1 ELSE 0 END)",
 	{{"now", TIMESTAMPTZOID}}},
 	/* reserved is the sum of the RESERVED lines of the product. */
-	{"SELECT 'reserved is the sum of reserved lines', i.product_id,"
-	 "       pg_catalog.format('reserved %s, reserved lines %s', i.reserved, COALESCE(l.total, 0))"
-	 "  FROM hc_inventory i"
-	 "  LEFT JOIN (SELECT product_id, pg_catalog.sum(qty) AS total"
-	 "               FROM hc_stock_reservation_lines"
-	 "              WHERE status" EQ "'RESERVED' GROUP BY product_id) l"
-	 "         ON l.product_id" EQ "i.product_id"
-	 " WHERE i.reserved" NE "COALESCE(l.total, 0)",
+	{"SELECT 'reserved is the sum of reserved lines', u.product_id,"
+	 "       pg_catalog.format('reserved %s, reserved lines %s',"
+	 "                         pg_catalog.max(u.reserved), COALESCE(pg_catalog.sum(u.qty), 0))"
+	 "  FROM (SELECT i.product_id, i.reserved, NULL::pg_catalog.int4 AS qty FROM hc_inventory i"
+	 "        UNION ALL"
+	 "        SELECT l.product_id, NULL, l.qty FROM hc_stock_reservation_lines l"
+	 "         WHERE l.status" EQ "'RESERVED') u"
+	 " GROUP BY u.product_id"
+	 " HAVING pg_catalog.count(u.reserved)" EQ "1"
+	 "    AND pg_catalog.max(u.reserved)" NE "COALESCE(pg_catalog.sum(u.qty), 0)",
 	{{"now", TIMESTAMPTZOID}}},
 	/* Each change was counted once: the ledger adds up to stock and reserved. */
-	{"SELECT 'ledger adds up to the inventory', i.product_id,"
-	 "       pg_catalog.format('stock %s, reserved %s; ledger says %s, %s', i.stock, i.reserved,"
-	 "                         COALESCE(g.stock, 0), COALESCE(g.reserved, 0))"
-	 "  FROM hc_inventory i"
-	 "  LEFT JOIN (SELECT entity_id, pg_catalog.sum(stock_delta) AS stock,"
-	 "                    pg_catalog.sum(reserved_delta) AS reserved"
-	 "               FROM hc_ledger WHERE kind" EQ "'product'"
-	 "              GROUP BY entity_id) g"
-	 "         ON g.entity_id" EQ "i.product_id"
-	 " WHERE i.stock" NE "COALESCE(g.stock, 0)"
-	 "    OR i.reserved" NE "COALESCE(g.reserved, 0)",
+	{"SELECT 'ledger adds up to the inventory', u.product_id,"
+	 "       pg_catalog.format('stock %s, reserved %s; ledger says %s, %s',"
+	 "                         pg_catalog.max(u.stock), pg_catalog.max(u.reserved),"
+	 "                         COALESCE(pg_catalog.sum(u.stock_delta), 0),"
+	 "                         COALESCE(pg_catalog.sum(u.reserved_delta), 0))"
+	 "  FROM (SELECT i.product_id, i.stock, i.reserved, NULL::pg_catalog.int4 AS stock_delta,"
+	 "               NULL::pg_catalog.int4 AS reserved_delta"
+	 "          FROM hc_inventory i"
+	 "        UNION ALL"
+	 "        SELECT l.entity_id, NULL, NULL, l.stock_delta, l.reserved_delta"
+	 "          FROM hc_ledger l WHERE l.kind" EQ "'product') u"
+	 " GROUP BY u.product_id"
+	 " HAVING pg_catalog.count(u.stock)" EQ "1"
+	 "    AND (pg_catalog.max(u.stock)" NE "COALESCE(pg_catalog.sum(u.stock_delta), 0)"
+	 "         OR pg_catalog.max(u.reserved)" NE "COALESCE(pg_catalog.sum(u.reserved_delta), 0))",
 	{{"now", TIMESTAMPTZOID}}},
 
 	/*
@@ -165,74 +200,105 @@ static HcStatement checks[] = {
 	 * status says.  This catches a line released twice even when the
 	 * product's totals agree with the ledger (both releases logged).
 	 */
-	{"SELECT 'ledger adds up to each line', l.reservation_id,"
+	{"SELECT 'ledger adds up to each line', u.reservation_id,"
 	 "       pg_catalog.format('line of %s (qty %s) is %s; ledger says reserved %s, stock %s',"
-	 "                         l.product_id, l.qty, l.status,"
-	 "                         COALESCE(g.reserved, 0), COALESCE(g.stock, 0))"
-	 "  FROM hc_stock_reservation_lines l"
-	 "  LEFT JOIN (SELECT entity_id, reservation_id,"
-	 "                    pg_catalog.sum(reserved_delta) AS reserved,"
-	 "                    pg_catalog.sum(stock_delta) AS stock"
-	 "               FROM hc_ledger"
-	 "              WHERE kind" EQ "'product' AND reservation_id IS NOT NULL"
-	 "              GROUP BY entity_id, reservation_id) g"
-	 "         ON g.entity_id" EQ "l.product_id"
-	 "        AND g.reservation_id" EQ "l.reservation_id"
-	 " WHERE COALESCE(g.reserved, 0)" NE ""
-	 "       CASE WHEN l.status" EQ "'RESERVED' THEN l.qty ELSE 0 END"
-	 "    OR COALESCE(g.stock, 0)" NE ""
-	 "       CASE WHEN l.status" EQ "'FINALIZED'"
-	 "            THEN" MINUS "l.qty ELSE 0 END",
+	 "                         u.product_id, pg_catalog.max(u.qty), pg_catalog.max(u.status),"
+	 "                         COALESCE(pg_catalog.sum(u.reserved), 0),"
+	 "                         COALESCE(pg_catalog.sum(u.stock), 0))"
+	 "  FROM (SELECT l.product_id, l.reservation_id, l.qty, l.status,"
+	 "               NULL::pg_catalog.int4 AS reserved, NULL::pg_catalog.int4 AS stock"
+	 "          FROM hc_stock_reservation_lines l"
+	 "        UNION ALL"
+	 "        SELECT g.entity_id, g.reservation_id, NULL, NULL, g.reserved_delta, g.stock_delta"
+	 "          FROM hc_ledger g"
+	 "         WHERE g.kind" EQ "'product' AND g.reservation_id IS NOT NULL) u"
+	 " GROUP BY u.product_id, u.reservation_id"
+	 " HAVING pg_catalog.count(u.status)" EQ "1"
+	 "    AND (COALESCE(pg_catalog.sum(u.reserved), 0)" NE ""
+	 "         CASE WHEN pg_catalog.max(u.status)" EQ "'RESERVED' THEN pg_catalog.max(u.qty) ELSE 0 END"
+	 "         OR COALESCE(pg_catalog.sum(u.stock), 0)" NE ""
+	 "         CASE WHEN pg_catalog.max(u.status)" EQ "'FINALIZED'"
+	 "              THEN" MINUS "pg_catalog.max(u.qty) ELSE 0 END)",
 	{{"now", TIMESTAMPTZOID}}},
 	/* A reservation's lines agree with it: an ended one has no counted line. */
-	{"SELECT 'reservation lines match their reservation', r.id,"
-	 "       pg_catalog.format('reservation %s, line of %s is %s', r.status, l.product_id, l.status)"
-	 "  FROM hc_stock_reservations r"
-	 "  JOIN hc_stock_reservation_lines l ON l.reservation_id" EQ "r.id"
-	 " WHERE (r.status" EQ "ANY ('{FINALIZED,RELEASED}'::pg_catalog.text[])"
-	 "        AND l.status" NE "r.status)"
-	 "    OR (r.status" EQ "'EXPIRED'"
-	 "        AND l.status" NE "ALL ('{EXPIRED,RESERVED}'::pg_catalog.text[]))"
-	 "    OR (r.status" EQ "'RESERVED' AND l.status" NE "'RESERVED'"
-	 "        AND r.expires_at" GT ":now)"
-	 "    OR l.expires_at" NE "r.expires_at",
+	{"SELECT 'reservation lines match their reservation', w.id,"
+	 "       pg_catalog.format('reservation %s, line of %s is %s',"
+	 "                         w.reservation_status, w.product_id, w.status)"
+	 "  FROM (SELECT u.id, u.product_id, u.status, u.expires_at, u.reservation,"
+	 "               pg_catalog.bool_or(u.reservation) OVER r AS reservation_exists,"
+	 "               pg_catalog.max(u.reservation_status) OVER r AS reservation_status,"
+	 "               pg_catalog.max(u.reservation_expires_at) OVER r AS reservation_expires_at"
+	 "          FROM (SELECT o.id, NULL::pg_catalog.text AS product_id,"
+	 "                       NULL::pg_catalog.text AS status,"
+	 "                       NULL::pg_catalog.timestamptz AS expires_at, true AS reservation,"
+	 "                       o.status AS reservation_status, o.expires_at AS reservation_expires_at"
+	 "                  FROM hc_stock_reservations o"
+	 "                UNION ALL"
+	 "                SELECT l.reservation_id, l.product_id, l.status, l.expires_at, false,"
+	 "                       NULL, NULL"
+	 "                  FROM hc_stock_reservation_lines l) u"
+	 "        WINDOW r AS (PARTITION BY u.id)) w"
+	 " WHERE NOT w.reservation AND w.reservation_exists"
+	 "   AND ((w.reservation_status" EQ "ANY ('{FINALIZED,RELEASED}'::pg_catalog.text[])"
+	 "         AND w.status" NE "w.reservation_status)"
+	 "     OR (w.reservation_status" EQ "'EXPIRED'"
+	 "         AND w.status" NE "ALL ('{EXPIRED,RESERVED}'::pg_catalog.text[]))"
+	 "     OR (w.reservation_status" EQ "'RESERVED' AND w.status" NE "'RESERVED'"
+	 "         AND w.reservation_expires_at" GT ":now)"
+	 "     OR w.expires_at" NE "w.reservation_expires_at)",
 	{{"now", TIMESTAMPTZOID}}},
 	/* Every hold belongs to an asset (no foreign key says so). */
-	{"SELECT 'reservation has its asset', r.id,"
-	 "       pg_catalog.format('asset %s does not exist', r.asset_id)"
-	 "  FROM hc_reservations r"
-	 " WHERE NOT EXISTS (SELECT FROM hc_assets a WHERE a.id" EQ "r.asset_id)",
+	{"SELECT 'reservation has its asset', w.id,"
+	 "       pg_catalog.format('asset %s does not exist', w.asset_id)"
+	 "  FROM (SELECT u.asset_id, u.id, pg_catalog.bool_or(u.id IS NULL) OVER a AS asset_exists"
+	 "          FROM (SELECT a.id AS asset_id, NULL::pg_catalog.text AS id FROM hc_assets a"
+	 "                UNION ALL"
+	 "                SELECT r.asset_id, r.id FROM hc_reservations r) u"
+	 "        WINDOW a AS (PARTITION BY u.asset_id)) w"
+	 " WHERE w.id IS NOT NULL AND NOT w.asset_exists",
 	{{"now", TIMESTAMPTZOID}}},
 	/* Every line belongs to a product (no foreign key says so). */
-	{"SELECT 'line has its product', l.reservation_id,"
-	 "       pg_catalog.format('product %s does not exist', l.product_id)"
-	 "  FROM hc_stock_reservation_lines l"
-	 " WHERE NOT EXISTS (SELECT FROM hc_inventory i"
-	 "                    WHERE i.product_id" EQ "l.product_id)",
+	{"SELECT 'line has its product', w.reservation_id,"
+	 "       pg_catalog.format('product %s does not exist', w.product_id)"
+	 "  FROM (SELECT u.product_id, u.reservation_id,"
+	 "               pg_catalog.bool_or(u.reservation_id IS NULL) OVER p AS product_exists"
+	 "          FROM (SELECT i.product_id, NULL::pg_catalog.text AS reservation_id"
+	 "                  FROM hc_inventory i"
+	 "                UNION ALL"
+	 "                SELECT l.product_id, l.reservation_id FROM hc_stock_reservation_lines l) u"
+	 "        WINDOW p AS (PARTITION BY u.product_id)) w"
+	 " WHERE w.reservation_id IS NOT NULL AND NOT w.product_exists",
 	{{"now", TIMESTAMPTZOID}}},
 	/* Every line belongs to a reservation (no foreign key says so). */
-	{"SELECT 'line has its reservation', l.reservation_id,"
-	 "       pg_catalog.format('line of %s has no reservation', l.product_id)"
-	 "  FROM hc_stock_reservation_lines l"
-	 " WHERE NOT EXISTS (SELECT FROM hc_stock_reservations r"
-	 "                    WHERE r.id" EQ "l.reservation_id)",
+	{"SELECT 'line has its reservation', w.reservation_id,"
+	 "       pg_catalog.format('line of %s has no reservation', w.product_id)"
+	 "  FROM (SELECT u.reservation_id, u.product_id,"
+	 "               pg_catalog.bool_or(u.product_id IS NULL) OVER r AS reservation_exists"
+	 "          FROM (SELECT o.id AS reservation_id, NULL::pg_catalog.text AS product_id"
+	 "                  FROM hc_stock_reservations o"
+	 "                UNION ALL"
+	 "                SELECT l.reservation_id, l.product_id FROM hc_stock_reservation_lines l) u"
+	 "        WINDOW r AS (PARTITION BY u.reservation_id)) w"
+	 " WHERE w.product_id IS NOT NULL AND NOT w.reservation_exists",
 	{{"now", TIMESTAMPTZOID}}},
 	/*
 	 * A lease's token is the last one the ledger handed out for it: a token
 	 * never goes back, whatever was released, taken over or restored.
 	 */
-	{"SELECT 'lease token is the last one handed out', l.resource,"
-	 "       pg_catalog.format('token %s, last token in the ledger %s', l.token, g.token)"
-	 "  FROM hc_locks l"
-	 "  LEFT JOIN (SELECT entity_id,"
-	 "                    pg_catalog.max((detail::pg_catalog.jsonb" FIELD "'token')"
-	 "                                   ::pg_catalog.int8) AS token"
-	 "               FROM hc_ledger"
-	 "              WHERE kind" EQ "'resource'"
-	 "                AND event" EQ "ANY ('{acquire,takeover}'::pg_catalog.text[])"
-	 "              GROUP BY entity_id) g"
-	 "         ON g.entity_id" EQ "l.resource"
-	 " WHERE g.token IS DISTINCT FROM l.token",
+	{"SELECT 'lease token is the last one handed out', u.resource,"
+	 "       pg_catalog.format('token %s, last token in the ledger %s',"
+	 "                         pg_catalog.max(u.token), pg_catalog.max(u.handed_out))"
+	 "  FROM (SELECT l.resource, l.token, NULL::pg_catalog.int8 AS handed_out, true AS lease"
+	 "          FROM hc_locks l"
+	 "        UNION ALL"
+	 "        SELECT g.entity_id, NULL,"
+	 "               (g.detail::pg_catalog.jsonb" FIELD "'token')::pg_catalog.int8, false"
+	 "          FROM hc_ledger g"
+	 "         WHERE g.kind" EQ "'resource'"
+	 "           AND g.event" EQ "ANY ('{acquire,takeover}'::pg_catalog.text[])) u"
+	 " GROUP BY u.resource"
+	 " HAVING pg_catalog.bool_or(u.lease)"
+	 "    AND pg_catalog.max(u.handed_out) IS DISTINCT FROM pg_catalog.max(u.token)",
 	{{"now", TIMESTAMPTZOID}}},
 	/* Every acquire or takeover handed out a higher token than the one before. */
 	{"SELECT 'lease tokens strictly increase', t.entity_id,"

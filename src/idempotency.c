@@ -55,26 +55,36 @@ static HcStatement forget_stock_key = {
 /*
  * The sweeper's part for keys: forget the idempotency keys of reservations
  * of both kinds made at or before :retention_start, oldest first,
- * :batch_size of each kind at most.
+ * :batch_size of each kind at most, from where the last batch of this
+ * sweep stopped (:holds_from, :stock_from): the keys it forgot stay in the
+ * key-age index, invisible, until its transaction ends, and a batch that
+ * started from the oldest again would walk over all of them.  Returns how
+ * many of each kind, and the newest created_at of each (the next batch
+ * starts there).
  */
 static HcStatement forget_keys = {
 	"WITH h AS ("
 	"  UPDATE hc_reservations r SET idempotency_key = NULL"
-	"    FROM (SELECT asset_id, id FROM hc_reservations"
+	"    FROM (SELECT asset_id, id, created_at FROM hc_reservations"
 	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
+	"             AND created_at" GE ":holds_from"
 	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
 	"   WHERE r.asset_id" EQ "d.asset_id" " AND r.id" EQ "d.id"
-	"  RETURNING 1),"
+	"  RETURNING d.created_at),"
 	" s AS ("
 	"  UPDATE hc_stock_reservations r SET idempotency_key = NULL"
-	"    FROM (SELECT scope_id, id FROM hc_stock_reservations"
+	"    FROM (SELECT scope_id, id, created_at FROM hc_stock_reservations"
 	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
+	"             AND created_at" GE ":stock_from"
 	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
 	"   WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id"
-	"  RETURNING 1)"
+	"  RETURNING d.created_at)"
 	" SELECT (SELECT pg_catalog.count(*) FROM h) AS holds,"
-	"        (SELECT pg_catalog.count(*) FROM s) AS stock",
-	{{"retention_start", TIMESTAMPTZOID}, {"batch_size", INT4OID}}
+	"        (SELECT pg_catalog.max(created_at) FROM h) AS holds_last,"
+	"        (SELECT pg_catalog.count(*) FROM s) AS stock,"
+	"        (SELECT pg_catalog.max(created_at) FROM s) AS stock_last",
+	{{"retention_start", TIMESTAMPTZOID}, {"batch_size", INT4OID},
+	 {"holds_from", TIMESTAMPTZOID}, {"stock_from", TIMESTAMPTZOID}}
 };
 
 /*
@@ -291,17 +301,36 @@ hc_idempotency_find(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKey
 
 /*
  * The sweeper's part for keys (sweep.c): up to batch_size keys of each kind
- * past holdcommit.idempotency_retention are forgotten.  Returns how many.
+ * past holdcommit.idempotency_retention are forgotten, each kind from where
+ * the last batch of this sweep stopped.  Returns how many.
  */
 int64
-hc_idempotency_sweep(HcCall *call, int batch_size)
+hc_idempotency_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
 	HcArgs		args;
+	int64		holds;
+	int64		stock;
 
 	hc_args(&args, &forget_keys);
 	hc_bind(&args, "retention_start",
 			TimestampTzGetDatum(call->now - (int64) hc_idempotency_retention * USECS_PER_SEC));
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	hc_bind(&args, "holds_from",
+			TimestampTzGetDatum(counts->hold_keys_resumed ? counts->hold_keys_from : DT_NOBEGIN));
+	hc_bind(&args, "stock_from",
+			TimestampTzGetDatum(counts->stock_keys_resumed ? counts->stock_keys_from : DT_NOBEGIN));
 	hc_run(call, &args, SPI_OK_SELECT);
-	return hc_int64(0, "holds") + hc_int64(0, "stock");
+	holds = hc_int64(0, "holds");
+	stock = hc_int64(0, "stock");
+	if (holds > 0)
+	{
+		counts->hold_keys_from = hc_timestamptz(0, "holds_last");
+		counts->hold_keys_resumed = true;
+	}
+	if (stock > 0)
+	{
+		counts->stock_keys_from = hc_timestamptz(0, "stock_last");
+		counts->stock_keys_resumed = true;
+	}
+	return holds + stock;
 }

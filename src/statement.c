@@ -13,6 +13,8 @@
  * not a scan kept for the life of the backend.  A later re-plan (after an
  * ANALYZE) is the planner's, with real statistics.  hc_check's statements,
  * which read whole tables, are planned as usual (call->point_lookups).
+ * Neither kind of plan may need good estimates to stay linear: the shapes
+ * of the statements see to that (doc/architecture.md, "Plan policy").
  */
 #include "postgres.h"
 

@@ -146,54 +146,77 @@ static HcStatement take_stock = {
 
 /*
  * Reclaim, in one statement, the oldest expired lines of a product whose row
- * we have locked: just enough of them to free :wanted units, and never more
- * than STOCK_RECLAIM_MAX_LINES lines, so that no caller pays for a backlog
- * the sweeper should clear.  Each line stops counting once (its own status
- * is checked), gets its ledger row (:event from :source), and its
- * reservation becomes EXPIRED unless another transaction has that row
- * locked.  Returns the units freed and the reservations ended, or no row.
+ * we have locked, from :lines_from on: just enough of them to free :wanted
+ * units, and never more than STOCK_RECLAIM_MAX_LINES lines, so that no
+ * caller pays for a backlog the sweeper should clear.  Each line stops
+ * counting once (its own status is checked), gets its ledger row (:event
+ * from :source), and its reservation becomes EXPIRED unless another
+ * transaction has that row locked.  Returns the units freed, the lines
+ * expired, the newest expires_at among them (a caller that goes on
+ * reclaiming starts there) and the reservations ended, or no row.
+ *
+ * No join here depends on the planner's estimates (doc/architecture.md,
+ * "Plan policy"):
+ * - the oldest lines come in the expiry index's own order (product_id,
+ *   expires_at), so the walk stops after the lines it takes; the tie-break
+ *   by reservation_id sorts those lines only;
+ * - the lines change in one scan of the same index, from :lines_from to the
+ *   newest of doomed (doomed's lines and their ties, nothing else), each
+ *   tested against doomed by an uncorrelated IN kept out of the join tree
+ *   (IS TRUE): PostgreSQL hashes such a subquery whenever its rows fit in
+ *   memory, and doomed's at most STOCK_RECLAIM_MAX_LINES always do;
+ * - each reservation is locked by a lateral lookup by id (its status tested
+ *   IS NOT DISTINCT FROM, which no index serves, so that the partial expiry
+ *   index of RESERVED orders cannot serve the lookup instead), then changed
+ *   through its primary key;
+ * - the ledger rows join expired to moved, which holds one row at most (the
+ *   product's), so that join is linear whichever way it runs.
  */
 static HcStatement reclaim_lines = {
 	"WITH doomed AS ("
-	"  SELECT reservation_id FROM ("
-	"    SELECT reservation_id, qty,"
+	"  SELECT reservation_id, expires_at FROM ("
+	"    SELECT reservation_id, qty, expires_at,"
 	"           pg_catalog.sum(qty) OVER (ORDER BY expires_at, reservation_id) AS running"
 	"      FROM (SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
 	"             WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'"
-	"               AND expires_at" LE ":now"
-	"             ORDER BY expires_at, reservation_id"
+	"               AND expires_at" LE ":now" " AND expires_at" GE ":lines_from"
+	"             ORDER BY expires_at"
 	"             LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") oldest) s"
 	"   WHERE running" MINUS "qty" LT ":wanted),"
 	" expired AS ("
 	"  UPDATE hc_stock_reservation_lines l SET status = 'EXPIRED'"
-	"    FROM doomed d"
-	"   WHERE l.product_id" EQ ":product_id" " AND l.reservation_id" EQ "d.reservation_id"
-	"     AND l.status" EQ "'RESERVED'"
-	"  RETURNING l.reservation_id, l.qty, l.buyer_id),"
+	"   WHERE l.product_id" EQ ":product_id" " AND l.status" EQ "'RESERVED'"
+	"     AND l.expires_at" GE ":lines_from"
+	"     AND l.expires_at" LE "(SELECT pg_catalog.max(expires_at) FROM doomed)"
+	"     AND (l.reservation_id" EQ "ANY (SELECT reservation_id FROM doomed)) IS TRUE"
+	"  RETURNING l.reservation_id, l.qty, l.buyer_id, l.expires_at),"
 	" moved AS ("
 	"  UPDATE hc_inventory i"
 	"     SET reserved = i.reserved" MINUS "t.total, version = i.version" PLUS "t.n,"
 	"         updated_at = :now"
 	"    FROM (SELECT pg_catalog.sum(qty)::pg_catalog.int4 AS total,"
-	"                 pg_catalog.count(*)::pg_catalog.int4 AS n FROM expired) t"
+	"                 pg_catalog.count(*)::pg_catalog.int4 AS n,"
+	"                 pg_catalog.max(expires_at) AS last FROM expired) t"
 	"   WHERE i.product_id" EQ ":product_id" " AND t.n" GT "0"
-	"  RETURNING i.version, t.total, t.n),"
+	"  RETURNING i.version, t.total, t.n, t.last),"
 	" logged AS ("
 	HC_LEDGER_ROWS("'product'", ":product_id", "m.version" MINUS "m.n" PLUS "e.k", ":event",
 				   ":source", "e.reservation_id", "e.buyer_id", MINUS "e.qty",
 				   "0", "NULL")
 	"    FROM moved m, (SELECT *, pg_catalog.row_number() OVER () AS k FROM expired) e),"
 	" ended AS ("
-	"  UPDATE hc_stock_reservations SET status = 'EXPIRED', ended_at = :now"
-	"   WHERE id" EQ "ANY ("
-	"     SELECT r.id FROM hc_stock_reservations r"
-	"      WHERE r.id" EQ "ANY (SELECT reservation_id FROM expired)"
-	"        AND r.status" EQ "'RESERVED'"
-	"        FOR NO KEY UPDATE SKIP LOCKED)"
-	"  RETURNING id)"
-	" SELECT total AS units, (SELECT pg_catalog.count(*) FROM ended) AS ended FROM moved",
-	{{"product_id", TEXTOID}, {"wanted", INT8OID}, {"event", TEXTOID}, {"source", TEXTOID},
-	 HC_LEDGER_PARAMS}
+	"  UPDATE hc_stock_reservations o SET status = 'EXPIRED', ended_at = :now"
+	"    FROM expired e"
+	"   CROSS JOIN LATERAL ("
+	"     SELECT r.scope_id, r.id FROM hc_stock_reservations r"
+	"      WHERE r.id" EQ "e.reservation_id" " AND r.status IS NOT DISTINCT FROM 'RESERVED'"
+	"        FOR NO KEY UPDATE SKIP LOCKED) r"
+	"   WHERE o.scope_id" EQ "r.scope_id" " AND o.id" EQ "r.id"
+	"  RETURNING o.id)"
+	" SELECT total AS units, n AS lines, last, (SELECT pg_catalog.count(*) FROM ended) AS ended"
+	"   FROM moved",
+	{{"product_id", TEXTOID}, {"wanted", INT8OID}, {"lines_from", TIMESTAMPTZOID},
+	 {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
 };
 
 /* The products of a reservation, in the order they are locked in. */
@@ -303,32 +326,60 @@ static HcStatement set_stock = {
 
 /*
  * The sweeper's work: products with expired lines that still count, in
- * lock order.
+ * lock order (bytewise), from :from on; the look at :from's own lines
+ * starts at :lines_from, where the last batch stopped in them.  No index
+ * keeps products in byte order, so the products not before :from that
+ * have anything reserved (any with expired lines that still count do) are
+ * sorted first, and only then probed in that order, one index probe of
+ * their expiry entries each (a scalar subquery, whatever the planner
+ * estimates), until the batch is full: each product is probed once per
+ * sweep, not once per batch.  OFFSET 0 keeps the probe above the sort, and
+ * the outer ORDER BY is the sort's own, so it adds none.
  */
 static HcStatement expired_products = {
-	"SELECT DISTINCT product_id COLLATE \"C\" AS product_id FROM hc_stock_reservation_lines"
-	" WHERE status" EQ "'RESERVED'" " AND expires_at" LE ":now"
-	" ORDER BY 1 LIMIT :batch_size",
-	{{"batch_size", INT4OID}, {"now", TIMESTAMPTZOID}}
+	"SELECT i.product_id FROM ("
+	"   SELECT product_id, product_id COLLATE \"C\" AS bytes FROM hc_inventory"
+	"    WHERE reserved" GT "0" " AND product_id COLLATE \"C\"" GE ":from"
+	"    ORDER BY 2 OFFSET 0) i"
+	" WHERE (SELECT true FROM hc_stock_reservation_lines l"
+	"         WHERE l.product_id" EQ "i.product_id" " AND l.status" EQ "'RESERVED'"
+	"           AND l.expires_at" LE ":now"
+	"           AND l.expires_at" GE "CASE WHEN i.product_id" EQ ":from" " THEN :lines_from"
+	"                                     ELSE '-infinity'::pg_catalog.timestamptz END"
+	"         LIMIT 1)"
+	" ORDER BY i.bytes LIMIT :batch_size",
+	{{"from", TEXTOID}, {"lines_from", TIMESTAMPTZOID}, {"batch_size", INT4OID},
+	 {"now", TIMESTAMPTZOID}}
 };
 
 /*
  * Expired orders still RESERVED although none of their lines counts any
  * more (a reclaimer expired the lines but skipped the order's locked row):
- * they end as EXPIRED.
+ * they end as EXPIRED, oldest first from :from on.  Whether an order still
+ * has a counted line is a look at all its lines (a scalar subquery: one
+ * probe of the lines' reservation index per order walked, never a join of
+ * all orders with all lines).  The probe asks for nothing but the
+ * reservation, so that no other index can serve it: a condition on the
+ * line's status would let the planner walk the whole expiry index of
+ * RESERVED lines for every order instead.  The UPDATE tests the order's
+ * status IS NOT DISTINCT FROM for the same reason.  Returns each one's
+ * expires_at (the next batch starts at the newest).
  */
 static HcStatement end_orders = {
 	"WITH doomed AS ("
-	"  SELECT r.scope_id, r.id FROM hc_stock_reservations r"
+	"  SELECT r.scope_id, r.id, r.expires_at FROM hc_stock_reservations r"
 	"   WHERE r.status" EQ "'RESERVED'" " AND r.expires_at" LE ":now"
-	"     AND NOT EXISTS (SELECT FROM hc_stock_reservation_lines l"
-	"                      WHERE l.reservation_id" EQ "r.id" " AND l.status" EQ "'RESERVED')"
+	"     AND r.expires_at" GE ":from"
+	"     AND (SELECT pg_catalog.bool_or(l.status" EQ "'RESERVED')"
+	"            FROM hc_stock_reservation_lines l WHERE l.reservation_id" EQ "r.id) IS NOT TRUE"
 	"   ORDER BY r.expires_at LIMIT :batch_size"
 	"     FOR NO KEY UPDATE SKIP LOCKED)"
 	" UPDATE hc_stock_reservations r SET status = 'EXPIRED', ended_at = :now"
 	"   FROM doomed d"
-	"  WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id" " AND r.status" EQ "'RESERVED'",
-	{{"batch_size", INT4OID}, {"now", TIMESTAMPTZOID}}
+	"  WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id"
+	"    AND r.status IS NOT DISTINCT FROM 'RESERVED'"
+	" RETURNING d.expires_at",
+	{{"from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, {"now", TIMESTAMPTZOID}}
 };
 
 /* RS006 for a product. */
@@ -354,56 +405,77 @@ stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 reserve
 			 errhint("Offer a smaller quantity, or try again when reservations end.")));
 }
 
+/* What one reclaim did. */
+typedef struct StockReclaimed
+{
+	int64		units;			/* units that stopped counting */
+	int64		ended;			/* reservations that became EXPIRED */
+	int32		lines;			/* lines expired */
+	TimestampTz last;			/* the newest expires_at among them */
+} StockReclaimed;
+
 /*
- * Reclaim expired lines of a product whose row we have locked, enough to
- * free needed units if there are that many (at most STOCK_RECLAIM_MAX_LINES
- * lines), with ledger event and source as given.  Returns the units freed;
- * *ended counts the reservations that became EXPIRED.
+ * Reclaim expired lines of a product whose row we have locked, from
+ * lines_from on (DT_NOBEGIN: all), enough to free needed units if there are
+ * that many (at most STOCK_RECLAIM_MAX_LINES lines), with ledger event and
+ * source as given.  Returns the units freed, and what it did in *done.
  */
 static int64
-stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, const char *event,
-				 const char *source, int64 *ended)
+stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, TimestampTz lines_from,
+				 const char *event, const char *source, StockReclaimed *done)
 {
 	HcArgs		args;
 
 	hc_args(&args, &reclaim_lines);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "wanted", Int64GetDatum(needed));
+	hc_bind(&args, "lines_from", TimestampTzGetDatum(lines_from));
 	hc_bind_text(&args, "event", event);
 	hc_bind_text(&args, "source", source);
-	*ended = 0;
+	memset(done, 0, sizeof(*done));
 	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		return 0;
-	*ended = hc_int64(0, "ended");
-	return hc_int32(0, "units");
+	done->units = hc_int32(0, "units");
+	done->ended = hc_int64(0, "ended");
+	done->lines = hc_int32(0, "lines");
+	done->last = hc_timestamptz(0, "last");
+	return done->units;
 }
 
 /* A call's inline reclaim: the units freed. */
 static int64
 stock_reclaim(HcCall *call, const char *product_id, int64 needed)
 {
-	int64		ended;
+	StockReclaimed done;
 
-	return stock_reclaim_as(call, product_id, needed, "reclaim", "reclaim", &ended);
+	return stock_reclaim_as(call, product_id, needed, DT_NOBEGIN, "reclaim", "reclaim", &done);
 }
 
 /*
- * The sweeper's part for stock (sweep.c): the expired lines of up to
- * batch_size products, one product at a time in product order, each under
- * its row lock and skipped if a live call has the row (its lines are left
- * to the next run); at most STOCK_RECLAIM_MAX_LINES lines a product, each
- * once, with source 'sweep' in the ledger.  Then the expired orders that
- * were left RESERVED.
+ * The sweeper's stock lines (hc_stock_sweep): the expired lines of up to
+ * batch_size products, one product at a time in product order from where
+ * the last batch stopped, each under its row lock and skipped if a live
+ * call has the row (its lines are left to the next run); at most
+ * STOCK_RECLAIM_MAX_LINES lines a product, each once, with source 'sweep'
+ * in the ledger.  The next batch starts at the first product that may have
+ * more (it had that many), in its lines where this batch stopped; else at
+ * the last product of this one.  A batch that found fewer than batch_size
+ * products, none of them with more, was the last.
  */
-void
-hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
+static void
+stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
 	HcArgs		args;
 	uint64		n;
 	uint64		i;
 	char	  **products;
+	int64		more = -1;		/* the first product that may have more lines */
+	TimestampTz more_from = DT_NOBEGIN;
 
 	hc_args(&args, &expired_products);
+	hc_bind_text(&args, "from", counts->products_from);
+	hc_bind(&args, "lines_from",
+			TimestampTzGetDatum(counts->lines_resumed ? counts->lines_from : DT_NOBEGIN));
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
 	n = hc_run(call, &args, SPI_OK_SELECT);
 	products = palloc(sizeof(char *) * (n + 1));
@@ -413,21 +485,82 @@ hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 	{
 		Datum		reserved;
 		bool		isnull;
-		int64		units;
-		int64		ended;
+		StockReclaimed done;
+		TimestampTz lines_from = DT_NOBEGIN;
 
 		if (!hc_fetch(call, &sweep_product, products[i], &reserved, &isnull))
 			continue;
-		units = stock_reclaim_as(call, products[i], PG_INT64_MAX, "expire", "sweep", &ended);
-		if (units == 0)
+		if (counts->lines_resumed && strcmp(products[i], counts->products_from) == 0)
+			lines_from = counts->lines_from;
+		if (stock_reclaim_as(call, products[i], PG_INT64_MAX, lines_from, "expire", "sweep",
+							 &done) == 0)
 			continue;
-		counts->released_units += units;
-		counts->expired_reservations += ended;
+		if (done.lines >= STOCK_RECLAIM_MAX_LINES && more < 0)
+		{
+			more = (int64) i;
+			more_from = done.last;
+		}
+		counts->released_units += done.units;
+		counts->expired_reservations += done.ended;
 		hc_notify("product", products[i], "AVAILABLE");
 	}
+
+	counts->lines_resumed = false;
+	if (more >= 0)
+	{
+		strlcpy(counts->products_from, products[more], sizeof(counts->products_from));
+		/* an id longer than the buffer starts at its prefix, without resuming its lines */
+		counts->lines_resumed = strcmp(counts->products_from, products[more]) == 0;
+		counts->lines_from = more_from;
+	}
+	else if (n < (uint64) batch_size)
+		counts->lines_done = true;
+	else
+		strlcpy(counts->products_from, products[n - 1], sizeof(counts->products_from));
+}
+
+/*
+ * The sweeper's orders left RESERVED (hc_stock_sweep): up to batch_size of
+ * them, oldest first from where the last batch stopped.  A batch that ended
+ * fewer than batch_size was the last.
+ */
+static void
+stock_sweep_orders(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	HcArgs		args;
+	uint64		n;
+	uint64		i;
+
 	hc_args(&args, &end_orders);
+	hc_bind(&args, "from",
+			TimestampTzGetDatum(counts->orders_resumed ? counts->orders_from : DT_NOBEGIN));
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	counts->expired_reservations += (int64) hc_run(call, &args, SPI_OK_UPDATE);
+	n = hc_run(call, &args, SPI_OK_UPDATE_RETURNING);
+	for (i = 0; i < n; i++)
+	{
+		TimestampTz expires_at = hc_timestamptz((int) i, "expires_at");
+
+		if (!counts->orders_resumed || expires_at > counts->orders_from)
+			counts->orders_from = expires_at;
+		counts->orders_resumed = true;
+	}
+	counts->expired_reservations += (int64) n;
+	if (n < (uint64) batch_size)
+		counts->orders_done = true;
+}
+
+/*
+ * The sweeper's part for stock (sweep.c): a batch of expired stock lines,
+ * and once none are left, a batch of the expired orders that were left
+ * RESERVED (the lines' reclaims end most orders themselves).
+ */
+void
+hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	if (!counts->lines_done)
+		stock_sweep_lines(call, batch_size, counts);
+	if (counts->lines_done && !counts->orders_done)
+		stock_sweep_orders(call, batch_size, counts);
 }
 
 /* Lock a product's row and read its numbers; RS006 if it does not exist. */
@@ -997,19 +1130,28 @@ hc_unreserve(PG_FUNCTION_ARGS)
 static void
 stock_lock_product(HcCall *call, const char *product_id, int32 *stock, int32 *reserved)
 {
+	TimestampTz from = DT_NOBEGIN;
+
 	stock_lock_product_row(call, product_id, stock, reserved);
 
 	/*
 	 * Reclaim all of them: a stock change is an operator's act, not the hot
 	 * path, and a backlog left behind could refuse it as below reserved.
+	 * Each round starts where the last one stopped in the lines: the lines
+	 * it expired keep their entries in the expiry index until this
+	 * transaction ends, and walking them again each round would make a
+	 * large backlog quadratic.
 	 */
 	for (;;)
 	{
-		int64		freed = stock_reclaim(call, product_id, PG_INT64_MAX);
+		StockReclaimed done;
+		int64		freed = stock_reclaim_as(call, product_id, PG_INT64_MAX, from,
+											 "reclaim", "reclaim", &done);
 
 		if (freed == 0)
 			break;
 		*reserved -= (int32) freed;
+		from = done.last;
 	}
 }
 

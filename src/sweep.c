@@ -4,19 +4,22 @@
  *		reservations released once, idempotency keys past retention
  *		forgotten; and what the background worker records of its runs.
  *
- * Each domain sweeps its own: hold.c the holds, stock.c the stock lines and
- * orders, idempotency.c the keys; this file runs them in batches.  Every
- * kind of work is set-based and bounded: one statement per batch for holds,
- * for orders and for keys, one per product for stock lines (the bounded
- * reclaim of stock.c).  Rows are taken with FOR NO KEY UPDATE SKIP LOCKED,
- * and products with HC_FETCH_SKIP_NOWAIT (fetch.c: SKIP LOCKED can still
- * wait when it follows an update chain, and a call holding a product may be
- * waiting for an order this sweep holds), so a sweep never waits on a live
- * call: a row a call has locked is left for the next batch or run.  Each
+ * Each domain sweeps its own: hold.c the holds, stock.c the stock lines
+ * and orders, idempotency.c the keys; this file runs them in batches.
+ * Every kind of work is set-based and bounded: one statement per batch
+ * for holds, for orders and for keys, one per product for stock lines
+ * (the bounded reclaim of stock.c), each batch of a kind from where the
+ * last one stopped (HcSweepCounts), and every statement linear whatever
+ * the planner estimates (doc/architecture.md, "Plan policy").  Rows are
+ * taken with FOR NO KEY UPDATE SKIP LOCKED, and products with
+ * HC_FETCH_SKIP_NOWAIT (fetch.c: SKIP LOCKED can still wait when it
+ * follows an update chain, and a call holding a product may be waiting
+ * for an order this sweep holds), so a sweep never waits on a live call:
+ * a row a call has locked is left for the next batch or run.  Each
  * transition checks the row's own status under its lock, so two sweeps at
- * once (or a sweep and a call) release each reservation exactly once.  hc_sweep() called by hand runs in
- * the caller's transaction and commits nothing itself; the worker
- * (sweeper.c) commits after every batch.
+ * once (or a sweep and a call) release each reservation exactly once.
+ * hc_sweep() called by hand runs in the caller's transaction and commits
+ * nothing itself; the worker (sweeper.c) commits after every batch.
  */
 #include "postgres.h"
 
@@ -84,7 +87,7 @@ hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 
 	counts->expired_holds += hc_hold_sweep(call, batch_size, counts);
 	hc_stock_sweep(call, batch_size, counts);
-	counts->purged_keys += hc_idempotency_sweep(call, batch_size);
+	counts->purged_keys += hc_idempotency_sweep(call, batch_size, counts);
 	return counts->expired_holds != before.expired_holds ||
 		counts->expired_reservations != before.expired_reservations ||
 		counts->released_units != before.released_units ||

@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# Plans that stay linear whatever the statistics (doc/architecture.md, "Plan
+# policy").  Every statement is prepared once per backend and its plan kept,
+# so a sweep planned right after CREATE EXTENSION (no statistics, autovacuum
+# off) must stay as linear as one planned after ANALYZE.
+#
+# For N = 10,000 and 100,000: N expired holds and N expired stock lines (N/4
+# orders of 4 lines over N/10 products), made by the calls and aged by two
+# hours, their keys past a one-hour retention, in a database whose tables
+# autovacuum never visits.  Then, two sweeps at once (so that a busy machine
+# slows both alike), each the first hc_sweep() of its session, timed:
+#   fresh     the session made its plans on a near-empty database (it swept a
+#             backlog of one hold and one order and ran hc_check() six times,
+#             as a sweeper or a pooled connection does right after CREATE
+#             EXTENSION), then the backlog arrived (COPY), no ANALYZE;
+#   analyzed  a copy of the same backlog, ANALYZEd, a new session.
+# And at 10,000, the same backlog swept in one batch (hc_sweep(1000000), as
+# in issue 18: 15 s instead of 0.3 s) by a new session planning on the full
+# tables without statistics, next to an analyzed copy.  Then hc_check() in
+# each session, timed.  Everything must be swept once, hc_check() empty, and
+# the times per row (a hold or a line) of fresh and analyzed, and of 10,000
+# and 100,000, within 2x of each other (times below a floor count as the
+# floor).  A statement whose plan is quadratic takes 10 to 100 times longer.
+. "$(dirname "$0")/lib.bash"
+load_setup hc_load_plans 6
+sizes=${HC_PLANS_SIZES:-10000 100000}
+sweep_floor_us=25   # per row: 0.5 s for 10,000 holds and 10,000 lines
+check_floor_us=12   # per row: 0.25 s
+dbs=()
+
+plans_cleanup() {
+    local d
+    for d in "${dbs[@]}"; do
+        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+    done
+    load_cleanup
+}
+trap plans_cleanup EXIT
+
+# qd DB SQL: run SQL in DB, rows unaligned.
+qd() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+
+# new_db NAME [TEMPLATE]: (re)create a database, dropped on exit.
+new_db() {
+    dbs+=("$1")
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null 2>&1
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $1${2:+ TEMPLATE $2}" >/dev/null
+}
+
+# install DB: the extension, its tables out of autovacuum's reach.
+install() {
+    qd "$1" "CREATE EXTENSION holdcommit;
+             DO \$\$
+             DECLARE t regclass;
+             BEGIN
+                 FOR t IN SELECT c.oid::regclass FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+                           WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'holdcommit')
+                             AND d.classid = 'pg_class'::regclass AND c.relkind = 'r' LOOP
+                     EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = off)', t);
+                 END LOOP;
+             END \$\$;" >/dev/null
+}
+
+# age DB: what the calls made, as if made two hours ago (a superuser's shortcut).
+age() {
+    qd "$1" "UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours';
+             UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours',
+                                        created_at = created_at - interval '2 hours';
+             UPDATE hc_stock_reservation_lines SET expires_at = expires_at - interval '2 hours';
+             UPDATE hc_stock_reservations SET expires_at = expires_at - interval '2 hours',
+                                              created_at = created_at - interval '2 hours';" >/dev/null
+}
+
+# backlog DB N: N holds and N lines made by the calls, two clients at a time, aged.
+backlog() {
+    local d=$1 n=$2 products=$(($2 / 10))
+    qd "$d" "SELECT count(hc_asset_add('A-' || i)) FROM generate_series(1, $n) i;
+             SELECT count(hc_stock_set('P-' || i, 1000000)) FROM generate_series(1, $products) i;" >/dev/null &&
+    seq 0 $((n / 1000 - 1)) | xargs -P 2 -I{} psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" -c \
+        "SELECT count(hc_hold('A-' || i, 'buyer-' || i, 'hold-' || i, '1 hour'))
+           FROM generate_series({} * 1000 + 1, {} * 1000 + 1000) i" >/dev/null &&
+    seq 0 $((n / 1000 - 1)) | xargs -P 2 -I{} psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" -c \
+        "SELECT count(hc_reserve_items(
+                  (SELECT jsonb_agg(jsonb_build_object('product_id', 'P-' || ((4 * i + k) % $products + 1),
+                                                       'qty', 1))
+                     FROM generate_series(0, 3) k),
+                  'buyer-' || i, 'order-' || i, '1 hour'))
+           FROM generate_series({} * 250 + 1, {} * 250 + 250) i" >/dev/null &&
+    age "$d"
+}
+
+# The extension's tables (their generated columns left out), for COPY.
+tables="hc_assets hc_reservations hc_inventory hc_stock_reservations hc_stock_reservation_lines hc_ledger"
+columns() {
+    qd "$1" "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
+              WHERE attrelid = '$2'::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+}
+# export DB DIR / import DB DIR: the backlog's rows, through files.
+export_rows() {
+    local t
+    mkdir -p "$2"
+    for t in $tables; do
+        psql -X -q -v ON_ERROR_STOP=1 -d "$1" -c "\\copy $t ($(columns "$1" "$t")) TO '$2/$t'" || return 1
+    done
+}
+cat >"$work/import.sh" <<'SH'
+#!/usr/bin/env bash
+# import.sh DB DIR TABLES...: COPY the files in, a client per table.
+db=$1; dir=$2; shift 2
+for t in "$@"; do
+    cols=$(cat "$dir/$t.columns")
+    psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "\\copy $t ($cols) FROM '$dir/$t'" &
+done
+ok=0
+for job in $(jobs -p); do wait "$job" || ok=1; done
+exit $ok
+SH
+cat >"$work/barrier.sh" <<'SH'
+#!/usr/bin/env bash
+# barrier.sh MINE THEIRS: say this session is there, wait (at most 5 minutes) for the other.
+touch "$1"
+for _ in $(seq 3000); do [ -e "$2" ] && exit 0; sleep 0.1; done
+exit 1
+SH
+chmod +x "$work/import.sh" "$work/barrier.sh"
+
+# session DB NAME PARTNER BATCH TIMEOUT [fresh DIR]: the first timed sweep of
+# a session, then hc_check(), each started with the partner session's.  With
+# fresh, the session first plans on a near-empty database, then DIR's backlog
+# is copied in.  Prints "sweep|holds|reservations|keys", "sweep_s|S",
+# "check|findings", "check_s|S"; slow plans (over 3 s a statement) go to
+# $work/NAME.err.
+session() {
+    local d=$1 me=$work/$2 them=$work/$3 batch=$4 timeout=$5 prime="" dir=${7:-}
+    if [ "${6:-}" = fresh ]; then
+        prime="SELECT 'primed', s.* FROM hc_sweep() s;
+DO \$\$ BEGIN FOR i IN 1..6 LOOP PERFORM count(*) FROM hc_check(); END LOOP; END \$\$;
+\\! $work/import.sh $d $dir $tables"
+    fi
+    psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" 2>"$me.err" <<SQL
+SET holdcommit.idempotency_retention = '1h';
+SET statement_timeout = '${timeout}s';
+SET client_min_messages = warning;
+\\set ON_ERROR_STOP 0
+LOAD 'auto_explain';
+\\set ON_ERROR_STOP 1
+SET auto_explain.log_min_duration = '3s';
+SET auto_explain.log_nested_statements = on;
+SET auto_explain.log_level = warning;
+$prime
+\\! $work/barrier.sh $me.ready $them.ready
+SELECT clock_timestamp() AS t0 \\gset
+SELECT 'sweep', s.* FROM hc_sweep($batch) s;
+SELECT 'sweep_s', round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 3);
+\\! $work/barrier.sh $me.swept $them.swept
+SELECT clock_timestamp() AS t0 \\gset
+SELECT 'check', count(*) FROM hc_check();
+SELECT 'check_s', round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 3);
+SQL
+    local rc=$?
+    touch "$me.ready" "$me.swept"
+    return $rc
+}
+
+# field FILE KEY: the value of KEY in a session's output.
+field() { sed -n "s/^$2|//p" "$1"; }
+# us_per_row SECONDS ROWS
+us_per_row() { awk -v s="$1" -v n="$2" 'BEGIN { if (s == "") print ""; else printf "%.1f", s * 1e6 / n }'; }
+# within2x WHAT A B FLOOR: A and B (per row) within 2x of each other, each at least FLOOR.
+within2x() {
+    local verdict
+    verdict=$(awk -v a="$2" -v b="$3" -v f="$4" 'BEGIN {
+        if (a == "" || b == "") { print "missing"; exit }
+        a = (a < f) ? f : a; b = (b < f) ? f : b
+        print (a <= 2 * b && b <= 2 * a) ? "yes" : "no" }')
+    check "$1 ($2 vs $3 us per row, floor $4)" "$verdict" "yes"
+}
+
+# sweep_pair N BATCH TIMEOUT TAG-A DB-A TAG-B DB-B: a fresh session in DB-A and an
+# analyzed one in DB-B, at once.
+sweep_pair() {
+    local n=$1 batch=$2 timeout=$3
+    rm -f "$work/$4".* "$work/$6".*
+    session "$5" "$4" "$6" "$batch" "$timeout" fresh "$work/rows$n" >"$work/$4.out" &
+    local first=$!
+    session "$7" "$6" "$4" "$batch" "$timeout" >"$work/$6.out" &
+    local second=$!
+    wait $first; wait $second
+}
+
+# verify TAG DB N: what a timed sweep did, and that nothing is left.
+verify() {
+    local tag=$1 d=$2 n=$3 out=$work/$1.out
+    check "$tag: the sweep ended $n holds, $((n / 4)) orders, forgot $((n + n / 4)) keys" \
+        "$(field "$out" sweep)" "$n|$((n / 4))|$((n + n / 4))"
+    check "$tag: nothing expired is left, no line counts" \
+        "$(qd "$d" "SELECT (SELECT count(*) FROM hc_reservations WHERE status = 'HELD'),
+                           (SELECT count(*) FROM hc_stock_reservation_lines WHERE status = 'RESERVED'),
+                           (SELECT count(*) FROM hc_stock_reservations WHERE status = 'RESERVED'),
+                           (SELECT sum(reserved) FROM hc_inventory),
+                           (SELECT count(*) FROM hc_idempotency_keys)")" "0|0|0|0|0"
+    check "$tag: hc_check() finds nothing" "$(field "$out" check)" "0"
+    echo "# $tag: sweep $(field "$out" sweep_s) s, hc_check() $(field "$out" check_s) s"
+    # The plans of the statements inside that took over 3 s, and any error.
+    awk '/^(WARNING|LOG):  duration/ { flush(); keep = 1 }
+         /^(ERROR|FATAL|psql)/ { flush(); keep = 1 }
+         /^Query Text: SELECT .(sweep|check)., / { keep = 0 }
+         { block = block $0 "\n" }
+         function flush() { if (keep && block != "") printf "%s", block; block = ""; keep = 0 }
+         END { flush() }' "$work/$tag.err" | cut -c1-200 | head -60 | sed "s/^/# $tag:   /"
+}
+
+declare -A sweep_us check_us
+for n in $sizes; do
+    t=${db}_t$n
+    new_db "$t" && install "$t" || { echo "not ok - database for $n set up"; exit 0; }
+    start=$(date +%s)
+    if ! backlog "$t" "$n"; then
+        echo "not ok - $n expired holds and lines made"
+        exit 0
+    fi
+    check "$n expired holds, $n expired lines in $((n / 4)) orders are waiting (made in $(($(date +%s) - start)) s)" \
+        "$(qd "$t" "SELECT (SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= now()),
+                           (SELECT count(*) FROM hc_stock_reservation_lines
+                             WHERE status = 'RESERVED' AND expires_at <= now()),
+                           (SELECT count(*) FROM hc_stock_reservations WHERE status = 'RESERVED')")" \
+        "$n|$n|$((n / 4))"
+    mkdir -p "$work/rows$n"
+    for tb in $tables; do columns "$t" "$tb" >"$work/rows$n/$tb.columns"; done
+    export_rows "$t" "$work/rows$n" || { echo "not ok - the backlog of $n exported"; exit 0; }
+
+    # The fresh database: a backlog of one hold and one order, swept by the
+    # session that will sweep the big one, which arrives in between.
+    new_db "${db}_f$n" && install "${db}_f$n" &&
+        qd "${db}_f$n" "SELECT count(hc_asset_add('TINY-A')), count(hc_stock_set('TINY-P', 10));
+                        SELECT count(hc_hold('TINY-A', 'tiny', 'tiny-hold', '1 hour'));
+                        SELECT count(hc_reserve('TINY-P', 1, 'tiny', 'tiny-order', '1 hour'));" >/dev/null &&
+        age "${db}_f$n" || { echo "not ok - fresh database for $n set up"; exit 0; }
+    new_db "${db}_a$n" "$t" && qd "${db}_a$n" "ANALYZE" >/dev/null ||
+        { echo "not ok - analyzed database for $n set up"; exit 0; }
+    timeout=$((n / 1000 + 40))
+    sweep_pair "$n" 1000 "$timeout" "fresh$n" "${db}_f$n" "analyzed$n" "${db}_a$n"
+    check "fresh$n: the first sweep swept the one hold and order made before" \
+        "$(field "$work/fresh$n.out" primed)" "1|1|2"
+    verify "fresh$n" "${db}_f$n" "$n"
+    verify "analyzed$n" "${db}_a$n" "$n"
+    for tag in fresh analyzed; do
+        sweep_us[$tag$n]=$(us_per_row "$(field "$work/$tag$n.out" sweep_s)" $((2 * n)))
+        check_us[$tag$n]=$(us_per_row "$(field "$work/$tag$n.out" check_s)" $((2 * n)))
+    done
+    within2x "hc_sweep() of $n, fresh and analyzed" "${sweep_us[fresh$n]}" "${sweep_us[analyzed$n]}" $sweep_floor_us
+    within2x "hc_check() of $n, fresh and analyzed" "${check_us[fresh$n]}" "${check_us[analyzed$n]}" $check_floor_us
+
+    if [ "$n" = "${sizes%% *}" ]; then
+        # One batch for the whole backlog, planned on the full tables without
+        # statistics (no priming: the session's first statements see them).
+        new_db "${db}_g$n" "$t" && new_db "${db}_b$n" "$t" && qd "${db}_b$n" "ANALYZE" >/dev/null ||
+            { echo "not ok - one-batch databases for $n set up"; exit 0; }
+        rm -f "$work"/once*
+        session "${db}_g$n" "once$n" "analyzed_once$n" 1000000 "$timeout" >"$work/once$n.out" &
+        first=$!
+        session "${db}_b$n" "analyzed_once$n" "once$n" 1000000 "$timeout" >"$work/analyzed_once$n.out" &
+        wait $first; wait $!
+        verify "once$n" "${db}_g$n" "$n"
+        verify "analyzed_once$n" "${db}_b$n" "$n"
+        within2x "hc_sweep(1000000) of $n in one batch, fresh and analyzed" \
+            "$(us_per_row "$(field "$work/once$n.out" sweep_s)" $((2 * n)))" \
+            "$(us_per_row "$(field "$work/analyzed_once$n.out" sweep_s)" $((2 * n)))" $sweep_floor_us
+        for d in "${db}_g$n" "${db}_b$n"; do
+            psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+        done
+    fi
+    for d in "$t" "${db}_f$n" "${db}_a$n"; do
+        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+    done
+    rm -rf "$work/rows$n"
+done
+
+# Linear: the time per row does not grow with the backlog.
+set -- $sizes
+if [ $# -ge 2 ]; then
+    small=$1 large=$2
+    for tag in fresh analyzed; do
+        within2x "hc_sweep() $tag, per row at $small and at $large" \
+            "${sweep_us[$tag$small]}" "${sweep_us[$tag$large]}" $sweep_floor_us
+        within2x "hc_check() $tag, per row at $small and at $large" \
+            "${check_us[$tag$small]}" "${check_us[$tag$large]}" $check_floor_us
+    done
+fi
