@@ -128,9 +128,10 @@ hc_sweeper_record(HcCall *call, TimestampTz started, const HcSweepCounts *counts
 
 /*
  * hc_sweep(batch_size): sweep in batches until a batch finds nothing left,
- * in the caller's transaction; one row of counts.  What a batch allocates
- * goes with it (hc_run frees each statement's rows at the next), so memory
- * stays flat however large the backlog.
+ * in the caller's transaction; one row of counts.  What a batch allocates,
+ * even what the domains keep for the call (call->outer), goes with it, and
+ * hc_run frees each statement's rows at the next, so memory stays flat
+ * however large the backlog.
  */
 Datum
 hc_sweep(PG_FUNCTION_ARGS)
@@ -138,6 +139,7 @@ hc_sweep(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HcSweepCounts counts = {0};
 	HcCall		call;
+	MemoryContext outer;
 	MemoryContext batch_context;
 	int32		batch_size;
 	Datum		out[3];
@@ -152,8 +154,11 @@ hc_sweep(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	hc_call_begin(&call, fcinfo, "hc_sweep");
-	batch_context = AllocSetContextCreate(CurrentMemoryContext, "hc_sweep batch",
-										  ALLOCSET_DEFAULT_SIZES);
+	/* What outlives the batches (the ledger's actor) is made before them. */
+	(void) hc_actor(&call);
+	outer = call.outer;
+	batch_context = AllocSetContextCreate(outer, "hc_sweep batch", ALLOCSET_DEFAULT_SIZES);
+	call.outer = batch_context;
 	for (;;)
 	{
 		MemoryContext old = MemoryContextSwitchTo(batch_context);
@@ -165,6 +170,7 @@ hc_sweep(PG_FUNCTION_ARGS)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
+	call.outer = outer;
 	hc_call_end(&call);
 
 	out[0] = Int64GetDatum(counts.expired_holds);
