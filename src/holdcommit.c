@@ -144,14 +144,6 @@ _PG_init(void)
 							10000, 100, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
-	DefineCustomIntVariable("holdcommit.max_databases",
-							"The most databases the background sweeper keeps track of.",
-							"Its table lives in shared memory: a restart is needed to change it.",
-							&hc_max_databases,
-							256, 1, 100000,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-
 	DefineCustomIntVariable("holdcommit.max_workers",
 							"The most background workers that run lease and attempt calls at once, over all databases.",
 							"Each such call commits in a worker's transaction of its own; 0: every call starts a worker of its own. Needs holdcommit in shared_preload_libraries.",
@@ -166,6 +158,16 @@ _PG_init(void)
 							60, 1, INT_MAX / 1000,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	/* It sizes shared memory: it exists only where the library is preloaded. */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("holdcommit.max_databases",
+								"The most databases the background sweeper keeps track of.",
+								"Its table lives in shared memory: a restart is needed to change it.",
+								&hc_max_databases,
+								256, 1, 100000,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("holdcommit");
 	hc_install_log_hook();
