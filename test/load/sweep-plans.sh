@@ -17,7 +17,8 @@
 # And at 10,000, the same backlog swept in one batch (hc_sweep(1000000), as
 # in issue 18: 15 s instead of 0.3 s) by a new session planning on the full
 # tables without statistics, next to an analyzed copy.  Then hc_check() in
-# each session, timed.  Everything must be swept once, hc_check() empty, and
+# each session, timed.  Then the background sweeper's first runs in a copy
+# of the backlog, never analyzed, timed.  Everything must be swept once, hc_check() empty, and
 # the times per row (a hold or a line) of fresh and analyzed, and of 10,000
 # and 100,000, within 2x of each other (times below a floor count as the
 # floor).  A statement whose plan is quadratic takes 10 to 100 times longer.
@@ -251,6 +252,25 @@ for n in $sizes; do
     within2x "hc_sweep() of $n, fresh and analyzed" "${sweep_us[fresh$n]}" "${sweep_us[analyzed$n]}" $sweep_floor_us
     within2x "hc_check() of $n, fresh and analyzed" "${check_us[fresh$n]}" "${check_us[analyzed$n]}" $check_floor_us
 
+    # The background sweeper's first runs in a copy of the backlog, never
+    # analyzed: each run prepares its plans afresh, on no statistics.
+    w=${db}_w$n
+    new_db "$w" "$t" || { echo "not ok - worker database for $n set up"; exit 0; }
+    # One run, however long (no time slice), timed from its own start.
+    psql -X -q -d postgres -c "ALTER SYSTEM SET holdcommit.databases = '$w'" \
+        -c "ALTER SYSTEM SET holdcommit.sweep_time_slice = '10min'" \
+        -c "ALTER SYSTEM SET holdcommit.sweep_interval = 1" -c "SELECT pg_reload_conf()" >/dev/null
+    db=$w wait_for "$timeout" "SELECT expired_holds FROM hc_sweeper_status" "$n" >/dev/null
+    worker_s=$(qd "$w" "SELECT round(extract(epoch FROM last_end - last_start), 3) FROM hc_sweeper_status")
+    psql -X -q -d postgres -c "ALTER SYSTEM RESET holdcommit.sweep_time_slice" >/dev/null
+    sweeper_off
+    check "worker$n: the background sweeper's runs swept the $n holds and lines, hc_check() empty" \
+        "$(qd "$w" "SELECT (SELECT count(*) FROM hc_reservations WHERE status = 'EXPIRED'),
+                           (SELECT count(*) FROM hc_check())")" "$n|0"
+    echo "# worker$n: swept in $worker_s s"
+    sweep_us[worker$n]=$(us_per_row "$worker_s" $((2 * n)))
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $w WITH (FORCE)" >/dev/null 2>&1
+
     if [ "$n" = "${sizes%% *}" ]; then
         # One batch for the whole backlog, planned on the full tables without
         # statistics (no priming: the session's first statements see them).
@@ -280,6 +300,8 @@ done
 set -- $sizes
 if [ $# -ge 2 ]; then
     small=$1 large=$2
+    within2x "the background sweeper's first runs, per row at $small and at $large" \
+        "${sweep_us[worker$small]}" "${sweep_us[worker$large]}" $sweep_floor_us
     for tag in fresh analyzed; do
         within2x "hc_sweep() $tag, per row at $small and at $large" \
             "${sweep_us[$tag$small]}" "${sweep_us[$tag$large]}" $sweep_floor_us
