@@ -182,6 +182,8 @@ sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const cha
 		return HEALTH_OK;
 	if (db->wait == WAIT_BUSY)
 		late = Max(late, busy_allowance);
+	else if (db->wait == WAIT_NONE)
+		late += 2 * USECS_PER_SEC;	/* the launcher's next two ticks */
 	if (!sweep_busy(db, now) && hc_sweep_interval > 0 && due != 0 && now - due > late)
 	{
 		switch (db->wait)
