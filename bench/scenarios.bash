@@ -307,6 +307,22 @@ extension_tables() {
               AND d.deptype = 'e' AND c.relkind = 'r') t"
 }
 
+# each_extension_table FORMAT: run FORMAT (a statement with %s for the
+# table) for every table of the extension.
+each_extension_table() {
+    bq <<SQL
+DO \$\$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT name FROM $(extension_tables) LOOP
+        EXECUTE format('$1', t);
+    END LOOP;
+END
+\$\$;
+SQL
+}
+
 # bench_sweep VARIANT SYNC SECONDS CLIENTS: issue 18's sweep of a backlog.
 # A new install (the extension created just now, autovacuum off for its
 # tables), a backlog of $bench_sweep_holds holds made by hc_hold and aged
@@ -327,16 +343,9 @@ bench_sweep() {
 
     echo "DROP EXTENSION holdcommit CASCADE; CREATE EXTENSION holdcommit;" | bq >/dev/null 2>&1 ||
         return 1
+    each_extension_table 'ALTER TABLE %s SET (autovacuum_enabled = off, toast.autovacuum_enabled = off)' ||
+        return 1
     bq <<SQL || return 1
-DO \$\$
-DECLARE
-    t regclass;
-BEGIN
-    FOR t IN SELECT name FROM $(extension_tables) LOOP
-        EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = off, toast.autovacuum_enabled = off)', t);
-    END LOOP;
-END
-\$\$;
 INSERT INTO hc_assets (id) SELECT 'swept-' || i FROM generate_series(0, $holds - 1) i;
 INSERT INTO hc_assets (id) SELECT 'live-' || c FROM generate_series(0, $clients - 1) c;
 SQL
@@ -355,17 +364,7 @@ SQL
         return 1
     fi
     if [ "$variant" = analyzed ]; then
-        bq <<SQL || return 1
-DO \$\$
-DECLARE
-    t regclass;
-BEGIN
-    FOR t IN SELECT name FROM $(extension_tables) LOOP
-        EXECUTE format('ANALYZE %s', t);
-    END LOOP;
-END
-\$\$;
-SQL
+        each_extension_table 'ANALYZE %s' || return 1
     fi
     echo "- SELECT hc_release((hc_hold(:'live-{c}', :'live-buyer-{c}', :'live-{c}-{i}')).reservation_id)" \
         >"$bench_work/steps"

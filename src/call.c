@@ -24,8 +24,6 @@
 #include "catalog/pg_proc.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "jit/jit.h"
-#include "utils/guc.h"
 #include "utils/syscache.h"
 
 #include "call.h"
@@ -54,18 +52,6 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	call->actor = actor;
 	SetUserIdAndSecContext(owner, call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-
-	/*
-	 * No JIT: its compile time (hundreds of milliseconds) dwarfs statements
-	 * of this size, and estimates on tables without statistics would buy it.
-	 */
-	call->guc_level = 0;
-	if (jit_enabled)
-	{
-		call->guc_level = NewGUCNestLevel();
-		(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-	}
 
 	path.schemas = list_make1_oid(schema);
 	path.addCatalog = true;
@@ -182,8 +168,6 @@ hc_call_end(HcCall *call)
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 	PopOverrideSearchPath();
-	if (call->guc_level > 0)
-		AtEOXact_GUC(true, call->guc_level);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 }
 

@@ -26,7 +26,6 @@ typedef struct HcCall
 	bool		latest;			/* read the latest committed state, whatever the isolation */
 	Oid			save_userid;
 	int			save_sec_context;
-	int			guc_level;		/* the call's own settings (no JIT), undone at its end */
 } HcCall;
 
 extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);

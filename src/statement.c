@@ -108,6 +108,13 @@ statement_prepare(HcCall *call, HcStatement *stmt)
 								 GUC_ACTION_SAVE, true, 0, false);
 		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
+		/*
+		 * No JIT in the plan kept: compiling takes hundreds of milliseconds,
+		 * which statements of this size never repay, and estimates on
+		 * tables without statistics would otherwise ask for it.
+		 */
+		(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	}
 	plan = SPI_prepare_cursor(sql, stmt->nparams, argtypes,
 							  call->point_lookups ? CURSOR_OPT_GENERIC_PLAN : 0);
