@@ -219,8 +219,10 @@ COMMENT ON VIEW @extschema@.hc_sweeper_databases IS
 -- extension script counts as the extension's initial privilege, which
 -- pg_dump leaves out.  A role that may call the extension's functions but
 -- not reach its schema (after a move without the grants of doc/operations.md)
--- must be granted again; the NOTICE names it.  (The owner of the functions
--- and tables has USAGE as the schema's owner or a superuser.)
+-- must be granted again; a WARNING names it (an extension script runs with
+-- client_min_messages at least WARNING: a NOTICE would not be seen).  (The
+-- owner of the functions and tables has USAGE as the schema's owner or a
+-- superuser.)
 DO $$
 DECLARE
     ungranted text;
@@ -234,8 +236,19 @@ BEGIN
      WHERE a.grantee OPERATOR(pg_catalog.<>) 0
        AND NOT pg_catalog.has_schema_privilege(a.grantee, '@extschema@'::pg_catalog.regnamespace, 'USAGE');
     IF ungranted IS NOT NULL THEN
-        RAISE NOTICE 'these roles must be granted again, they cannot reach schema @extschema@: %', ungranted
+        RAISE WARNING 'these roles must be granted again, they cannot reach schema @extschema@: %', ungranted
               USING HINT = 'For each: SELECT hc_grant_app(''role'') or hc_grant_operator(''role''), as it was granted.';
+    END IF;
+    -- An operator of 0.2.0 (who may run hc_sweep) has nothing of what 0.3.0
+    -- adds for operators until hc_grant_operator runs again.
+    SELECT pg_catalog.string_agg(r.rolname::pg_catalog.text, ', ' ORDER BY r.rolname) INTO ungranted
+      FROM pg_catalog.pg_roles r
+     WHERE NOT r.rolsuper
+       AND pg_catalog.has_function_privilege(r.oid, '@extschema@.hc_sweep(integer)', 'EXECUTE')
+       AND NOT pg_catalog.has_function_privilege(r.oid, '@extschema@.hc_sweeper_state()', 'EXECUTE');
+    IF ungranted IS NOT NULL THEN
+        RAISE WARNING 'these operators cannot read hc_sweeper_databases until they are granted again: %', ungranted
+              USING HINT = 'For each: SELECT hc_grant_operator(''role'').';
     END IF;
 END
 $$;

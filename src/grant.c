@@ -55,13 +55,19 @@ static const char *const app_keyless_tables[] = {
 
 /* What an operator's tooling adds: stock, assets, resets, and everything to read. */
 static const char *const operator_functions[] = {
-	"hc_asset_add", "hc_stock_set", "hc_stock_adjust", "hc_attempt_reset", "hc_sweep",
-	"hc_sweeper_state", NULL
+	"hc_asset_add", "hc_stock_set", "hc_stock_adjust", "hc_attempt_reset", "hc_sweep", NULL
 };
 static const char *const operator_tables[] = {
 	"hc_reservations", "hc_stock_reservations", "hc_idempotency_keys", "hc_ledger",
-	"hc_overview", "hc_sweeper_databases", NULL
+	"hc_overview", NULL
 };
+
+/*
+ * What 0.3.0 added for operators: a 0.2.0 database, which this library
+ * serves until it is updated, has none of it.
+ */
+static const char *const operator_functions_0_3[] = {"hc_sweeper_state", NULL};
+static const char *const operator_tables_0_3[] = {"hc_sweeper_databases", NULL};
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};
@@ -253,6 +259,11 @@ hc_grant_operator(PG_FUNCTION_ARGS)
 	grant_app(&t);
 	grant_functions(&t, operator_functions);
 	grant_select(&t, operator_tables, false);
+	if (hc_sql_at_least("0.3.0"))
+	{
+		grant_functions(&t, operator_functions_0_3);
+		grant_select(&t, operator_tables_0_3, false);
+	}
 	SPI_finish();
 	PG_RETURN_VOID();
 }

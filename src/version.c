@@ -126,3 +126,15 @@ hc_require_served_sql(void)
 			  errhint("Reconnect to load the library of holdcommit %s, or install it.", installed)) :
 			 errhint("Run ALTER EXTENSION holdcommit UPDATE in this database.")));
 }
+
+/*
+ * Is the installed SQL this version or later?  For what a served older
+ * version lacks (the grants of objects added since).
+ */
+bool
+hc_sql_at_least(const char *version)
+{
+	char	   *installed = version_installed();
+
+	return installed != NULL && !version_later(version, installed);
+}

@@ -6,5 +6,6 @@
 #define HOLDCOMMIT_VERSION_H
 
 extern void hc_require_served_sql(void);
+extern bool hc_sql_at_least(const char *version);
 
 #endif							/* HOLDCOMMIT_VERSION_H */

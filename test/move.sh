@@ -10,12 +10,12 @@
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-. test/tap.bash
+work=$(mktemp -d)
+. test/upgrade-lib.bash
 
 old=hc_move_old
 new=hc_move_new
 app=hc_move_app
-work=$(mktemp -d)
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
 drop_all() {
     for d in $old $new; do
@@ -121,26 +121,14 @@ check "the application role's grants work in the new schema" \
     "$(q $old -c "SET ROLE $app" -c "SET search_path = holdcommit, public" \
                 -c "SELECT status FROM hc_reserve('MV-P', 1, 'dave', 'mv-order-2')" 2>&1)" "RESERVED"
 
-# The same members, with the same definitions and privileges, as a fresh install.
-members="SELECT pg_describe_object(d.classid, d.objid, 0) FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
-          WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'holdcommit' ORDER BY 1"
-columns="SELECT string_agg(table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' ||
-                           coalesce(column_default, ''), E'\n' ORDER BY table_name, ordinal_position)
-           FROM information_schema.columns WHERE table_schema = 'holdcommit'"
-indexes="SELECT string_agg(indexdef, E'\n' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'holdcommit'"
+# The same schema and privileges as a fresh install, and every function
+# answering as there; what is not the extension's goes first: the owner's
+# operator, and the USAGE on public that 0.2.0's hc_grant_app gave there.
+q $old -c "DROP OPERATOR public.<> (oid, integer)" -c "DROP FUNCTION public.oid_ne_int(oid, integer)" \
+    -c "REVOKE USAGE ON SCHEMA public FROM $app" >/dev/null
 q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app')" >/dev/null 2>&1 ||
     echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
-for what in members columns indexes; do
-    check "the moved 0.2.0 has a fresh install's $what" "$(q $old -c "${!what}")" "$(q $new -c "${!what}")"
-done
-grants="SELECT string_agg(p, ' ' ORDER BY p) FROM (
-    SELECT 'f:' || p.proname AS p FROM pg_proc p
-     WHERE p.pronamespace = 'holdcommit'::regnamespace AND has_function_privilege('$app', p.oid, 'EXECUTE')
-    UNION ALL
-    SELECT 'r:' || c.relname FROM pg_class c
-     WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relkind IN ('r', 'v')
-       AND has_any_column_privilege('$app', c.oid, 'SELECT')
-    UNION ALL
-    SELECT 's:' || has_schema_privilege('$app', 'holdcommit', 'USAGE')) s"
-check "the application role keeps a fresh install's grants" "$(q $old -c "$grants")" "$(q $new -c "$grants")"
+check_same_schema $old $new "the moved 0.2.0"
+check_same_grants $old $new $app
+check_tour $old $new
 exit 0

@@ -165,6 +165,7 @@ suite quick snippets                 test/snippets.sh
 suite quick docs                     test/docs.sh
 suite quick versions                 test/versions.sh
 suite quick upgrade                  test/upgrade.sh
+suite quick upgrade-0.2.0            test/upgrade-0.2.0.sh
 suite quick move                     test/move.sh
 for f in test/pgtap/*.sql; do
     suite quick "pgtap/$(basename "$f" .sql)" pgtap "$f"

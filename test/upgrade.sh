@@ -5,33 +5,22 @@
 #                   updated; ALTER EXTENSION holdcommit UPDATE TO '0.2.0',
 #                   which this library serves, then UPDATE to 0.3.0;
 #   hc_upgrade_new: CREATE EXTENSION holdcommit (0.3.0 directly).
-# (From 0.2.0 in public, the move of doc/operations.md: test/move.sh.)
-# pg_dump dumps an extension as one CREATE EXTENSION; --binary-upgrade makes
-# it dump every member object, which is what is compared.  Then the data made
-# under 0.1.0 must work under 0.2.0.
+# (From 0.2.0: test/upgrade-0.2.0.sh; 0.2.0 in public: test/move.sh; what is
+# compared: test/upgrade-lib.bash.)  Then the data made under 0.1.0 must work
+# under 0.3.0, and every function as in a fresh install.
 # Both grant hc_upgrade_app with hc_grant_app (old: before the update and, as
-# the README says to, again after it), so the privileges an existing
-# application role ends up with are compared too: grants made by the update
-# script itself would be recorded as the extension's initial privileges,
-# which pg_dump leaves out.
+# CHANGELOG.md's 0.2.0 notes say to, again after it), so the privileges an
+# existing application role ends up with are compared too.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+. test/upgrade-lib.bash
 
-bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
 old=hc_upgrade_old
 new=hc_upgrade_new
 app=hc_upgrade_app
-work=$(mktemp -d)
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
-check() {
-    if [ "$2" == "$3" ]; then
-        echo "ok - $1"
-    else
-        echo "not ok - $1"
-        echo "#   got: $2"
-        echo "#   expected: $3"
-    fi
-}
 drop_all() {
     for d in $old $new; do
         psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
@@ -217,54 +206,8 @@ version="SELECT extversion FROM pg_extension WHERE extname = 'holdcommit'"
 check "extversion after the update" "$(q $old -c "$version")" "0.3.0"
 check "extversion of a fresh install" "$(q $new -c "$version")" "0.3.0"
 
-# The schema.  Normalized away is only what must differ between two
-# databases, or between a table altered in place and one created whole:
-# OIDs, LSNs and transaction ids that binary-upgrade mode preserves, the
-# sequence position, placeholders of dropped columns, the stored default of a
-# column added later (atthasmissing), an ACL entry that only spells out the
-# default (left by a REVOKE in the update script), psql's \restrict keys.  The tables whose
-# data pg_dump keeps are compared by name.  A column added by the update
-# script must come last in the install script too: column order is schema.
-config="SELECT string_agg(c::regclass::text, ' ' ORDER BY c::regclass::text)
-          FROM pg_extension, unnest(extconfig) c WHERE extname = 'holdcommit'"
-check "pg_dump keeps the same tables' data" "$(q $old -c "$config")" "$(q $new -c "$config")"
-for d in $old $new; do
-    "$bin/pg_dump" --schema-only --binary-upgrade -d $d 2>"$work/$d.err" |
-        perl -0777 -pe '
-            s/^\\(un)?restrict .*\n//mg;
-            s/^.*(binary_upgrade_set_next_|binary_upgrade_set_missing_value).*\n//mg;
-            s/^-- set missing value\.\n//mg;
-            s/^SET relfrozenxid = .*\n//mg;
-            s/^WHERE oid = .*\n//mg;
-            s/^.*pg_catalog\.setval\(.*\n//mg;
-            s/^-- For binary upgrade, recreate dropped column\.\nUPDATE pg_catalog\.pg_attribute\n(.*\n){3}.*DROP (COLUMN|ATTRIBUTE) "\.+pg\.dropped\.\d+\.+";\n//mg;
-            s/^[ \t]*"\.+pg\.dropped\.\d+\.+" .*\n//mg;
-            s/,\n\);/\n);/g;
-            s/^--\n-- Name: [^\n]*; Type: ACL; [^\n]*\n--\n\nSELECT pg_catalog\.binary_upgrade_set_record_init_privs\(true\);\nSELECT pg_catalog\.binary_upgrade_set_record_init_privs\(false\);\n//mg;
-            s/\n{3,}/\n\n/g;
-            s/(binary_upgrade_create_empty_extension.*)/my $l = $1; $l =~ s{\b\d{4,}\b}{OID}g; $l/e;
-        ' >"$work/$d.sql"
-done
-if [ -s "$work/$old.sql" ] && [ -s "$work/$new.sql" ] && diff -q "$work/$old.sql" "$work/$new.sql" >/dev/null; then
-    echo "ok - pg_dump --schema-only: 0.1.0 updated equals 0.3.0 installed ($(grep -c '^ALTER EXTENSION holdcommit ADD' "$work/$new.sql") members)"
-else
-    echo "not ok - pg_dump --schema-only: 0.1.0 updated equals 0.3.0 installed"
-    cat "$work/$old.err" "$work/$new.err" | sed 's/^/#   /'
-    diff -u --label "0.1.0 updated" --label "0.3.0 installed" "$work/$old.sql" "$work/$new.sql" |
-        head -200 | sed 's/^/#   /'
-fi
-
-# What a plain pg_dump keeps of the application role's grants: the same.
-grants() { "$bin/pg_dump" --schema-only -d "$1" 2>&1 | grep -E "^(GRANT|REVOKE).* $app;\$" | sort; }
-grants $old >"$work/grants.old"
-grants $new >"$work/grants.new"
-if [ -s "$work/grants.new" ] && cmp -s "$work/grants.old" "$work/grants.new"; then
-    echo "ok - pg_dump keeps an application role's grants after the update"
-else
-    echo "not ok - pg_dump keeps an application role's grants after the update"
-    comm -13 "$work/grants.old" "$work/grants.new" | sed 's/^/#   only on a fresh install: /'
-    comm -23 "$work/grants.old" "$work/grants.new" | sed 's/^/#   only after the update: /'
-fi
+check_same_schema $old $new "0.1.0 updated"
+check_same_grants $old $new $app
 
 # The data survived and works.
 check "row counts after the update" "$(q $old -c "$counts")" "$before"
@@ -306,4 +249,5 @@ check "each entity's ledger order continues after the update" \
     "$(for b in $seq_before; do a=$(tr ' ' '\n' <<<"$seq_after" | grep "^${b%%:*}:"); \
          [ "${a##*:}" -gt "${b##*:}" ] && echo -n "${b%%:*} "; done)" "UP-HELD UP-P1 UP-P2 "
 check "hc_check() is empty after calls under 0.3.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+check_tour $old $new
 exit 0

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Updating from 0.2.0, installed as it recommended (its own schema), gives what
+# installing 0.3.0 gives, and keeps the data, keys, ledger and grants.
+#   hc_up2_old: CREATE EXTENSION holdcommit VERSION '0.2.0', data in every
+#               state made by 0.2.0's own calls (this library serves 0.2.0),
+#               an application, an operator role; then ALTER EXTENSION
+#               holdcommit UPDATE;
+#   hc_up2_new: CREATE EXTENSION holdcommit (0.3.0), the same roles granted.
+# (From 0.1.0: test/upgrade.sh; 0.2.0 in public: test/move.sh.)
+# Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+. test/upgrade-lib.bash
+
+old=hc_up2_old
+new=hc_up2_new
+app=hc_up2_app
+ops=hc_up2_ops
+lost=hc_up2_lost
+q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" -c "SET search_path = holdcommit, public" "$@"; }
+drop_all() {
+    for d in $old $new; do
+        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+    done
+    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" -c "DROP ROLE IF EXISTS $ops" \
+        -c "DROP ROLE IF EXISTS $lost" >/dev/null 2>&1
+}
+cleanup() { drop_all; rm -rf "$work"; }
+trap cleanup EXIT
+
+drop_all
+if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" \
+        -c "CREATE ROLE $app" -c "CREATE ROLE $ops" -c "CREATE ROLE $lost" >/dev/null; then
+    echo "not ok - scratch databases and roles"
+    exit 0
+fi
+
+# Data in every state, by 0.2.0's calls: holds held, sold, released, expired
+# and swept, and one expired unswept; orders reserved, finalized, released,
+# expired; a lease held, one released, one taken over; attempts completed,
+# in review, cooling down, reset.
+if ! psql -X -q -v ON_ERROR_STOP=1 -d $old >"$work/setup.log" 2>&1 <<SQL; then
+\set VERBOSITY terse
+CREATE EXTENSION holdcommit VERSION '0.2.0';
+SET search_path = holdcommit, public;
+SELECT hc_grant_app('$app'), hc_grant_operator('$ops');
+-- A role that may call a function but cannot reach the schema.
+GRANT EXECUTE ON FUNCTION hc_hold(text, text, text, interval) TO $lost;
+SELECT hc_asset_add('U2-' || n, 'asset ' || n) FROM generate_series(1, 6) n;
+SELECT hc_hold('U2-1', 'alice', 'u2-hold-held', '30 minutes');
+SELECT hc_commit(reservation_id) FROM hc_hold('U2-2', 'bob', 'u2-hold-sold');
+SELECT hc_release(reservation_id) FROM hc_hold('U2-3', 'carol', 'u2-hold-released');
+SELECT hc_hold('U2-4', 'dave', 'u2-hold-swept', '1 millisecond');
+SELECT hc_stock_set('U2-P1', 20), hc_stock_set('U2-P2', 10);
+SELECT hc_stock_adjust('U2-P2', 5, 'restock before the update');
+SELECT hc_reserve_items('[{"product_id": "U2-P1", "qty": 2}, {"product_id": "U2-P2", "qty": 3}]',
+                        'erin', 'u2-order-reserved', '30 minutes');
+SELECT hc_reserve('U2-P1', 1, 'erin', 'u2-order-single', '30 minutes');
+SELECT hc_finalize(reservation_id)
+  FROM hc_reserve_items('[{"product_id": "U2-P1", "qty": 4}, {"product_id": "U2-P2", "qty": 1}]', 'frank', 'u2-order-final');
+SELECT hc_unreserve(reservation_id) FROM hc_reserve('U2-P2', 2, 'grace', 'u2-order-released');
+SELECT hc_reserve('U2-P1', 1, 'heidi', 'u2-order-swept', '1 millisecond');
+SELECT pg_sleep(0.01);
+SELECT * FROM hc_sweep();
+SELECT hc_hold('U2-5', 'ivan', 'u2-hold-expired', '1 millisecond');
+SELECT hc_reserve('U2-P2', 1, 'ivan', 'u2-order-expired', '1 millisecond');
+SELECT hc_lock_acquire('u2-invoice', 'worker-1');
+SELECT hc_attempt_begin('u2-invoice', 'worker-1', 1, '0');
+SELECT hc_attempt_complete('u2-invoice', 'worker-1', 1, 'INV-U2');
+SELECT hc_lock_acquire('u2-review', 'worker-1');
+SELECT hc_attempt_begin('u2-review', 'worker-1', 1, '0', 1);
+SELECT hc_attempt_begin('u2-review', 'worker-1', 1, '0', 1);
+SELECT hc_lock_release('u2-review', 'worker-1', 1);
+SELECT hc_lock_acquire('u2-cooling', 'worker-2');
+SELECT hc_attempt_begin('u2-cooling', 'worker-2', 1, '1 hour');
+SELECT hc_lock_acquire('u2-reset', 'worker-2');
+SELECT hc_attempt_begin('u2-reset', 'worker-2', 1, '0', 1);
+SELECT hc_attempt_begin('u2-reset', 'worker-2', 1, '0', 1);
+SELECT hc_attempt_reset('u2-reset', 'checked the ERP by hand');
+SELECT hc_lock_acquire('u2-taken', 'worker-3', '1 millisecond');
+SELECT pg_sleep(0.01);
+SELECT hc_lock_acquire('u2-taken', 'worker-4');
+SQL
+    echo "not ok - data in every state under 0.2.0"
+    sed 's/^/#   /' "$work/setup.log"
+    exit 0
+fi
+
+states="SELECT string_agg(t, ' ' ORDER BY t) FROM (
+    SELECT 'asset:' || status || '=' || count(*) t FROM hc_assets GROUP BY status UNION ALL
+    SELECT 'hold:' || status || '=' || count(*) FROM hc_reservations GROUP BY status UNION ALL
+    SELECT 'order:' || status || '=' || count(*) FROM hc_stock_reservations GROUP BY status UNION ALL
+    SELECT 'line:' || status || '=' || count(*) FROM hc_stock_reservation_lines GROUP BY status UNION ALL
+    SELECT 'lease:' || (owner IS NOT NULL) || ':' || token FROM hc_locks UNION ALL
+    SELECT 'attempt:' || status || ':' || attempts || '/' || total_attempts FROM hc_attempts) s"
+# Every row of every table, less what only says when: the data kept.
+rows="SELECT md5(string_agg(r, E'\n' ORDER BY r)) FROM (
+    SELECT 'a' || row(id, name, status, current_reservation_id, version)::text r FROM hc_assets UNION ALL
+    SELECT 'r' || row(id, asset_id, buyer_id, idempotency_key, status, fingerprint)::text FROM hc_reservations UNION ALL
+    SELECT 'i' || row(product_id, stock, reserved, version)::text FROM hc_inventory UNION ALL
+    SELECT 's' || row(id, scope_id, buyer_id, idempotency_key, status, fingerprint)::text
+      FROM hc_stock_reservations UNION ALL
+    SELECT 'l' || row(product_id, reservation_id, qty, status)::text FROM hc_stock_reservation_lines UNION ALL
+    SELECT 'k' || row(resource, owner, token, stale_after, version)::text FROM hc_locks UNION ALL
+    SELECT 't' || row(resource, status, attempts, total_attempts, last_marker, external_ref)::text
+      FROM hc_attempts UNION ALL
+    SELECT 'g' || row(kind, entity_id, seq, event, source, function, reservation_id, buyer_id,
+                      reserved_delta, stock_delta, actor, detail)::text FROM hc_ledger) s"
+want_states="asset:AVAILABLE=3 asset:HELD=2 asset:SOLD=1 attempt:COMPLETED:1/1 attempt:MANUAL_REVIEW:1/1 attempt:OPEN:0/1 attempt:OPEN:1/1 hold:COMMITTED=1 hold:EXPIRED=1 hold:HELD=2 hold:RELEASED=1 lease:false:1 lease:true:1 lease:true:1 lease:true:1 lease:true:2 line:EXPIRED=1 line:FINALIZED=2 line:RELEASED=1 line:RESERVED=4 order:EXPIRED=1 order:FINALIZED=1 order:RELEASED=1 order:RESERVED=3"
+check "0.2.0 data has every state" "$(q $old -c "$states")" "$want_states"
+check "hc_check() is empty under 0.2.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+rows_before=$(q $old -c "$rows")
+seqs="SELECT string_agg(kind || ':' || entity_id || ':' || seq, ' ' ORDER BY kind, entity_id)
+        FROM (SELECT kind, entity_id, max(seq) seq FROM hc_ledger GROUP BY kind, entity_id) s"
+seqs_before=$(q $old -c "$seqs")
+
+if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update.log" 2>&1; then
+    echo "not ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to 0.3.0)"
+    sed 's/^/#   /' "$work/update.log"
+    exit 0
+fi
+echo "ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to 0.3.0)"
+check "... names the role that cannot reach the schema" \
+    "$(grep -o 'cannot reach schema holdcommit: .*' "$work/update.log")" "cannot reach schema holdcommit: $lost"
+check "... names the operator that lacks 0.3.0's additions" \
+    "$(grep -o 'until they are granted again: .*' "$work/update.log")" "until they are granted again: $ops"
+check "... which the operator lacks" \
+    "$(q $old -c "SET ROLE $ops" -v VERBOSITY=sqlstate -c "SELECT count(*) FROM hc_sweeper_databases" 2>&1)" "ERROR:  42501"
+# As the WARNINGs and doc/operations.md say.
+q $old -c "SELECT hc_grant_operator('$ops')" -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" \
+    >/dev/null
+if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
+        >"$work/create.log" 2>&1; then
+    echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
+    sed 's/^/#   /' "$work/create.log"
+    exit 0
+fi
+version="SELECT extversion || ' in ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'"
+check "the update gives 0.3.0 in its schema" "$(q $old -c "$version")" "0.3.0 in holdcommit"
+check "... as a fresh install does" "$(q $new -c "$version")" "0.3.0 in holdcommit"
+
+check_same_schema $old $new "0.2.0 updated"
+check_same_grants $old $new $app
+check_same_grants $old $new $ops
+
+# The data is kept, row for row, and works.
+check "every row of every table kept" "$(q $old -c "$rows")" "$rows_before"
+check "every state kept" "$(q $old -c "$states")" "$want_states"
+check "hc_check() is empty after the update" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+check "a 0.2.0 hold key replays" \
+    "$(q $old -c "SELECT status, replayed FROM hc_hold('U2-1', 'alice', 'u2-hold-held', '30 minutes')")" "HELD|t"
+check "a 0.2.0 order key replays" \
+    "$(q $old -c "SELECT status, replayed, items FROM hc_reserve_items(
+                    '[{\"product_id\": \"U2-P2\", \"qty\": 3}, {\"product_id\": \"U2-P1\", \"qty\": 2}]',
+                    'erin', 'u2-order-reserved', '30 minutes')")" \
+    'RESERVED|t|[{"qty": 2, "product_id": "U2-P1"}, {"qty": 3, "product_id": "U2-P2"}]'
+check "a 0.2.0 key with other arguments is refused (RS005)" \
+    "$(q $old -v VERBOSITY=sqlstate -c "SELECT hc_hold('U2-6', 'alice', 'u2-hold-held')" 2>&1)" "ERROR:  RS005"
+check "the sweep takes 0.2.0's expired hold and order" \
+    "$(q $old -c "SELECT expired_holds, expired_reservations FROM hc_sweep()")" "1|1"
+check "the held 0.2.0 hold commits, the reserved order finalizes" \
+    "$(q $old -c "SELECT status FROM hc_commit((SELECT id FROM hc_reservations WHERE idempotency_key = 'u2-hold-held'))" \
+              -c "SELECT status FROM hc_finalize((SELECT id FROM hc_stock_reservations
+                                                   WHERE idempotency_key = 'u2-order-reserved'))" | tr '\n' ' ')" \
+    "COMMITTED FINALIZED "
+check "the lease keeps its token; a heartbeat works; a takeover goes on from it" \
+    "$(q $old -c "SELECT hc_lock_acquire('u2-invoice', 'worker-1')" \
+              -c "SELECT hc_lock_heartbeat('u2-taken', 'worker-4', 2) IS NOT NULL" \
+              -c "SELECT hc_lock_release('u2-invoice', 'worker-1', 1)" \
+              -c "SELECT hc_lock_acquire('u2-invoice', 'worker-5')" | tr '\n' ' ')" "1 t t 2 "
+check "the attempts keep their count and outcome" \
+    "$(q $old -c "SELECT status, attempt, external_ref FROM hc_attempt_begin('u2-invoice', 'worker-5', 2)" \
+              -c "SELECT hc_lock_acquire('u2-review', 'worker-5')" \
+              -c "SELECT status, attempt FROM hc_attempt_begin('u2-review', 'worker-5', 2, '0', 5)" 2>&1 | tr '\n' ' ')" \
+    "COMPLETED|1|INV-U2 2 MANUAL_REVIEW|1 "
+check "the application role calls, in its grants" \
+    "$(q $old -c "SET ROLE $app" -c "SELECT status FROM hc_hold('U2-6', 'judy', 'u2-new-hold')" 2>&1)" "HELD"
+check "the operator role reads the new views" \
+    "$(q $old -c "SET ROLE $ops" -c "SELECT count(*) > 0 FROM hc_sweeper_databases" 2>&1)" "t"
+seqs_after=$(q $old -c "$seqs")
+check "each entity's ledger order continues after the update" \
+    "$(for b in $seqs_before; do a=$(tr ' ' '\n' <<<"$seqs_after" | grep "^${b%:*}:"); \
+         [ "${a##*:}" -ge "${b##*:}" ] || echo -n "${b%:*} "; done)" ""
+check "hc_check() is empty after calls under 0.3.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+check_tour $old $new
+exit 0

@@ -1,0 +1,92 @@
+-- Every function and view of holdcommit, called once with valid arguments on
+-- entities of its own (TOUR-*), printing only what does not depend on the
+-- database it runs in: run by test/upgrade.sh, test/upgrade-0.2.0.sh and
+-- test/move.sh in an updated database and in a fresh install, whose outputs
+-- must be equal.  test/upgrade-lib.bash checks that it names every function
+-- and view of the extension, so a new one must be added here.
+-- Run as a superuser with the extension's schema first on the search_path.
+\set ON_ERROR_STOP on
+\set QUIET on
+\pset format unaligned
+\pset tuples_only on
+
+-- Assets: hold, extend, commit; hold, release; an expired hold swept.
+SELECT id, name, status FROM hc_asset_add('TOUR-A1', 'first');
+SELECT id FROM hc_asset_add('TOUR-A2');
+SELECT id FROM hc_asset_add('TOUR-A3');
+CREATE TEMP TABLE tour_ids (what text PRIMARY KEY, id text);
+INSERT INTO tour_ids SELECT 'hold1', reservation_id FROM hc_hold('TOUR-A1', 'alice', 'tour-hold-1', '5 minutes');
+SELECT status, replayed, buyer_id FROM hc_hold('TOUR-A1', 'alice', 'tour-hold-1', '5 minutes');
+SELECT status, expires_at > now() + interval '9 minutes'
+  FROM hc_extend((SELECT id FROM tour_ids WHERE what = 'hold1'), '10 minutes');
+SELECT status, replayed FROM hc_commit((SELECT id FROM tour_ids WHERE what = 'hold1'));
+SELECT status, replayed FROM hc_commit((SELECT id FROM tour_ids WHERE what = 'hold1'), true);
+SELECT status FROM hc_release((SELECT reservation_id FROM hc_hold('TOUR-A2', 'bob', 'tour-hold-2')));
+SELECT status FROM hc_hold('TOUR-A3', 'carol', 'tour-hold-3', '1 millisecond');
+
+-- Stock: set, adjust, reserve, a multi-item order, finalize, unreserve.
+SELECT product_id, stock, reserved FROM hc_stock_set('TOUR-P1', 10);
+SELECT product_id, stock, reserved FROM hc_stock_set('TOUR-P2', 5);
+SELECT product_id, stock, reserved FROM hc_stock_adjust('TOUR-P2', 3, 'tour restock');
+INSERT INTO tour_ids SELECT 'order1', reservation_id FROM hc_reserve('TOUR-P1', 2, 'dave', 'tour-order-1');
+SELECT status, replayed, items FROM hc_reserve('TOUR-P1', 2, 'dave', 'tour-order-1');
+INSERT INTO tour_ids SELECT 'order2', reservation_id
+  FROM hc_reserve_items('[{"product_id": "TOUR-P2", "qty": 1}, {"product_id": "TOUR-P1", "qty": 3}]',
+                        'erin', 'tour-order-2', '5 minutes');
+SELECT status, items FROM hc_finalize((SELECT id FROM tour_ids WHERE what = 'order1'));
+SELECT status, items FROM hc_unreserve((SELECT id FROM tour_ids WHERE what = 'order2'));
+SELECT status FROM hc_reserve('TOUR-P2', 1, 'frank', 'tour-order-3', '1 millisecond');
+SELECT product_id, stock, reserved, available FROM hc_inventory WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
+
+-- Leases and attempts: acquire, heartbeat, a session-bound one, an attempt
+-- begun and completed, a reset, release.
+SELECT hc_lock_acquire('TOUR-L1', 'worker-1', '1 minute', 0);
+SELECT hc_lock_heartbeat('TOUR-L1', 'worker-1', 1) IS NOT NULL;
+SELECT resource, status, attempt, marker LIKE 'ATTEMPTED-worker-1-r1-t%'
+  FROM hc_attempt_begin('TOUR-L1', 'worker-1', 1, '0', 3);
+SELECT resource, status, attempt, external_ref FROM hc_attempt_complete('TOUR-L1', 'worker-1', 1, 'INV-1');
+SELECT hc_lock_release('TOUR-L1', 'worker-1', 1);
+SELECT hc_lock_acquire('TOUR-L1', 'worker-2', '1 minute', 0);
+SELECT hc_lock_acquire_session('TOUR-L2', 'worker-3', '1 minute', 0);
+SELECT status, attempt FROM hc_attempt_begin('TOUR-L2', 'worker-3', 1, '0', 1);
+SELECT status, attempt FROM hc_attempt_begin('TOUR-L2', 'worker-3', 1, '0', 1);
+SELECT status, attempt FROM hc_attempt_reset('TOUR-L2', 'tour: checked by hand');
+SELECT hc_lock_release('TOUR-L2', 'worker-3', 1);
+
+-- The sweep: the two 1 ms reservations, and nothing else of the tour.
+SELECT pg_sleep(0.01) IS NULL;
+SELECT expired_holds, expired_reservations FROM hc_sweep();
+SELECT status FROM hc_assets WHERE id = 'TOUR-A3';
+SELECT stock, reserved FROM hc_inventory WHERE product_id = 'TOUR-P2';
+SELECT count(*) FROM hc_check();
+
+-- The grants, to a role of the tour's own.
+CREATE ROLE hc_tour_role;
+SELECT hc_grant_app('hc_tour_role'), hc_grant_operator('hc_tour_role'), hc_grant_monitor('hc_tour_role');
+SET ROLE hc_tour_role;
+SELECT status FROM hc_hold('TOUR-A2', 'grace', 'tour-hold-4');
+RESET ROLE;
+DROP OWNED BY hc_tour_role;
+DROP ROLE hc_tour_role;
+
+-- The name guard: a look-alike function is refused.
+\set ON_ERROR_STOP off
+\set VERBOSITY sqlstate
+CREATE FUNCTION public.hc_hold(varchar) RETURNS int LANGUAGE sql AS 'SELECT 1';
+\set ON_ERROR_STOP on
+
+-- The sweeper's state for this database, and every view.
+SELECT state, reason FROM hc_sweeper_state() WHERE database = current_database();
+SELECT state, reason FROM hc_sweeper_databases WHERE database = current_database();
+SELECT count(*) >= 0 FROM hc_sweeper_status;
+SELECT count(*) > 0 FROM hc_overview;
+SELECT count(*) > 0 FROM hc_metrics;
+SELECT resource, owner, token FROM hc_lease_status WHERE resource LIKE 'TOUR-%' ORDER BY 1;
+SELECT resource, status, attempts, total_attempts, external_ref FROM hc_attempt_status WHERE resource LIKE 'TOUR-%' ORDER BY 1;
+SELECT kind, status FROM hc_idempotency_keys WHERE key LIKE 'tour-%' ORDER BY key;
+SELECT kind, entity_id, event, function FROM hc_ledger WHERE entity_id LIKE 'TOUR-%' ORDER BY entity_id, seq;
+SELECT asset_id, buyer_id, status FROM hc_reservations WHERE asset_id LIKE 'TOUR-%' ORDER BY created_at, asset_id;
+SELECT buyer_id, status FROM hc_stock_reservations WHERE scope_id LIKE 'TOUR-%' ORDER BY created_at, buyer_id;
+SELECT product_id, qty, status FROM hc_stock_reservation_lines WHERE product_id LIKE 'TOUR-%' ORDER BY 1, 2, 3;
+SELECT resource, owner, token, session_pid IS NULL FROM hc_locks WHERE resource LIKE 'TOUR-%' ORDER BY 1;
+SELECT resource, status, attempts, external_ref FROM hc_attempts WHERE resource LIKE 'TOUR-%' ORDER BY 1;
