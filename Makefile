@@ -67,7 +67,7 @@ stop:
 
 # make test: every suite (TIER=quick: the quick tier only); make check-quick: the quick tier.
 # One line per suite, the log of a failing one, then "N passed, N failed" (test/run-tests.sh).
-TIER = full
+TIER ?= full
 test:
 	@TIER=$(TIER) test/run-tests.sh
 

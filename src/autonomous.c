@@ -39,7 +39,6 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -56,6 +55,7 @@
 
 #include "autonomous.h"
 #include "autonomous_int.h"
+#include "standby.h"
 
 /*
  * Is pid among the processes that the worker waits for, directly or not?
@@ -268,6 +268,21 @@ caller_exit(int code, Datum arg)
 	in_flight = NULL;
 }
 
+/*
+ * A call that would write is refused in the caller, before it asks for a
+ * worker: on a standby no worker runs (they start once recovery has ended)
+ * and none could write, and a read-only transaction asked for no write.
+ */
+void
+hc_autonomous_require_writable(const char *function)
+{
+	hc_refuse_on_standby(function);
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("%s cannot run in a read-only transaction", function)));
+}
+
 Datum
 hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 {
@@ -278,15 +293,7 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 	Size		len;
 	char	   *volatile answer = NULL;
 
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("%s cannot run on a standby", function),
-				 errhint("Leases and attempts are written on the primary.")));
-	if (XactReadOnly)
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("%s cannot run in a read-only transaction", function)));
+	hc_autonomous_require_writable(function);
 	if (defined_here(fcinfo->flinfo->fn_oid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -12,6 +12,9 @@
 /* Is this process a worker running a call for a caller (not the caller)? */
 extern bool hc_autonomous_here(void);
 
+/* Refuse a call on a standby or in a read-only transaction (25006). */
+extern void hc_autonomous_require_writable(const char *function);
+
 /*
  * Run the function being called in a worker and return what it returned
  * there (fcinfo->isnull too), or raise the error it raised.

@@ -27,6 +27,7 @@
 #include "utils/syscache.h"
 
 #include "call.h"
+#include "standby.h"
 #include "version.h"
 
 /*
@@ -103,10 +104,27 @@ hc_call_require_read_committed(const char *function)
  * Start a call that changes state.  Every check must see the latest
  * committed state, as each statement of a READ COMMITTED transaction does; a
  * transaction snapshot would see an asset as held after its hold was
- * released.
+ * released.  On a standby it is refused before it reads anything.
  */
 void
 hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+{
+	Oid			owner;
+	Oid			schema;
+
+	hc_call_require_read_committed(function);
+	hc_refuse_on_standby(function);
+	hc_call_function(fcinfo, &owner, &schema);
+	hc_call_start(call, owner, schema, function, NULL, true);
+}
+
+/*
+ * The same for a call that takes an idempotency key: on a standby it goes
+ * as far as the key, whose replay is answered there (idempotency.c refuses
+ * a new one).
+ */
+void
+hc_call_begin_keyed(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 {
 	Oid			owner;
 	Oid			schema;

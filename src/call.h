@@ -29,6 +29,7 @@ typedef struct HcCall
 } HcCall;
 
 extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);
+extern void hc_call_begin_keyed(HcCall *call, FunctionCallInfo fcinfo, const char *function);
 extern void hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char *function);
 extern void hc_call_begin_as(HcCall *call, Oid owner, Oid schema, const char *function,
 							 const char *actor);

@@ -22,6 +22,7 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 
+#include "standby.h"
 #include "statement.h"
 #include "validate.h"
 #include "version.h"
@@ -209,9 +210,10 @@ grant_select(GrantTarget *t, const char *const *names, bool keyless)
 
 /* Connect, find the members, grant USAGE on the schema of the function called. */
 static void
-grant_begin(GrantTarget *t, FunctionCallInfo fcinfo)
+grant_begin(GrantTarget *t, FunctionCallInfo fcinfo, const char *function)
 {
 	hc_arg_not_null(fcinfo, 0, "role");
+	hc_refuse_on_standby(function);
 	hc_require_served_sql();
 	t->role = PG_GETARG_OID(0);
 	t->role_name = quote_identifier(GetUserNameFromId(t->role, false));
@@ -240,7 +242,7 @@ hc_grant_app(PG_FUNCTION_ARGS)
 {
 	GrantTarget t;
 
-	grant_begin(&t, fcinfo);
+	grant_begin(&t, fcinfo, "hc_grant_app");
 	grant_app(&t);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -255,7 +257,7 @@ hc_grant_operator(PG_FUNCTION_ARGS)
 {
 	GrantTarget t;
 
-	grant_begin(&t, fcinfo);
+	grant_begin(&t, fcinfo, "hc_grant_operator");
 	grant_app(&t);
 	grant_functions(&t, operator_functions);
 	grant_select(&t, operator_tables, false);
@@ -277,7 +279,7 @@ hc_grant_monitor(PG_FUNCTION_ARGS)
 {
 	GrantTarget t;
 
-	grant_begin(&t, fcinfo);
+	grant_begin(&t, fcinfo, "hc_grant_monitor");
 	grant_select(&t, monitor_tables, false);
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -355,7 +355,7 @@ hc_hold(PG_FUNCTION_ARGS)
 	HcKnownKey	known;
 	HoldReservation r = {0};
 
-	hc_call_begin(&call, fcinfo, "hc_hold");
+	hc_call_begin_keyed(&call, fcinfo, "hc_hold");
 	hc_fingerprint_init(&fp, call.function);
 	hc_fingerprint_add(&fp, asset_id);
 	hc_fingerprint_add(&fp, buyer_id);

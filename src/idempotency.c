@@ -9,6 +9,8 @@
  * hash, taken before anything else: the second waits for the first to end,
  * then finds its reservation and replays it, or, if the first rolled back,
  * goes ahead itself.  A refused call writes nothing and stores nothing.
+ * On a standby a replay is answered as on the primary, and a key that made
+ * nothing there is refused (standby.c).
  */
 #include "postgres.h"
 
@@ -25,6 +27,7 @@
 #include "fetch.h"
 #include "holdcommit.h"
 #include "idempotency.h"
+#include "standby.h"
 #include "sweep.h"
 
 /*
@@ -228,10 +231,16 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 	bytea	   *digest;
 
 	if (known->kind == NULL)
+	{
+		hc_refuse_new_key_on_standby(call->function);
 		return HC_KEY_NEW;
+	}
 	if (known->created_at <= retention_start)
 	{
 		HcArgs		args;
+
+		/* Forgetting the key writes, and what follows is a new request. */
+		hc_refuse_new_key_on_standby(call->function);
 
 		hc_args(&args, strcmp(known->kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key);
 		hc_bind_text(&args, "scope_id", known->scope_id);

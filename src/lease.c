@@ -572,8 +572,13 @@ lease_ledger(HcCall *call, const char *resource, const char *event, const char *
 static Datum
 lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *resource)
 {
-	bool		held = lease_session_take(fcinfo, function, resource);
-	Datum		token = hc_autonomous(fcinfo, function);
+	bool		held;
+	Datum		token;
+
+	/* Refused before the binding's lock, which would outlive the refusal. */
+	hc_autonomous_require_writable(function);
+	held = lease_session_take(fcinfo, function, resource);
+	token = hc_autonomous(fcinfo, function);
 
 	if (fcinfo->isnull && !held)
 		lease_session_let_go(resource);

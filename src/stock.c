@@ -778,7 +778,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	HcArgs		args;
 	int			i;
 
-	hc_call_begin(&call, fcinfo, function);
+	hc_call_begin_keyed(&call, fcinfo, function);
 	hc_fingerprint_init(&fp, function);
 	hc_fingerprint_add(&fp, buyer_id);
 	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));

@@ -2,7 +2,8 @@
 # A throwaway PostgreSQL 15 server with holdcommit preloaded (HC_PRELOAD: the
 # shared_preload_libraries instead of holdcommit,pg_cron; empty: none;
 # HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32; HC_SEARCH_PATH:
-# the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default).
+# the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default;
+# HC_LISTEN_ADDRESSES: listen_addresses instead of none, the socket only).
 #   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
 #   test/server.sh stop PORT    stop it and remove its data
 # Its socket and data live where the postgres user can write; as root the
@@ -34,7 +35,7 @@ start)
     search_path=${HC_SEARCH_PATH-public, holdcommit}
     as_server tee -a "$data/postgresql.conf" >/dev/null <<CONF
 port = $port
-listen_addresses = ''
+listen_addresses = '${HC_LISTEN_ADDRESSES:-}'
 unix_socket_directories = '$base'
 shared_preload_libraries = '${HC_PRELOAD-holdcommit,pg_cron}'
 max_connections = 250
