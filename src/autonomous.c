@@ -37,8 +37,12 @@
 
 #include <signal.h>
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -49,6 +53,7 @@
 #include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -230,7 +235,20 @@ once_call(Flight *f, StringInfo req, Size *len)
 	return reply;
 }
 
-/* Was the function created or replaced by this transaction, not committed yet? */
+/* Was this catalog row written by this transaction, not committed yet? */
+static bool
+written_here(HeapTuple tup)
+{
+	return TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data));
+}
+
+/*
+ * Was the function created or replaced by this transaction, not committed
+ * yet, so that a worker cannot see it?  Its pg_proc row is written here, and
+ * so is holdcommit's pg_extension row (CREATE or ALTER EXTENSION): a GRANT
+ * or ALTER FUNCTION rewrites the pg_proc row too, but leaves a committed
+ * version that the worker sees.
+ */
 static pg_noinline bool
 defined_here(Oid fn_oid)
 {
@@ -239,8 +257,22 @@ defined_here(Oid fn_oid)
 
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for function %u", fn_oid);
-	here = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data));
+	here = written_here(tup);
 	ReleaseSysCache(tup);
+	if (here)
+	{
+		Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+		ScanKeyData key;
+		SysScanDesc scan;
+
+		ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+					CStringGetDatum("holdcommit"));
+		scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+		tup = systable_getnext(scan);
+		here = HeapTupleIsValid(tup) && written_here(tup);
+		systable_endscan(scan);
+		table_close(rel, AccessShareLock);
+	}
 	return here;
 }
 

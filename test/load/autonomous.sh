@@ -176,7 +176,15 @@ out=$(printf '%s\n' '\set VERBOSITY terse' 'BEGIN;' 'CREATE EXTENSION holdcommit
       psql -X -qAt -d "${db}_new" 2>&1 | tr '\n' ' ')
 check "the transaction that creates the extension gets 55000 from a lease call, and rolls back" "$out" \
     "ERROR:  hc_lock_acquire cannot run in the transaction that created or updated extension \"holdcommit\" sqlstate 55000 1 "
-psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${db}_new WITH (FORCE)" >/dev/null 2>&1
+# A grant in the same transaction rewrites the functions' catalog rows, but
+# their committed versions are there for the worker: the call runs.
+psql -X -q -d "${db}_new" -c "CREATE EXTENSION holdcommit" -c "CREATE ROLE ${db}_grantee" >/dev/null 2>&1
+out=$(printf '%s\n' '\set VERBOSITY terse' 'BEGIN;' "SELECT holdcommit.hc_grant_app('${db}_grantee');" \
+          "SELECT holdcommit.hc_lock_acquire('N-1', 'w1');" 'COMMIT;' |
+      psql -X -qAt -d "${db}_new" 2>&1 | tr '\n' ' ')
+check "a lease call in the transaction of a grant runs" "$out" " 1 "
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${db}_new WITH (FORCE)" -c "DROP ROLE IF EXISTS ${db}_grantee" \
+    >/dev/null 2>&1
 unset PGOPTIONS
 
 # max_worker_processes exhausted: with the preload (the launcher takes the
