@@ -60,6 +60,7 @@
 #include "result.h"
 #include "sweep.h"
 #include "validate.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);
 PG_FUNCTION_INFO_V1(hc_stock_adjust);
@@ -756,6 +757,12 @@ stock_sweep_orders(HcCall *call, int batch_size, HcSweepCounts *counts)
 void
 hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
+	/* A database still on 0.2.0 SQL keeps its expired stock until the update. */
+	if (!hc_sql_at_least("0.3.0"))
+	{
+		counts->lines_done = counts->orders_done = true;
+		return;
+	}
 	if (!counts->lines_done)
 		stock_sweep_lines(call, batch_size, counts);
 	if (counts->lines_done && !counts->orders_done)
@@ -1164,6 +1171,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	int			i;
 
 	hc_call_begin_keyed(&call, fcinfo, function);
+	hc_require_sql_at_least("0.3.0", call.function);
 	hc_fingerprint_init(&fp, function);
 	hc_fingerprint_add(&fp, buyer_id);
 	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
@@ -1462,6 +1470,7 @@ hc_finalize(PG_FUNCTION_ARGS)
 	int			i;
 
 	hc_call_begin(&call, fcinfo, "hc_finalize");
+	hc_require_sql_at_least("0.3.0", call.function);
 	stock_lock(&call, reservation_id, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
@@ -1511,6 +1520,7 @@ hc_unreserve(PG_FUNCTION_ARGS)
 	int			i;
 
 	hc_call_begin(&call, fcinfo, "hc_unreserve");
+	hc_require_sql_at_least("0.3.0", call.function);
 	stock_lock(&call, reservation_id, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
@@ -1642,6 +1652,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("stock must not be negative")));
 	hc_call_begin(&call, fcinfo, "hc_stock_set");
+	hc_require_sql_at_least("0.3.0", call.function);
 	hc_args(&args, &create_product);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "stock", Int32GetDatum(new_stock));
@@ -1679,6 +1690,7 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("reason must not be empty")));
 	hc_call_begin(&call, fcinfo, "hc_stock_adjust");
+	hc_require_sql_at_least("0.3.0", call.function);
 	stock_lock_product(&call, product_id, &p);
 	row = stock_change(&call, fcinfo, product_id, p.total_stock + delta, &p, "stock_adjust", reason);
 	hc_call_end(&call);
