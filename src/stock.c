@@ -1327,7 +1327,14 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 		bool		nulls[2];
 
 		if (!hc_fetch_part(call, &lock_part, products[i], parts[i], numbers, nulls))
+		{
+			hc_args(&args, &count_parts);
+			hc_bind_text(&args, "product_id", products[i]);
+			(void) hc_run(call, &args, SPI_OK_SELECT);
+			if (hc_int32(0, "parts") == 0)
+				elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", products[i], reservation_id);
 			stock_parts_changed(products[i]);
+		}
 	}
 
 	hc_args(&args, &lock_order);

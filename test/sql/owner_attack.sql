@@ -48,7 +48,7 @@ SELECT n.nspowner::regrole AS public_owner,
  WHERE n.nspname = 'public' AND e.extname = 'holdcommit';
 SELECT holdcommit.hc_grant_app('regress_hc_dbowner'), holdcommit.hc_grant_app('regress_hc_victim_app');
 -- A product without ledger rows: hc_check() reports it, and only it.
-INSERT INTO holdcommit.hc_inventory (product_id, stock) VALUES ('CHECK-CANARY', 7);
+INSERT INTO holdcommit.hc_stock_parts (product_id, stock) VALUES ('CHECK-CANARY', 7);
 
 -- The attacker's kit, in a schema of the attacker's own.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
