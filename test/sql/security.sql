@@ -90,6 +90,8 @@ VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expir
        ('operator', 'EXECUTE', 'hc_attempt_reset(text,text)'),
        ('operator', 'EXECUTE', 'hc_sweep(integer)'),
        ('operator', 'EXECUTE', 'hc_sweeper_state()'),
+       ('operator', 'EXECUTE', 'hc_stock_spread(text,integer)'),
+       ('operator', 'SELECT', 'hc_stock_parts'),
        ('operator', 'SELECT', 'hc_reservations'),
        ('operator', 'SELECT', 'hc_stock_reservations'),
        ('operator', 'SELECT', 'hc_idempotency_keys'),
