@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The clients, the killer and the verifier of test/load/crash.sh.
 
-    crash.py client --dir D --epoch E --client C --seconds S [--mix all|lease]
-        One client of the mixed load for S seconds after it connected (and
-        at least one more after it had to reconnect); it says it is connected
-        by creating D/eE-cC.ready.  The calls: holds, commits, releases, extends, reserves,
+    crash.py client --dir D --epoch E --client C [--mix all|lease]
+        One client of the mixed load: it says it is connected by creating
+        D/eE-cC.ready, and goes on until D/eE.stop exists and it has been
+        answered for a second by the recovered server ("abort" in the file:
+        at once).  The calls: holds, commits, releases, extends, reserves,
         multi-item orders, finalizes, unreserves, stock adjustments, sweeps,
         lease cycles (acquire, heartbeat, attempt, complete, release).  It
         appends to D/eE-cC.jsonl, on the client side, a line before each call
@@ -20,7 +21,9 @@
         (they last milliseconds: watched every few ms); prints its pid.
     crash.py tail --dir D --epoch E
         With synchronous_commit = off: four holds, a lease and an attempt, three
-        holds, then kill -9 of its own backend at once.
+        holds (more if the last one's WAL is written out already), then kill -9
+        of its own backend at once; prints its pid and the WAL positions written
+        and inserted.
     crash.py verify --dir D --epoch E [--expect-loss PREFIX]
         After crash E has been recovered, with the clients stopped: TAP lines.
         Every call acknowledged since the previous crash is still there: a
@@ -159,10 +162,12 @@ def run_client(opts):
     if after_crash(conn):
         print("crash_mark is empty before the crash", file=sys.stderr)
         return 2
-    # The load runs for its seconds from here; the driver crashes the server
-    # once every client is connected.
-    end = time.time() + opts.seconds
-    hard_end = end + 90
+    # The driver crashes the server once every client is connected, and asks
+    # them to stop once it has recovered: each goes on until it has been
+    # answered for a second by the recovered server.
+    stop_file = os.path.join(opts.dir, f"e{opts.epoch}.stop")
+    back_since = None
+    stop_seen = None
     open(os.path.join(opts.dir, f"e{opts.epoch}-c{opts.client}.ready"), "w").close()
     holds, orders, keyed = [], [], []     # acknowledged, for the calls that follow
     cycle = None                          # the lease cycle under way: [kind, res, owner, token, steps]
@@ -188,7 +193,17 @@ def run_client(opts):
             return "complete", [res, owner, token, f"INV-{owner}"]
         return step, [res, owner, token]
 
-    while time.time() < end:
+    while True:
+        if stop_seen is None and os.path.exists(stop_file):
+            stop_seen = time.time()
+            with open(stop_file) as f:
+                if f.read().strip() == "abort":
+                    return 0
+        if stop_seen is not None and back_since is not None and time.time() - back_since >= 1.0:
+            return 0
+        if stop_seen is not None and time.time() - stop_seen > 60:
+            print(f"client {tag}: never answered after a crash", file=sys.stderr)
+            return 3
         p = rnd.random()
         if opts.mix == "lease":
             p = 0.9 if p < 0.97 else 0.74
@@ -255,7 +270,8 @@ def run_client(opts):
             cycle = None
             if conn.broken or conn.closed:
                 conn = None
-                while conn is None and time.time() < hard_end:
+                give_up = time.time() + 90
+                while conn is None and time.time() < give_up:
                     try:
                         conn = connect()
                         rec.gen = 1 if after_crash(conn) else 0
@@ -265,8 +281,8 @@ def run_client(opts):
                 if conn is None:
                     print(f"client {tag}: the server did not come back", file=sys.stderr)
                     return 3
-                if rec.gen:
-                    end = max(end, time.time() + 1.0)   # some calls after the recovery
+        if outcome == "ok" and rec.gen and back_since is None:
+            back_since = time.time()
         if cycle is not None and not cycle[4] and outcome != "lost":
             cycle = None
         time.sleep(rnd.uniform(0, 0.004))
@@ -326,7 +342,7 @@ def run_tail(opts):
         print(f"synchronous_commit is {state}", file=sys.stderr)
         return 1
     assets = [r[0] for r in conn.execute(
-        "SELECT id FROM holdcommit.hc_assets WHERE status = 'AVAILABLE' ORDER BY id DESC LIMIT 7")]
+        "SELECT id FROM holdcommit.hc_assets WHERE status = 'AVAILABLE' ORDER BY id DESC LIMIT 14")]
     for i in range(4):
         if rec.call(conn, "hold", [assets[i], "buyer-tail", f"t{opts.epoch}-before-{i}", "10 minutes"])[0] != "ok":
             return 1
@@ -336,11 +352,18 @@ def run_tail(opts):
         return 1
     if rec.call(conn, "begin", [res, "tail-owner", int(token[0]), "1 hour", 3])[0] != "ok":
         return 1
-    for i in range(3):
+    # Three holds, and more until the WAL of the last one is not written out
+    # yet (its commit record ending exactly on a page boundary would have let
+    # the WAL writer write the whole page).  Reading the positions writes nothing.
+    for i in range(10):
         if rec.call(conn, "hold", [assets[4 + i], "buyer-tail", f"t{opts.epoch}-after-{i}", "10 minutes"])[0] != "ok":
             return 1
+        written, inserted = conn.execute(
+            "SELECT pg_current_wal_lsn()::text, pg_current_wal_insert_lsn()::text").fetchone()
+        if i >= 2 and written != inserted:
+            break
     os.kill(pid, signal.SIGKILL)
-    print(pid)
+    print(pid, written, inserted)
     return 0
 
 
@@ -580,7 +603,8 @@ def run_verify(opts):
                 # A retry of a lost hold is a new hold, and then replays as usual.
                 if row[-1] != "false" or not same_but_replayed(row, v.call("hold", c["a"])[1]):
                     lost = -1000
-        print(f"# {label}: {lost} of the {len(expected_lost)} holds acknowledged after the last lease call were lost")
+        print(f"# {label}: {lost} of the {len(expected_lost)} holds acknowledged after the last lease call were lost"
+              " (each made again by its retry)")
         check(f"{label}: with synchronous_commit = off a crash takes back acknowledged holds, which the replay "
               "check sees (the holds after the last synchronous commit; a retry makes a new hold)",
               lost >= 1, True)
@@ -742,7 +766,6 @@ def main():
     ap.add_argument("--dir")
     ap.add_argument("--epoch", type=int)
     ap.add_argument("--client")
-    ap.add_argument("--seconds", type=float)
     ap.add_argument("--mix", default="")
     ap.add_argument("--what")
     ap.add_argument("--label", default="")
