@@ -437,7 +437,6 @@ def run_verify(opts):
     # the calls whose answer crash k took.
     mine = [c for c in calls.values() if c["era"] == k - 1 and not c.get("replay")]
     acked = [c for c in mine if c["t"] == "ok"]
-    answered_err = [c for c in mine if c["t"] == "err"]
     unacked = [c for c in mine if c["t"] == "lost"]
     loss_prefix = opts.expect_loss
     expected_lost = [c for c in acked if loss_prefix and c["op"] == "hold" and c["a"][2].startswith(loss_prefix)]
@@ -447,6 +446,8 @@ def run_verify(opts):
         ops[c["op"]] = ops.get(c["op"], 0) + 1
     started = time.time()
     own = [c for c in calls.values() if c["e"] == k and c["c"] != "verify"]
+    # An error needs no crash to be judged: this scenario's, before and after its crash.
+    answered_err = [c for c in own if c["t"] == "err"]
     print(f"# {label}: the clients' calls: {sum(c['t'] == 'ok' and c['g'] == 0 for c in own)} acknowledged before "
           f"the crash, {sum(c['t'] == 'ok' and c['g'] > 0 for c in own)} after it, "
           f"{sum(c['t'] == 'err' for c in own)} answered with an error, {sum(c['t'] == 'lost' for c in own)} not acknowledged")
