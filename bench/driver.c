@@ -40,6 +40,9 @@
  *						with $1 = its client number; call i uses row i, and
  *						a client stops when its rows run out
  *		-C				cycle through the pool instead of stopping
+ *		-x CODE			a client stops after its first call whose outcome is
+ *						CODE: with RS002 the run lasts until the stock is
+ *						sold out (-T or -n still cap it)
  *		-r RETRIES		restarts allowed for "retry" steps (default 100)
  *		-m EVERY		sample client 0's backend memory every EVERY calls
  *		-R RATE			calls per second of all clients together, each client on
@@ -140,6 +143,7 @@ static int	nsteps;
 static const char *conninfo = "";
 static const char *pool_sql;
 static bool pool_cycle;
+static const char *stop_code;	/* -x */
 static int	max_retries = 100;
 static long memory_every;
 static double run_seconds = 5.0;
@@ -681,6 +685,8 @@ client_main(void *arg)
 		add_outcome(c->outcomes, &c->noutcomes, sqlstate, 1);
 		if (memory_every > 0 && c->number == 0 && (i + 1) % memory_every == 0)
 			sample_memory(c, i + 1 == memory_every ? 1 : 2);
+		if (stop_code != NULL && strcmp(sqlstate, stop_code) == 0)
+			break;
 	}
 	if (!c->failed && memory_every > 0 && c->number == 0)
 		sample_memory(c, 2);
@@ -795,7 +801,7 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: driver [-d CONNINFO] [-c CLIENTS] [-T SECONDS | -n CALLS] [-l LABEL]\n"
-			"              [-P POOL-SQL [-C]] [-r RETRIES] [-m EVERY] [-R RATE]\n"
+			"              [-P POOL-SQL [-C]] [-x CODE] [-r RETRIES] [-m EVERY] [-R RATE]\n"
 			"              [-S SQL [-s SET-UP-SQL]] SCENARIO-FILE\n");
 	exit(2);
 }
@@ -818,7 +824,7 @@ main(int argc, char **argv)
 	int			n;
 	int			k;
 
-	while ((opt = getopt(argc, argv, "d:c:T:n:l:P:Cr:m:R:S:s:")) != -1)
+	while ((opt = getopt(argc, argv, "d:c:T:n:l:P:Cx:r:m:R:S:s:")) != -1)
 	{
 		switch (opt)
 		{
@@ -843,6 +849,9 @@ main(int argc, char **argv)
 			case 'C':
 				pool_cycle = true;
 				break;
+			case 'x':
+				stop_code = optarg;
+				break;
 			case 'r':
 				max_retries = atoi(optarg);
 				break;
@@ -863,7 +872,8 @@ main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1 || nclients < 1 || run_seconds <= 0 || max_retries < 0 ||
-		memory_every < 0 || rate < 0 || (stmt_setup_sql != NULL && stmt_sql == NULL))
+		memory_every < 0 || rate < 0 || (stmt_setup_sql != NULL && stmt_sql == NULL) ||
+		(stop_code != NULL && strlen(stop_code) != SQLSTATE_LEN))
 		usage();
 	read_scenario(argv[optind]);
 
