@@ -152,6 +152,12 @@ static int	nclients = 1;
 static const char *stmt_sql;	/* -S */
 static const char *stmt_setup_sql;	/* -s */
 static atomic_bool stmt_done;	/* the -S statement has returned */
+/*
+ * Every thread waits at ready_line once set up (connected, prepared, pool
+ * loaded), then at start_line; in between the main thread alone sets
+ * start_time, so that a slow set-up is never part of the timed run.
+ */
+static pthread_barrier_t ready_line;
 static pthread_barrier_t start_line;
 static double start_time;
 
@@ -636,6 +642,7 @@ client_main(void *arg)
 	if (!c->failed && memory_every > 0 && c->number == 0)
 		sample_memory(c, 0);
 
+	pthread_barrier_wait(&ready_line);
 	pthread_barrier_wait(&start_line);
 	for (i = 0; !c->failed; i++)
 	{
@@ -722,6 +729,7 @@ stmt_main(void *arg)
 		PQclear(res);
 	}
 
+	pthread_barrier_wait(&ready_line);
 	pthread_barrier_wait(&start_line);
 	if (!stmt_failed)
 	{
@@ -880,7 +888,8 @@ main(int argc, char **argv)
 	clients = calloc(nclients, sizeof(Client));
 	if (clients == NULL)
 		die("out of memory");
-	if (pthread_barrier_init(&start_line, NULL, nclients + 1 + (stmt_sql != NULL)) != 0)
+	if (pthread_barrier_init(&ready_line, NULL, nclients + 1 + (stmt_sql != NULL)) != 0 ||
+		pthread_barrier_init(&start_line, NULL, nclients + 1 + (stmt_sql != NULL)) != 0)
 		die("pthread_barrier_init failed");
 	if (stmt_sql != NULL && pthread_create(&stmt_thread, NULL, stmt_main, NULL) != 0)
 		die("pthread_create failed");
@@ -893,6 +902,7 @@ main(int argc, char **argv)
 			die("pthread_create failed");
 	}
 	/* every client has connected, prepared and loaded its pool: go */
+	pthread_barrier_wait(&ready_line);
 	start_time = now_seconds();
 	pthread_barrier_wait(&start_line);
 	for (n = 0; n < nclients; n++)
