@@ -197,7 +197,7 @@ function goal_cells(sc, va, sy, r) {
 # the targets of ISSUES ("9 and 17", "20"): one row per target and
 # synchronous_commit; chart_data gets "label" ratio-off ratio-on goal-off
 # goal-on (NaN: none) for the targets with a goal
-function targets_table(issues,    s, v, y, sc, va, sy, lbl, r, grow, k, i, n, ok, sold) {
+function targets_table(issues,    s, v, y, sc, va, sy, lbl, r, grow, k, i, n, ok) {
     section(sprintf("Targets of issue%s %s", (issues ~ / and /) ? "s" : "", issues))
     printf "| target | synchronous_commit | holdcommit ÷ alternative | rounds (min–max) | goal | met |\n"
     printf "|---|---|---|---|---|---|\n"
@@ -226,6 +226,8 @@ function targets_table(issues,    s, v, y, sc, va, sy, lbl, r, grow, k, i, n, ok
         for (y = 1; y <= nsy["sold_out"]; y++) {
             sy = sys["sold_out", y]
             k = "sold_out" SUBSEP "holdcommit" SUBSEP sy
+            if (!(k in runs))
+                continue
             n = ok = 0
             for (i = 1; i <= runs[k]; i++) {
                 n++
