@@ -77,7 +77,7 @@ check-quick:
 installcheck-server:
 	@$(bindir)/psql -X -q -v dbname=$(CONTRIB_TESTDB) -d postgres -f test/installcheck-server.sql
 
-# Every scenario of issue 9 against the PL/pgSQL port and the seeds' plain SQL,
+# Every scenario of issues 9 and 20 against the PL/pgSQL port and the seeds' plain SQL,
 # on its own throwaway server: bench/results/latest.md and latest.png.
 bench:
 	@bench/run.sh
