@@ -55,7 +55,7 @@ RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
 BUILD_DIR = build
 
-.PHONY: run stop test check-quick installcheck-server bench bench-notify deps deb dist version
+.PHONY: run stop test check-quick installcheck-server sanitize bench bench-notify deps deb dist version
 deps:
 	@test/deps.sh
 
@@ -74,10 +74,17 @@ test:
 check-quick:
 	@TIER=quick test/run-tests.sh
 
+# ASan and UBSan (test/sanitize.sh, also a suite of make test): the module built with the
+# sanitizers in build/sanitize, the regression and isolation suites against a throwaway server
+# with their runtime, and a canary build whose planted defects they must report.  Fails on any
+# "not ok" line.
+sanitize:
+	@test/sanitize.sh | awk '{ print } /^not ok/ { failed = 1 } END { exit failed }'
+
 installcheck-server:
 	@$(bindir)/psql -X -q -v dbname=$(CONTRIB_TESTDB) -d postgres -f test/installcheck-server.sql
 
-# Every scenario of issue 9 against the PL/pgSQL port and the seeds' plain SQL,
+# Every scenario of issues 9 and 20 against the PL/pgSQL port and the seeds' plain SQL,
 # on its own throwaway server: bench/results/latest.md and latest.png.
 bench:
 	@bench/run.sh

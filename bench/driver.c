@@ -40,6 +40,9 @@
  *						with $1 = its client number; call i uses row i, and
  *						a client stops when its rows run out
  *		-C				cycle through the pool instead of stopping
+ *		-x CODE			a client stops after its first call whose outcome is
+ *						CODE: with RS002 the run lasts until the stock is
+ *						sold out (-T or -n still cap it)
  *		-r RETRIES		restarts allowed for "retry" steps (default 100)
  *		-m EVERY		sample client 0's backend memory every EVERY calls
  *		-R RATE			calls per second of all clients together, each client on
@@ -140,6 +143,7 @@ static int	nsteps;
 static const char *conninfo = "";
 static const char *pool_sql;
 static bool pool_cycle;
+static const char *stop_code;	/* -x */
 static int	max_retries = 100;
 static long memory_every;
 static double run_seconds = 5.0;
@@ -148,6 +152,12 @@ static int	nclients = 1;
 static const char *stmt_sql;	/* -S */
 static const char *stmt_setup_sql;	/* -s */
 static atomic_bool stmt_done;	/* the -S statement has returned */
+/*
+ * Every thread waits at ready_line once set up (connected, prepared, pool
+ * loaded), then at start_line; in between the main thread alone sets
+ * start_time, so that a slow set-up is never part of the timed run.
+ */
+static pthread_barrier_t ready_line;
 static pthread_barrier_t start_line;
 static double start_time;
 
@@ -632,6 +642,7 @@ client_main(void *arg)
 	if (!c->failed && memory_every > 0 && c->number == 0)
 		sample_memory(c, 0);
 
+	pthread_barrier_wait(&ready_line);
 	pthread_barrier_wait(&start_line);
 	for (i = 0; !c->failed; i++)
 	{
@@ -681,6 +692,8 @@ client_main(void *arg)
 		add_outcome(c->outcomes, &c->noutcomes, sqlstate, 1);
 		if (memory_every > 0 && c->number == 0 && (i + 1) % memory_every == 0)
 			sample_memory(c, i + 1 == memory_every ? 1 : 2);
+		if (stop_code != NULL && strcmp(sqlstate, stop_code) == 0)
+			break;
 	}
 	if (!c->failed && memory_every > 0 && c->number == 0)
 		sample_memory(c, 2);
@@ -716,6 +729,7 @@ stmt_main(void *arg)
 		PQclear(res);
 	}
 
+	pthread_barrier_wait(&ready_line);
 	pthread_barrier_wait(&start_line);
 	if (!stmt_failed)
 	{
@@ -795,7 +809,7 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: driver [-d CONNINFO] [-c CLIENTS] [-T SECONDS | -n CALLS] [-l LABEL]\n"
-			"              [-P POOL-SQL [-C]] [-r RETRIES] [-m EVERY] [-R RATE]\n"
+			"              [-P POOL-SQL [-C]] [-x CODE] [-r RETRIES] [-m EVERY] [-R RATE]\n"
 			"              [-S SQL [-s SET-UP-SQL]] SCENARIO-FILE\n");
 	exit(2);
 }
@@ -818,7 +832,7 @@ main(int argc, char **argv)
 	int			n;
 	int			k;
 
-	while ((opt = getopt(argc, argv, "d:c:T:n:l:P:Cr:m:R:S:s:")) != -1)
+	while ((opt = getopt(argc, argv, "d:c:T:n:l:P:Cx:r:m:R:S:s:")) != -1)
 	{
 		switch (opt)
 		{
@@ -843,6 +857,9 @@ main(int argc, char **argv)
 			case 'C':
 				pool_cycle = true;
 				break;
+			case 'x':
+				stop_code = optarg;
+				break;
 			case 'r':
 				max_retries = atoi(optarg);
 				break;
@@ -863,14 +880,16 @@ main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1 || nclients < 1 || run_seconds <= 0 || max_retries < 0 ||
-		memory_every < 0 || rate < 0 || (stmt_setup_sql != NULL && stmt_sql == NULL))
+		memory_every < 0 || rate < 0 || (stmt_setup_sql != NULL && stmt_sql == NULL) ||
+		(stop_code != NULL && strlen(stop_code) != SQLSTATE_LEN))
 		usage();
 	read_scenario(argv[optind]);
 
 	clients = calloc(nclients, sizeof(Client));
 	if (clients == NULL)
 		die("out of memory");
-	if (pthread_barrier_init(&start_line, NULL, nclients + 1 + (stmt_sql != NULL)) != 0)
+	if (pthread_barrier_init(&ready_line, NULL, nclients + 1 + (stmt_sql != NULL)) != 0 ||
+		pthread_barrier_init(&start_line, NULL, nclients + 1 + (stmt_sql != NULL)) != 0)
 		die("pthread_barrier_init failed");
 	if (stmt_sql != NULL && pthread_create(&stmt_thread, NULL, stmt_main, NULL) != 0)
 		die("pthread_create failed");
@@ -883,6 +902,7 @@ main(int argc, char **argv)
 			die("pthread_create failed");
 	}
 	/* every client has connected, prepared and loaded its pool: go */
+	pthread_barrier_wait(&ready_line);
 	start_time = now_seconds();
 	pthread_barrier_wait(&start_line);
 	for (n = 0; n < nclients; n++)

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # make bench: holdcommit against what an application team would write
 # instead (bench/plpgsql.sql, the seeds' plain SQL in bench/seed.sql), every
-# scenario of issue 9, all variants in one run on one throwaway server, each
-# with synchronous_commit off and on.  Each scenario runs ROUNDS rounds; the
-# order of the variants (and of off/on) flips from one round to the next, and
-# each variant runs on data loaded fresh for it.  Writes
-#   bench/results/latest.md   the tables (targets of issues 9 and 17, every run,
-#                             the sweep of a backlog, memory)
+# scenario of issues 9 and 20, all variants in one run on one throwaway server,
+# each with synchronous_commit off and on.  Each scenario runs ROUNDS rounds;
+# the order of the variants (and of off/on) flips from one round to the next,
+# and each variant runs on data loaded fresh for it.  Writes
+#   bench/results/latest.md   the tables (targets of issues 9 and 17, of issue
+#                             20, every run, the sell-out of a product, the
+#                             sweep of a backlog, memory)
 #   bench/results/latest.tsv  every driver line, with its round
 #   bench/results/latest.png  the ratios as a chart (gnuplot)
 # The sweep scenario (issue 18) runs fewer rounds: each loads a backlog of
 # expired holds, and on the code of today its fresh case runs to its timeout.
+# The sold_out scenario (issue 20) runs until its product is sold out, not for
+# HC_BENCH_SECONDS: about 20 s a run with synchronous_commit on.
 # Settings (environment):
 #   HC_BENCH_PORT          the server's port (default 54340)
 #   HC_BENCH_SECONDS       seconds per variant and round (default 2)
@@ -22,6 +25,8 @@
 #   HC_BENCH_SWEEP_HOLDS   its backlog of expired holds (default 100000)
 #   HC_BENCH_SWEEP_RATE    its live clients' calls/s in all (default 1000; 0: flat out)
 #   HC_BENCH_SWEEP_TIMEOUT the most seconds its sweep may take (default 60)
+#   HC_BENCH_SOLD_OUT_STOCK   the sold_out scenario's units (default 10000)
+#   HC_BENCH_SOLD_OUT_TIMEOUT the most seconds selling them out may take (default 120)
 #   HC_BENCH_RESULT        the name of the outputs in bench/results (default latest)
 #   HC_PGROOT              a private copy of the PostgreSQL tree, as for make test
 set -uo pipefail

@@ -16,6 +16,10 @@
 #                                the only outcomes the variant may have
 #   bench_sweep VARIANT SYNC SECONDS CLIENTS
 #                                the sweep scenario's run (bench_run calls it)
+#   bench_sold_out VARIANT SYNC CLIENTS [DRIVER-ARGS...]
+#                                the sold_out scenario's run (bench_run calls it)
+#   bench_sold_out_state VARIANT LINE
+#                                what the tables say after a sold_out run
 #
 # Every variant of a scenario does the same work from the caller's side: the
 # same number of clients, the same ids and keys per call (client {c}, call
@@ -36,6 +40,11 @@ bench_pool=${HC_BENCH_POOL:-3000}
 bench_sweep_holds=${HC_BENCH_SWEEP_HOLDS:-100000}
 bench_sweep_rate=${HC_BENCH_SWEEP_RATE:-1000}
 bench_sweep_timeout=${HC_BENCH_SWEEP_TIMEOUT:-60}
+# The sold_out scenario (issue 20): the product's units, and the most seconds
+# selling them out may take (the run's -T: on a slow day it is reported as not
+# sold out, not waited for).
+bench_sold_out_stock=${HC_BENCH_SOLD_OUT_STOCK:-10000}
+bench_sold_out_timeout=${HC_BENCH_SOLD_OUT_TIMEOUT:-120}
 
 bench_build_driver() {
     cc -O2 -Wall -Wextra -o "$1" "$bench_dir/driver.c" \
@@ -59,7 +68,7 @@ bench_has_leases() {
 }
 
 bench_scenarios() {
-    local s="hold refusal hot_product commit release finalize unreserve"
+    local s="hold refusal hot_product distinct_products sold_out commit release finalize unreserve"
     bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release lease_begin"
     echo "$s first_call sweep"
 }
@@ -68,7 +77,12 @@ bench_variants() {
     case $1 in
     hold)        echo "holdcommit plpgsql seed_update_insert bare_update" ;;
     refusal)     echo "holdcommit plpgsql point_select" ;;
-    hot_product) echo "holdcommit plpgsql pessimistic optimistic" ;;
+    # hot_product's last three are issue 20's yardsticks: the seed's SQL as a
+    # PL/pgSQL function, a bare one-row UPDATE of the product (one WAL flush
+    # per sale under its row lock), and holdcommit itself with each client on
+    # a product of its own.
+    hot_product) echo "holdcommit plpgsql pessimistic optimistic seed_plpgsql bare_update holdcommit_distinct" ;;
+    distinct_products | sold_out) echo "holdcommit seed_plpgsql plpgsql" ;;
     first_call)  echo "after_create after_analyze" ;;
     sweep)       echo "fresh analyzed" ;;
     lease_*)     echo "holdcommit holdcommit_in_block plpgsql bare_update" ;;
@@ -79,7 +93,7 @@ bench_variants() {
 
 bench_clients() {
     case $1 in
-    refusal | hot_product) echo 64 ;;
+    refusal | hot_product | distinct_products | sold_out) echo 64 ;;
     memory) echo 1 ;;
     sweep) echo 10 ;;
     *) echo 8 ;;
@@ -89,6 +103,7 @@ bench_clients() {
 bench_expected() {
     case $1/$2 in
     refusal/holdcommit | refusal/plpgsql) echo "RS001" ;;
+    sold_out/*) echo "00000 RS002" ;;   # RS002 once per client, when sold out
     *) echo "00000" ;;
     esac
 }
@@ -116,7 +131,8 @@ fresh_plpgsql() {
           bench_plpgsql.ledger RESTART IDENTITY" | bq
 }
 fresh_seed() {
-    echo "TRUNCATE bench_seed.assets, bench_seed.reservations, bench_seed.inventories" | bq
+    echo "TRUNCATE bench_seed.assets, bench_seed.reservations, bench_seed.inventories,
+          bench_seed.stock_reservations, bench_seed.ledger RESTART IDENTITY" | bq
 }
 
 # The asset ids a-{c}-{i} of CLIENTS clients, as a FROM item.
@@ -152,13 +168,16 @@ lease_steps() {
 # its data; set pool_sql (empty: no pool) and pool_cycle.
 bench_prepare() {
     local scenario=$1 variant=$2 clients=$3 pool=$bench_pool
+    # the units of the one product of hot_product (never used up) or sold_out
+    local stock=100000000
+    [ "$scenario" = sold_out ] && stock=$bench_sold_out_stock
     # impl: whose tables; fn: the prefix of its functions (hc_hold, bench_plpgsql.hold)
     local impl=holdcommit fn=hc_ assets=hc_assets
     pool_sql=""
     pool_cycle=""
     case $variant in
     plpgsql) impl=plpgsql fn=bench_plpgsql. assets=bench_plpgsql.assets ;;
-    seed_update_insert | bare_update | pessimistic | optimistic) impl=seed ;;
+    seed_update_insert | bare_update | pessimistic | optimistic | seed_plpgsql) impl=seed ;;
     esac
     case $scenario/$variant in
     lease_*/bare_update) impl=plpgsql ;;
@@ -197,12 +216,30 @@ STEPS
               SELECT count(bench_plpgsql.hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
         echo "- SELECT bench_plpgsql.hold(:'held', :'buyer-{c}', :'key-{c}-{i}')" ;;
 
-    hot_product/holdcommit)
-        echo "SELECT count(hc_stock_set('hot', 100000000))" | bq >/dev/null || return 1
+    hot_product/holdcommit | sold_out/holdcommit)
+        echo "SELECT count(hc_stock_set('hot', $stock))" | bq >/dev/null || return 1
         echo "- SELECT hc_reserve(:'hot', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
-    hot_product/plpgsql)
-        echo "INSERT INTO bench_plpgsql.inventory (product_id, stock) VALUES ('hot', 100000000)" | bq || return 1
+    hot_product/plpgsql | sold_out/plpgsql)
+        echo "INSERT INTO bench_plpgsql.inventory (product_id, stock) VALUES ('hot', $stock)" | bq || return 1
         echo "- SELECT bench_plpgsql.reserve(:'hot', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    hot_product/seed_plpgsql | sold_out/seed_plpgsql)
+        echo "INSERT INTO bench_seed.inventories (product_id, stock) VALUES (1, $stock)" | bq || return 1
+        echo "- SELECT bench_seed.reserve(:'1', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    hot_product/bare_update)
+        echo "INSERT INTO bench_seed.inventories (product_id, stock) VALUES (1, $stock)" | bq || return 1
+        echo "rows:RS006 UPDATE bench_seed.inventories SET reserved = reserved + 1 WHERE product_id = :'1'" ;;
+    hot_product/holdcommit_distinct | distinct_products/holdcommit)
+        echo "SELECT count(hc_stock_set('p-' || c, 100000000)) FROM generate_series(0, $clients - 1) c" |
+            bq >/dev/null || return 1
+        echo "- SELECT hc_reserve(:'p-{c}', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    distinct_products/seed_plpgsql)
+        echo "INSERT INTO bench_seed.inventories (product_id, stock)
+              SELECT c, 100000000 FROM generate_series(0, $clients - 1) c" | bq || return 1
+        echo "- SELECT bench_seed.reserve(:'{c}', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    distinct_products/plpgsql)
+        echo "INSERT INTO bench_plpgsql.inventory (product_id, stock)
+              SELECT 'p-' || c, 100000000 FROM generate_series(0, $clients - 1) c" | bq || return 1
+        echo "- SELECT bench_plpgsql.reserve(:'p-{c}', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
     hot_product/pessimistic)
         echo "INSERT INTO bench_seed.inventories (product_id, stock) VALUES (1, 100000000)" | bq || return 1
         cat <<'STEPS' ;;
@@ -381,6 +418,75 @@ SQL
         grep -E '^(calls|calls_per_s|p50_ms|p99_ms|max_ms|outcomes)=' | sed 's/^/base_/' | tr '\n' ' ')holds=$holds rate=$bench_sweep_rate timeout_s=$bench_sweep_timeout"
 }
 
+# bench_sold_out_state VARIANT LINE: what the tables of VARIANT say of its
+# one product after a sold_out run whose driver line is LINE, as key=value
+# pairs: stock, reserved (the product's columns), reservations (the qty of its
+# live reservation rows), ledger (what its ledger rows add to reserved: their
+# reserved_delta, the seed's qty), check (holdcommit: the rows of hc_check();
+# the others: how many of "reserved within 0..stock", "reserved =
+# reservations", "reserved = ledger" fail), then sold_out (every client ended
+# at an RS002) and exact: every unit sold once (exactly stock calls succeeded,
+# one RS002 per client, nothing else) and the tables agree.
+bench_sold_out_state() {
+    local variant=$1 line=$2 outcomes clients state
+    case $variant in
+    holdcommit)
+        state=$(bq <<'SQL'
+SELECT i.stock, i.reserved,
+       (SELECT coalesce(sum(l.qty), 0) FROM hc_stock_reservation_lines l
+         WHERE l.product_id = 'hot' AND l.status = 'RESERVED'),
+       (SELECT coalesce(sum(g.reserved_delta), 0) FROM hc_ledger g
+         WHERE g.kind = 'product' AND g.entity_id = 'hot'),
+       (SELECT count(*) FROM hc_check())
+  FROM hc_inventory i WHERE i.product_id = 'hot'
+SQL
+        ) ;;
+    seed_plpgsql | plpgsql)
+        local t=bench_seed.inventories r=bench_seed.stock_reservations g="bench_seed.ledger g" id=1
+        local delta=g.qty by="g.product_id = 1"
+        if [ "$variant" = plpgsql ]; then
+            t=bench_plpgsql.inventory r=bench_plpgsql.stock_reservations g="bench_plpgsql.ledger g" id="'hot'"
+            delta=g.reserved_delta by="g.kind = 'product' AND g.entity_id = 'hot'"
+        fi
+        state=$(bq <<SQL
+SELECT stock, reserved, reservations, ledger,
+       (NOT (reserved BETWEEN 0 AND stock))::integer + (reserved <> reservations)::integer
+       + (reserved <> ledger)::integer
+  FROM (SELECT i.stock, i.reserved,
+               (SELECT coalesce(sum(r.qty), 0) FROM $r r
+                 WHERE r.product_id = $id AND r.status = 'RESERVED') AS reservations,
+               (SELECT coalesce(sum($delta), 0) FROM $g WHERE $by) AS ledger
+          FROM $t i WHERE i.product_id = $id) s
+SQL
+        ) ;;
+    esac
+    [ -n "$state" ] || return 1
+    outcomes=$(echo "$line" | sed -nE 's/.* outcomes=([^ ]*) .*/\1/p')
+    clients=$(echo "$line" | sed -nE 's/.* clients=([0-9]+) .*/\1/p')
+    echo "$state" | awk -F'|' -v outcomes="$outcomes" -v clients="$clients" '{
+        sold_out = (outcomes ~ ("(^|,)RS002:" clients "(,|$)")) ? "yes" : "no"
+        exact = (outcomes == "00000:" $1 ",RS002:" clients && $2 == $1 && $3 == $1 && $4 == $1 && $5 == 0) ? "yes" : "no"
+        printf "stock=%s reserved=%s reservations=%s ledger=%s check=%s sold_out=%s exact=%s\n", $1, $2, $3, $4, $5, sold_out, exact
+    }'
+}
+
+# bench_sold_out VARIANT SYNC CLIENTS [DRIVER-ARGS...]: issue 20's end of the
+# stock.  One product of $bench_sold_out_stock units, CLIENTS clients each
+# reserving 1 unit per call with a new key, each stopping at its first RS002
+# (the driver's -x), so the run lasts until the product is sold out (at most
+# $bench_sold_out_timeout s); prints the driver's line, bench_sold_out_state's
+# pairs and timeout_s.
+bench_sold_out() {
+    local variant=$1 sync=$2 clients=$3 line
+    shift 3
+    bench_prepare sold_out "$variant" "$clients" || return 1
+    echo "CHECKPOINT" | bq
+    line=$("$bench_driver" -d "dbname=$bench_db options='-c synchronous_commit=$sync'" -c "$clients" \
+        -T "$bench_sold_out_timeout" -x RS002 -l "sold_out/$variant/$sync" "$@" "$bench_work/steps") ||
+        return 1
+    echo "$line $(bench_sold_out_state "$variant" "$line") timeout_s=$bench_sold_out_timeout"
+}
+
 # bench_run SCENARIO VARIANT SYNC SECONDS CLIENTS [EXTRA-DRIVER-ARGS...]
 # (CLIENTS "": the scenario's number)
 bench_run() {
@@ -391,6 +497,10 @@ bench_run() {
 
     if [ "$scenario" = sweep ]; then
         bench_sweep "$variant" "$sync" "$seconds" "$clients"
+        return
+    fi
+    if [ "$scenario" = sold_out ]; then
+        bench_sold_out "$variant" "$sync" "$clients" "$@"
         return
     fi
     if [ "$scenario" = first_call ]; then

@@ -278,6 +278,23 @@ COMMENT ON VIEW @extschema@.hc_sweeper_databases IS
 -- Grants kept
 ------------------------------------------------------------------------------
 
+-- The update from 0.1.0 revoked column privileges inside its script, which
+-- made the table ACLs of that moment -- with the roles granted then -- the
+-- extension's initial privileges of hc_reservations and
+-- hc_stock_reservations: pg_dump leaves out what equals them, so a dump lost
+-- those roles' table grants.  A fresh install records no initial privileges
+-- for any table or view; neither does an updated one from now on.
+DELETE FROM pg_catalog.pg_init_privs i
+ WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+   AND i.privtype OPERATOR(pg_catalog.=) 'e'
+   AND i.objoid OPERATOR(pg_catalog.=) ANY (
+       SELECT d.objid FROM pg_catalog.pg_depend d
+        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+          AND d.deptype OPERATOR(pg_catalog.=) 'e'
+          AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
+                                                  WHERE e.extname OPERATOR(pg_catalog.=) 'holdcommit'));
+
 -- The update keeps every grant.  It grants nothing itself: a grant made by an
 -- extension script counts as the extension's initial privilege, which
 -- pg_dump leaves out.  A role that may call the extension's functions but
@@ -302,16 +319,28 @@ BEGIN
         RAISE WARNING 'these roles must be granted again, they cannot reach schema @extschema@: %', ungranted
               USING HINT = 'For each: SELECT hc_grant_app(''role'') or hc_grant_operator(''role''), as it was granted.';
     END IF;
-    -- An operator of 0.2.0 (who may run hc_sweep) has nothing of what 0.3.0
-    -- adds for operators until hc_grant_operator runs again.
-    SELECT pg_catalog.string_agg(r.rolname::pg_catalog.text, ', ' ORDER BY r.rolname) INTO ungranted
-      FROM pg_catalog.pg_roles r
-     WHERE NOT r.rolsuper
-       AND pg_catalog.has_function_privilege(r.oid, '@extschema@.hc_sweep(integer)', 'EXECUTE')
-       AND NOT pg_catalog.has_function_privilege(r.oid, '@extschema@.hc_sweeper_state()', 'EXECUTE');
+    -- An operator granted before (hc_asset_add is granted to operators
+    -- only, since 0.1.0) has nothing of what 0.3.0 adds for operators until
+    -- hc_grant_operator runs again; an application granted under 0.1.0
+    -- (hc_hold, but no hc_lock_acquire of 0.2.0) has no lease or attempt
+    -- call.  The roles named are the ones granted, not their members.
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_asset_add(text, text)'::pg_catalog.regprocedure
+       AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
     IF ungranted IS NOT NULL THEN
         RAISE WARNING 'these operators cannot read hc_sweeper_databases until they are granted again: %', ungranted
               USING HINT = 'For each: SELECT hc_grant_operator(''role'').';
+    END IF;
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_hold(text, text, text, interval)'::pg_catalog.regprocedure
+       AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+       AND NOT pg_catalog.has_function_privilege(a.grantee,
+               '@extschema@.hc_lock_acquire(text, text, interval, integer)', 'EXECUTE');
+    IF ungranted IS NOT NULL THEN
+        RAISE WARNING 'these roles, granted under 0.1.0, have no lease or attempt call until they are granted again: %', ungranted
+              USING HINT = 'For each: SELECT hc_grant_app(''role'') or hc_grant_operator(''role''), as it was granted.';
     END IF;
 END
 $$;

@@ -308,11 +308,7 @@ caller_exit(int code, Datum arg)
 void
 hc_autonomous_require_writable(const char *function)
 {
-	hc_refuse_on_standby(function);
-	if (XactReadOnly)
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("%s cannot run in a read-only transaction", function)));
+	hc_refuse_read_only(function);
 }
 
 Datum

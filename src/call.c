@@ -113,7 +113,7 @@ hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 	Oid			schema;
 
 	hc_call_require_read_committed(function);
-	hc_refuse_on_standby(function);
+	hc_refuse_read_only(function);
 	hc_call_function(fcinfo, &owner, &schema);
 	hc_call_start(call, owner, schema, function, NULL, true);
 }

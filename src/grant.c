@@ -215,7 +215,7 @@ static void
 grant_begin(GrantTarget *t, FunctionCallInfo fcinfo, const char *function)
 {
 	hc_arg_not_null(fcinfo, 0, "role");
-	hc_refuse_on_standby(function);
+	hc_refuse_read_only(function);
 	hc_require_served_sql();
 	t->role = PG_GETARG_OID(0);
 	t->role_name = quote_identifier(GetUserNameFromId(t->role, false));

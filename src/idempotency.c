@@ -232,7 +232,7 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 
 	if (known->kind == NULL)
 	{
-		hc_refuse_new_key_on_standby(call->function);
+		hc_refuse_new_key_read_only(call->function);
 		return HC_KEY_NEW;
 	}
 	if (known->created_at <= retention_start)
@@ -240,7 +240,7 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 		HcArgs		args;
 
 		/* Forgetting the key writes, and what follows is a new request. */
-		hc_refuse_new_key_on_standby(call->function);
+		hc_refuse_new_key_read_only(call->function);
 
 		hc_args(&args, strcmp(known->kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key);
 		hc_bind_text(&args, "scope_id", known->scope_id);

@@ -578,7 +578,32 @@ lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *r
 	/* Refused before the binding's lock, which would outlive the refusal. */
 	hc_autonomous_require_writable(function);
 	held = lease_session_take(fcinfo, function, resource);
-	token = hc_autonomous(fcinfo, function);
+	PG_TRY();
+	{
+		token = hc_autonomous(fcinfo, function);
+	}
+	PG_CATCH();
+	{
+		/*
+		 * Refused before any worker ran the call (55000: the transaction
+		 * that creates the extension; 53000: no worker): nothing is bound,
+		 * so the lock goes.  After any other error the worker may have
+		 * committed the binding: the lock stays, as for a lease bound here.
+		 */
+		MemoryContext cxt = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		ErrorData  *edata = CopyErrorData();
+
+		MemoryContextSwitchTo(cxt);
+		if (!held && (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
+					  edata->sqlerrcode == ERRCODE_INSUFFICIENT_RESOURCES))
+		{
+			FlushErrorState();
+			lease_session_let_go(resource);
+			ReThrowError(edata);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 
 	if (fcinfo->isnull && !held)
 		lease_session_let_go(resource);

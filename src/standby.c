@@ -22,9 +22,14 @@
  * decides).  Lease and attempt calls, which run in a worker of their own,
  * are refused before they reach one (autonomous.c).  The background
  * sweeper does not run during recovery (launcher.c).
+ *
+ * A read-only transaction on the primary (BEGIN READ ONLY,
+ * default_transaction_read_only) cannot write either: the same checks
+ * refuse it the same way, with a hint of its own.
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 
 #include "standby.h"
@@ -32,8 +37,16 @@
 #define STANDBY_DETAIL "This server is a standby: it replays what its primary writes and writes nothing itself."
 #define STANDBY_HINT "Send the call to the primary (a connection string with target_session_attrs=read-write finds it)."
 
+#define READ_ONLY_HINT "Run it in a read-write transaction (not BEGIN READ ONLY, nor with default_transaction_read_only on)."
+
+/*
+ * On a standby, or in a read-only transaction on the primary, refuse a call
+ * that would write (25006), before it reads anything: otherwise it would
+ * fail at its first write statement with that statement as the context, or
+ * answer a refusal from a state it could not act on.
+ */
 void
-hc_refuse_on_standby(const char *function)
+hc_refuse_read_only(const char *function)
 {
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -41,10 +54,16 @@ hc_refuse_on_standby(const char *function)
 				 errmsg("%s cannot run on a standby", function),
 				 errdetail(STANDBY_DETAIL),
 				 errhint(STANDBY_HINT)));
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("%s cannot run in a read-only transaction", function),
+				 errhint(READ_ONLY_HINT)));
 }
 
+/* The same for a call whose idempotency key has made nothing yet: its replay is a read. */
 void
-hc_refuse_new_key_on_standby(const char *function)
+hc_refuse_new_key_read_only(const char *function)
 {
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -52,4 +71,10 @@ hc_refuse_new_key_on_standby(const char *function)
 				 errmsg("%s cannot run on a standby", function),
 				 errdetail("A standby answers the replay of an idempotency key it has; this key has made nothing here (or only past holdcommit.idempotency_retention), so the call is a new request, which writes."),
 				 errhint(STANDBY_HINT)));
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("%s cannot run in a read-only transaction", function),
+				 errdetail("A read-only transaction answers the replay of an idempotency key; this key has made nothing yet, so the call is a new request, which writes."),
+				 errhint(READ_ONLY_HINT)));
 }

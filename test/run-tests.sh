@@ -29,6 +29,8 @@ export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
 # two servers of installcheck against other configurations, next to the test server.
 export HC_HTTP_PORT=${HC_HTTP_PORT:-$((port + 5))} HC_PGBOUNCER_PORT=${HC_PGBOUNCER_PORT:-$((port + 6))}
 export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_PORT:-$((port + 8))}
+# The server with the sanitizers' runtime (test/sanitize.sh).
+export HC_SANITIZE_PORT=${HC_SANITIZE_PORT:-$((port + 16))}
 other_port=$((port + 9))
 out=test/tmp
 passed=0
@@ -178,6 +180,7 @@ suite full  exporter                 "${HC_PYTHON:-/usr/bin/python3}" examples/p
                                      --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
 suite full  dist                     test/dist.sh
 suite full  package                  test/package.sh
+suite full  sanitize                 test/sanitize.sh
 suite full  installcheck/no-preload  other_installcheck no-preload
 suite full  installcheck/sweeper-on  other_installcheck sweeper-on setup sweep_worker
 

@@ -3,7 +3,8 @@
 # shared_preload_libraries instead of holdcommit,pg_cron; empty: none;
 # HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32; HC_SEARCH_PATH:
 # the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default;
-# HC_LISTEN_ADDRESSES: listen_addresses instead of none, the socket only).
+# HC_LISTEN_ADDRESSES: listen_addresses instead of none, the socket only;
+# HC_LD_PRELOAD: the server's LD_PRELOAD, a sanitizer's runtime: test/sanitize.sh).
 #   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
 #   test/server.sh stop PORT    stop it and remove its data
 # Its socket and data live where the postgres user can write; as root the
@@ -54,7 +55,10 @@ log_min_messages = warning
 ${search_path:+search_path = '$search_path'}
 log_line_prefix = '%m [%p] %q%a '
 CONF
-    as_server "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 start >/dev/null
+    # Only the server (pg_ctl and the postmaster it starts) gets HC_LD_PRELOAD; it forks
+    # its backends and workers without exec, so they have the runtime too.
+    as_server env ${HC_LD_PRELOAD:+LD_PRELOAD="$HC_LD_PRELOAD"} \
+        "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 start >/dev/null
     ;;
 stop)
     if [ -d "$data" ]; then

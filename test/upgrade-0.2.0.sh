@@ -124,18 +124,22 @@ echo "ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to 0.3.0)"
 check "... names the role that cannot reach the schema" \
     "$(grep -o 'cannot reach schema holdcommit: .*' "$work/update.log")" "cannot reach schema holdcommit: $lost"
 check "... names the operator that lacks 0.3.0's additions" \
-    "$(grep -o 'until they are granted again: .*' "$work/update.log")" "until they are granted again: $ops"
+    "$(grep -o 'cannot read hc_sweeper_databases until they are granted again: .*' "$work/update.log")" "cannot read hc_sweeper_databases until they are granted again: $ops"
 check "... which the operator lacks" \
     "$(q $old -c "SET ROLE $ops" -v VERBOSITY=sqlstate -c "SELECT count(*) FROM hc_sweeper_databases" 2>&1)" "ERROR:  42501"
-# As the WARNINGs and doc/operations.md say.
-q $old -c "SELECT hc_grant_operator('$ops')" -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" \
-    >/dev/null
 if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
         >"$work/create.log" 2>&1; then
     echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
     sed 's/^/#   /' "$work/create.log"
     exit 0
 fi
+# Before it is granted again, the operator has every privilege of a fresh
+# install's but what 0.3.0 added for operators: the update lost nothing.
+check "the update kept every privilege of the operator" "$(role_privileges $old $ops)" \
+    "$(role_privileges $new $ops | tr ' ' '\n' | grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT)$' | tr '\n' ' ' | sed 's/ $//')"
+# As the WARNINGs and doc/operations.md say.
+q $old -c "SELECT hc_grant_operator('$ops')" -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" \
+    >/dev/null
 version="SELECT extversion || ' in ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'"
 check "the update gives 0.3.0 in its schema" "$(q $old -c "$version")" "0.3.0 in holdcommit"
 check "... as a fresh install does" "$(q $new -c "$version")" "0.3.0 in holdcommit"

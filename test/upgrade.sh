@@ -8,9 +8,10 @@
 # (From 0.2.0: test/upgrade-0.2.0.sh; 0.2.0 in public: test/move.sh; what is
 # compared: test/upgrade-lib.bash.)  Then the data made under 0.1.0 must work
 # under 0.3.0, and every function as in a fresh install.
-# Both grant hc_upgrade_app with hc_grant_app (old: before the update and, as
-# CHANGELOG.md's 0.2.0 notes say to, again after it), so the privileges an
-# existing application role ends up with are compared too.
+# Both grant hc_upgrade_app with hc_grant_app and hc_upgrade_ops with
+# hc_grant_operator (old: before the update and, as CHANGELOG.md's 0.2.0 notes
+# say to, again after it), so the privileges existing roles end up with are
+# compared too, in the catalog and in what a plain pg_dump keeps.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,18 +21,20 @@ work=$(mktemp -d)
 old=hc_upgrade_old
 new=hc_upgrade_new
 app=hc_upgrade_app
+ops=hc_upgrade_ops
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
 drop_all() {
     for d in $old $new; do
         psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
     done
-    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" >/dev/null 2>&1
+    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" -c "DROP ROLE IF EXISTS $ops" >/dev/null 2>&1
 }
 cleanup() { drop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 drop_all
-if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" -c "CREATE ROLE $app" >/dev/null; then
+if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" -c "CREATE ROLE $app" \
+        -c "CREATE ROLE $ops" >/dev/null; then
     echo "not ok - scratch databases and role"
     exit 0
 fi
@@ -138,7 +141,8 @@ SQL
     sed 's/^/#   /' "$work/setup.log"
     exit 0
 fi
-q $old -c "SELECT hc_grant_app('$app')" >/dev/null || echo "not ok - hc_grant_app under 0.1.0"
+q $old -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" >/dev/null ||
+    echo "not ok - hc_grant_app and hc_grant_operator under 0.1.0"
 
 states="SELECT string_agg(t, ' ' ORDER BY t) FROM (
     SELECT 'asset:' || status || '=' || count(*) t FROM hc_assets GROUP BY status UNION ALL
@@ -182,7 +186,8 @@ check "a 0.1.0 database: every function refuses with 55000, the session goes on"
 check "... and nothing changed" "$(q $old -c "$states")" \
     "asset:AVAILABLE=3 asset:HELD=1 asset:SOLD=1 hold:COMMITTED=1 hold:EXPIRED=1 hold:HELD=1 hold:RELEASED=1 line:EXPIRED=2 line:FINALIZED=2 line:RELEASED=2 line:RESERVED=3 order:EXPIRED=1 order:FINALIZED=1 order:RELEASED=1 order:RESERVED=2"
 
-if ! q $old -c "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" -c "SELECT hc_grant_app('$app')" \
+if ! q $old -c "ALTER EXTENSION holdcommit UPDATE TO '0.2.0'" \
+        -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
         >"$work/update.log" 2>&1; then
     echo "not ok - ALTER EXTENSION holdcommit UPDATE TO '0.2.0'"
     sed 's/^/#   /' "$work/update.log"
@@ -196,7 +201,11 @@ if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update3.log" 2>&1; th
     exit 0
 fi
 echo "ok - ALTER EXTENSION holdcommit UPDATE (to 0.3.0)"
-if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app')" >"$work/create.log" 2>&1; then
+check "... which names the operator to grant again" \
+    "$(grep -o 'cannot read hc_sweeper_databases until they are granted again: .*' "$work/update3.log")" "cannot read hc_sweeper_databases until they are granted again: $ops"
+q $old -c "SELECT hc_grant_operator('$ops')" >/dev/null
+if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
+        >"$work/create.log" 2>&1; then
     echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
     sed 's/^/#   /' "$work/create.log"
     exit 0
@@ -208,6 +217,7 @@ check "extversion of a fresh install" "$(q $new -c "$version")" "0.3.0"
 
 check_same_schema $old $new "0.1.0 updated"
 check_same_grants $old $new $app
+check_same_grants $old $new $ops
 
 # The data survived and works.
 check "row counts after the update" "$(q $old -c "$counts")" "$before"

@@ -176,6 +176,17 @@ out=$(printf '%s\n' '\set VERBOSITY terse' 'BEGIN;' 'CREATE EXTENSION holdcommit
       psql -X -qAt -d "${db}_new" 2>&1 | tr '\n' ' ')
 check "the transaction that creates the extension gets 55000 from a lease call, and rolls back" "$out" \
     "ERROR:  hc_lock_acquire cannot run in the transaction that created or updated extension \"holdcommit\" sqlstate 55000 1 "
+# A session-bound acquire refused there takes no binding lock with it.
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${db}_new WITH (FORCE)" -c "CREATE DATABASE ${db}_new" >/dev/null 2>&1
+out=$(printf '%s\n' '\set VERBOSITY terse' 'BEGIN;' 'CREATE EXTENSION holdcommit;' 'SAVEPOINT a;' \
+          "SELECT holdcommit.hc_lock_acquire_session('N-2', 'w1');" 'ROLLBACK TO a;' 'COMMIT;' \
+          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();" |
+      psql -X -qAt -d "${db}_new" 2>&1 | tr '\n' ' ')
+check "a session-bound acquire refused with 55000 leaves no advisory lock" "$out" \
+    "ERROR:  hc_lock_acquire_session cannot run in the transaction that created or updated extension \"holdcommit\" 0 "
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS ${db}_new WITH (FORCE)" >/dev/null 2>&1
+psql -X -q -d postgres -c "CREATE DATABASE ${db}_new" >/dev/null 2>&1
+
 # A grant in the same transaction rewrites the functions' catalog rows, but
 # their committed versions are there for the worker: the call runs.
 psql -X -q -d "${db}_new" -c "CREATE EXTENSION holdcommit" -c "CREATE ROLE ${db}_grantee" >/dev/null 2>&1

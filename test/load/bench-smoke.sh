@@ -3,9 +3,10 @@
 # builds without warnings, every scenario and variant of bench/scenarios.bash
 # runs a few hundred calls with 2 clients, its result line parses, and every
 # call ends with the outcome the variant must have (RS001 for refused holds,
-# 00000 otherwise); the sweep scenario sweeps a small backlog of its own
-# while its live clients succeed, and times out when told to; the PL/pgSQL
-# port keeps its idempotency promises.
+# 00000 otherwise); the sold_out scenario sells a small product out exactly
+# (and its check would see an oversold one); the sweep scenario sweeps a small
+# backlog of its own while its live clients succeed, and times out when told
+# to; the PL/pgSQL port keeps its idempotency promises.
 # Prints "ok - ..." / "not ok - ..." per assertion; exits 0.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
 # drops its own database.
@@ -24,6 +25,15 @@ check "driver builds with -Wall -Wextra and no warning" "$? ${warnings:-none}" "
 bench_install "$db"
 check "holdcommit, the PL/pgSQL port and the seed tables install" "$?" "0"
 
+# The timed part starts once every client is set up: a pool query of 0.5 s is
+# no part of a run of 0.3 s (64 connections on a busy machine can take longer
+# than a whole run to set up).
+echo "- SELECT 1" >"$work/slow-steps"
+line=$("$bench_driver" -d "dbname=$db" -c 2 -T 0.3 -C -P "SELECT 1 FROM pg_sleep(0.5) WHERE \$1::integer >= 0" \
+    -l slow "$work/slow-steps")
+check "driver: a slow set-up is not timed (calls made, the run under 0.5 s)" \
+    "$(echo "$line" | sed -nE 's/.* seconds=0\.[0-4][0-9]* calls=[1-9][0-9]* .*/yes/p')" "yes"
+
 # run_smoke SCENARIO VARIANT SYNC [DRIVER-ARGS...]: one short run with CLIENTS
 # clients (default 2), checked; EXPECT_CALLS: the calls it makes (default $calls)
 run_smoke() {
@@ -41,7 +51,8 @@ run_smoke() {
 }
 
 for scenario in $(bench_scenarios); do
-    [ "$scenario" = sweep ] && continue     # below: it runs until its sweep ends
+    # below: they run until their sweep ends, until their stock is sold out
+    [ "$scenario" = sweep ] || [ "$scenario" = sold_out ] && continue
     for variant in $(bench_variants "$scenario"); do
         # The optimistic variant gives a call up (40001) after -r lost races;
         # two clients on a busy machine can lose 100 in a row, so here it
@@ -56,6 +67,31 @@ check "synchronous_commit = on reaches the session" \
 CLIENTS=1 EXPECT_CALLS=100 run_smoke memory holdcommit off -n 100 -m 25
 mem=$(echo "$RESULT" | sed -nE 's/.* mem_start=([0-9]+) mem_warm=([0-9]+) mem_end=([0-9]+) mem_max=([0-9]+) .*/\1 \2 \3 \4/p')
 check "memory: four samples of the backend's memory contexts" "$(echo "$mem" | wc -w)" "4"
+
+# The sold_out scenario: a product of 300 units sold out by 4 clients, each
+# stopping at its first RS002: exactly 300 calls succeed and 4 are RS002, and
+# the tables agree (hc_check() empty for holdcommit).
+bench_sold_out_stock=300
+for variant in $(bench_variants sold_out); do
+    line=$(bench_run sold_out "$variant" off 10 4 2>"$work/stderr")
+    got=$(echo "$line" | sed -nE 's/^label=([^ ]*) .* outcomes=([^ ]*) .*failed_clients=([0-9]+) (stock=.*) timeout_s=[0-9.]+$/\1 \2 \3 \4/p')
+    check "sold_out/$variant/off: 300 units sold, each once, one RS002 per client, the tables agree" \
+        "$got" "sold_out/$variant/off 00000:300,RS002:4 0 stock=300 reserved=300 reservations=300 ledger=300 check=0 sold_out=yes exact=yes"
+    [ -s "$work/stderr" ] && sed 's/^/#   /' "$work/stderr" | head -5
+    # An oversold product (one unit more reserved than sold) is not exact.
+    if [ "$variant" = seed_plpgsql ]; then
+        echo "UPDATE bench_seed.inventories SET reserved = reserved + 1" | bq
+        check "sold_out: a product reserved beyond what was sold is not exact" \
+            "$(bench_sold_out_state "$variant" "$line" | sed -E 's/.*(reserved=[0-9]+) .*(check=[0-9]+) .*(exact=[a-z]+)$/\1 \2 \3/')" \
+            "reserved=301 check=3 exact=no"
+    fi
+done
+# With a timeout too short for the sale: reported as not sold out.
+bench_sold_out_stock=100000 bench_sold_out_timeout=0.2
+line=$(bench_run sold_out holdcommit off 10 2 2>"$work/stderr")
+check "sold_out: a run past its timeout is reported as not sold out" \
+    "$(echo "$line" | sed -nE 's/.* (sold_out=[a-z]+ exact=[a-z]+) timeout_s=0.2$/\1/p')" "sold_out=no exact=no"
+bench_sold_out_timeout=120
 
 # The sweep scenario: a backlog of 500 expired holds swept by hand while 2
 # live clients hold and release; then one that cannot finish in 10 ms.

@@ -153,8 +153,9 @@ basebackup_s=$(elapsed "$t0")
 # sweeper stops (its configuration is its own; the standby keeps its copy).
 psql -X -q -h "$primary" -p "$primary_port" -d postgres \
     -c "ALTER SYSTEM SET holdcommit.sweep_interval = 0" -c "SELECT pg_reload_conf()" >/dev/null
-poll 10 "off 0" P -c "SELECT state || ' ' || (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'holdcommit sweeper')
-                        FROM hc_sweeper_databases WHERE database = 'shop'" >/dev/null
+stopped=$(poll 10 "off 0" P -c "SELECT state || ' ' || (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'holdcommit sweeper')
+                                 FROM hc_sweeper_databases WHERE database = 'shop'")
+check "the primary's sweeper stopped before the hold that must stay unswept" "$([ "$stopped" != timeout ] && echo yes)" "yes"
 P >/dev/null <<'SQL'
 SELECT count(*) FROM hc_hold('A-EXP', 'ivan', 'k-exp', '1 second');
 SELECT count(*) FROM hc_reserve('P-EXP', 4, 'judy', 'k-order-exp', '1 second');

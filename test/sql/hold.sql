@@ -201,10 +201,10 @@ SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-neg', '-178000000 years')$$);
 SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-neg', '-178000000 years 1 hour')$$);
 SELECT outcome($$SELECT hc_hold('LOT-U', 'x', 'k-big', '178000000 years')$$);
 
--- A READ ONLY transaction reads but never writes: a refusal and a replay of
--- a hold are answered; a hold, a commit, a release (even of a hold already
--- released: it locks the asset, as FOR NO KEY UPDATE would) are refused
--- with 25006, and nothing changes.
+-- A READ ONLY transaction reads but never writes: the replay of a hold is
+-- answered; a new hold (on a held asset too: no refusal from a state it could
+-- not act on), a commit, a release (even of a hold already released) are
+-- refused with 25006 before they read anything, and nothing changes.
 SELECT count(hc_asset_add('RO-1')), count(hc_asset_add('RO-2'));
 SELECT reservation_id AS ro1 FROM hc_hold('RO-1', 'b1', 'ro-key-1') \gset
 SELECT reservation_id AS ro2 FROM hc_hold('RO-2', 'b1', 'ro-key-2') \gset
