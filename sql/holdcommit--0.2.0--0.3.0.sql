@@ -126,6 +126,31 @@ COMMENT ON TABLE @extschema@.hc_stock_parts IS
 COMMENT ON COLUMN @extschema@.hc_stock_parts.version IS
     'The part''s version; the seq of its ledger rows is part * 2^48 + version.';
 
+-- The grants of the table stay on it; a fresh install grants hc_inventory
+-- (the view) instead, which this script cannot grant to anyone (a grant
+-- made here would be an initial privilege, which pg_dump leaves out).  So
+-- the roles granted the table lose it and are named, to be granted again.
+DO $$
+DECLARE
+    grantee text;
+    grantees text;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE @extschema@.hc_stock_parts FROM %s', grantee);
+        grantees := pg_catalog.concat_ws(', ', grantees, grantee);
+    END LOOP;
+    IF grantees IS NOT NULL THEN
+        RAISE WARNING 'these roles cannot read hc_inventory until they are granted again: %', grantees
+              USING HINT = 'For each: SELECT hc_grant_app(''role''), hc_grant_operator(''role'') or hc_grant_monitor(''role''), as it was granted.';
+    END IF;
+END
+$$;
+
 ALTER TABLE @extschema@.hc_stock_reservation_lines ADD COLUMN part smallint NOT NULL DEFAULT 0;
 COMMENT ON COLUMN @extschema@.hc_stock_reservation_lines.part IS
     'The part of the product whose reserved counts the line.';
