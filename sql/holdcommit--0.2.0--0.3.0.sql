@@ -140,6 +140,7 @@ BEGIN
           FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
          WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass
            AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+         ORDER BY 1
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON TABLE @extschema@.hc_stock_parts FROM %s', grantee);
         grantees := pg_catalog.concat_ws(', ', grantees, grantee);
