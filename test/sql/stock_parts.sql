@@ -4,8 +4,12 @@
 \set VERBOSITY terse
 SET client_min_messages = warning;
 
-CREATE FUNCTION pg_temp.parts(p text) RETURNS TABLE (part smallint, stock int, reserved int)
-LANGUAGE sql AS $$ SELECT part, stock, reserved FROM hc_stock_parts WHERE product_id = p ORDER BY part $$;
+-- Which part a reserve takes from depends on its backend: what is shown of
+-- the parts after a reserve does not.
+CREATE FUNCTION pg_temp.parts(p text)
+RETURNS TABLE (parts bigint, stock bigint, reserved bigint, least_available int, most_available int)
+LANGUAGE sql AS $$ SELECT count(*), sum(stock), sum(reserved), min(stock - reserved), max(stock - reserved)
+                     FROM hc_stock_parts WHERE product_id = p $$;
 
 -- Spreading: parts between 1 and 256, the available units as even as they go.
 SELECT product_id, stock, reserved, available FROM hc_stock_set('SP-1', 10);
@@ -64,7 +68,8 @@ SELECT count(*) FROM hc_check();
 SELECT status FROM hc_reserve('SP-1', 4, 'frank', 'sp-7', '1 millisecond');
 SELECT status FROM hc_reserve('SP-1', 4, 'grace', 'sp-8', '1 millisecond');
 SELECT pg_sleep(0.01);
-SELECT expired_reservations FROM hc_sweep();
+SELECT count(*) FROM hc_sweep();
+SELECT idempotency_key, status FROM hc_stock_reservations WHERE idempotency_key IN ('sp-7', 'sp-8') ORDER BY 1;
 SELECT stock, reserved FROM hc_inventory WHERE product_id = 'SP-1';
 SELECT status FROM hc_reserve('SP-1', 9, 'heidi', 'sp-9', '1 millisecond');
 SELECT pg_sleep(0.01);
@@ -80,7 +85,7 @@ SELECT status FROM hc_unreserve((SELECT id FROM hc_stock_reservations WHERE idem
 SELECT status FROM hc_reserve('SP-1', 5, 'judy', 'sp-11');
 SELECT product_id, stock, reserved FROM hc_stock_spread('SP-1', 2);
 SELECT * FROM pg_temp.parts('SP-1');
-SELECT DISTINCT part FROM hc_stock_reservation_lines WHERE product_id = 'SP-1' AND status = 'RESERVED';
+SELECT count(*) FROM hc_stock_reservation_lines WHERE product_id = 'SP-1' AND status = 'RESERVED' AND part > 1;
 SELECT product_id, stock, reserved FROM hc_stock_spread('SP-1', 8);
 SELECT count(*) FROM hc_stock_parts WHERE product_id = 'SP-1';
 SELECT status FROM hc_unreserve((SELECT id FROM hc_stock_reservations WHERE idempotency_key = 'sp-11'));
@@ -93,11 +98,12 @@ SELECT count(*) = count(DISTINCT seq) AS unique_seqs,
   FROM hc_ledger WHERE kind = 'product' AND entity_id = 'SP-1';
 SELECT sum(stock_delta) AS stock, sum(reserved_delta) AS reserved
   FROM hc_ledger WHERE kind = 'product' AND entity_id = 'SP-1';
-SELECT stock, reserved, version FROM hc_inventory WHERE product_id = 'SP-1';
+SELECT stock, reserved, version > 0 AS versioned FROM hc_inventory WHERE product_id = 'SP-1';
 
 -- A planted part out of numbering is reported.
 UPDATE hc_stock_parts SET part = 3 WHERE product_id = 'SP-2';
-SELECT invariant, subject FROM hc_check() ORDER BY 1;
+SELECT invariant, CASE WHEN subject LIKE 'res_%' THEN 'res_*' ELSE subject END AS subject
+  FROM hc_check() ORDER BY 1;
 UPDATE hc_stock_parts SET part = 0 WHERE product_id = 'SP-2';
 SELECT count(*) FROM hc_check();
 SELECT 1;
