@@ -106,32 +106,34 @@ hc_call_require_read_committed(const char *function)
  * transaction snapshot would see an asset as held after its hold was
  * released.  On a standby it is refused before it reads anything.
  */
-void
-hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+static void
+call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function, bool keyed)
 {
 	Oid			owner;
 	Oid			schema;
 
 	hc_call_require_read_committed(function);
-	hc_refuse_read_only(function);
+	if (!keyed)
+		hc_refuse_read_only(function);
 	hc_call_function(fcinfo, &owner, &schema);
 	hc_call_start(call, owner, schema, function, NULL, true);
 }
 
+void
+hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function)
+{
+	call_begin(call, fcinfo, function, false);
+}
+
 /*
- * The same for a call that takes an idempotency key: on a standby it goes
- * as far as the key, whose replay is answered there (idempotency.c refuses
- * a new one).
+ * The same for a call that takes an idempotency key: on a standby or in a
+ * read-only transaction it goes as far as the key, whose replay is answered
+ * there (idempotency.c refuses a new one).
  */
 void
 hc_call_begin_keyed(HcCall *call, FunctionCallInfo fcinfo, const char *function)
 {
-	Oid			owner;
-	Oid			schema;
-
-	hc_call_require_read_committed(function);
-	hc_call_function(fcinfo, &owner, &schema);
-	hc_call_start(call, owner, schema, function, NULL, true);
+	call_begin(call, fcinfo, function, true);
 }
 
 /*

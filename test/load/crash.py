@@ -427,6 +427,22 @@ def same_but_replayed(first, again):
     return again[:-1] == first[:-1] and again[-1] == "true"
 
 
+def went_back(first):
+    """first: {(resource, who): (era, number)}, a token or attempt number and
+    the crash era it was first acknowledged in.  The ones that are not above
+    every number of the same resource acknowledged in an earlier era."""
+    by_res = {}
+    for (res, who), (era, n) in first.items():
+        by_res.setdefault(res, []).append((era, n, who))
+    back = []
+    for res, lst in by_res.items():
+        for era, n, who in lst:
+            before = [m for e, m, _ in lst if e < era]
+            if before and n <= max(before):
+                back.append((res, who, era, n, max(before)))
+    return back
+
+
 def run_verify(opts):
     v = Verifier(opts)
     k = v.k
@@ -699,15 +715,7 @@ def run_verify(opts):
     eras = {ro: min(lst) for ro, lst in eras.items()}
     twice = sorted(f"{r} token {t}: {sorted(o)}" for (r, t), o in token_owners.items() if len(o) > 1)
     check(f"{label}: tokens: no fencing token was ever handed to two owners", twice[:3], [])
-    backwards = []
-    by_res = {}
-    for (res, owner), (era, token) in eras.items():
-        by_res.setdefault(res, []).append((era, token, owner))
-    for res, lst in by_res.items():
-        for era, token, owner in lst:
-            before = [t for e, t, _ in lst if e < era]
-            if before and token <= max(before):
-                backwards.append((res, owner, era, token, max(before)))
+    backwards = went_back(eras)
     check(f"{label}: tokens: every lease taken after a crash has a higher token than every one acknowledged before it",
           backwards[:3], [])
     stored = dict(v.q("SELECT resource, token FROM holdcommit.hc_locks"))
@@ -723,15 +731,7 @@ def run_verify(opts):
             first_seen[(res, marker)] = min(first_seen.get((res, marker), (c["era"], n)), (c["era"], n))
     twice = sorted(f"{r} attempt {n}: {sorted(m)}" for (r, n), m in markers.items() if len(m) > 1)
     check(f"{label}: attempts: no attempt number was ever given two markers", twice[:3], [])
-    backwards = []
-    by_res = {}
-    for (res, marker), (era, n) in first_seen.items():
-        by_res.setdefault(res, []).append((era, n, marker))
-    for res, lst in by_res.items():
-        for era, n, marker in lst:
-            before = [m for e, m, _ in lst if e < era]
-            if before and n <= max(before):
-                backwards.append((res, marker, era, n, max(before)))
+    backwards = went_back(first_seen)
     check(f"{label}: attempts: every attempt made after a crash counts on from every one acknowledged before it",
           backwards[:3], [])
     stored = dict(v.q("SELECT resource, attempts FROM holdcommit.hc_attempts"))
