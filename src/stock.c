@@ -15,13 +15,13 @@
  * a product, all of its parts in part order, or one part alone -- a line's
  * part, or the part a reserve takes its units from -- after which the
  * transaction takes nothing else of that product.  A reserve of a product
- * with several parts first tries, in a subtransaction, its home part
- * (waiting for it: it holds nothing else of the product) and then any other
- * part that has the units and nobody holds (SKIP LOCKED, never waiting); if
- * neither gives them, it rolls the subtransaction back, so that it holds no
- * part, and takes all the parts in order: only then, with every part
- * locked, does it spread the product's units anew or refuse.  So two
- * orders never deadlock.  The one lock taken between parts (marking a
+ * with several parts first tries, each in a subtransaction rolled back if
+ * it took nothing (so that it holds no part), any part that has the units
+ * and that nobody holds, its home part first (SKIP LOCKED, never waiting),
+ * then its home part, waiting for it (it holds nothing else of the
+ * product); if neither gives them, it takes all the parts in order: only
+ * then, with every part locked, does it spread the product's units anew or
+ * refuse.  So two orders never deadlock.  The one lock taken between parts (marking a
  * reclaimed reservation EXPIRED) skips a reservation row that is locked,
  * rather than waiting.
  *
@@ -203,15 +203,14 @@ static HcStatement take_stock = {
 };
 
 /*
- * The same on any other part that has the units and that nobody holds, the
- * parts after :part first: a probe that never waits.
+ * The same on any part that has the units and that nobody holds, :part
+ * first, then the parts after it: a probe that never waits.
  */
 static HcStatement probe_stock = {
 	"WITH s AS ("
 	"  SELECT part FROM hc_stock_parts"
-	"   WHERE product_id" EQ ":product_id" " AND part" NE ":part"
-	"     AND stock" MINUS "reserved" GE ":qty"
-	"   ORDER BY part" LT ":part, part LIMIT 1"
+	"   WHERE product_id" EQ ":product_id" " AND stock" MINUS "reserved" GE ":qty"
+	"   ORDER BY part" NE ":part, part" LT ":part, part LIMIT 1"
 	"     FOR NO KEY UPDATE SKIP LOCKED),"
 	" u AS ("
 	"  UPDATE hc_stock_parts t"
@@ -865,16 +864,15 @@ stock_take_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *
 }
 
 /*
- * The tries of a product with several parts that hold at most one part: the
- * line's part (waiting for it), then any other part nobody holds, in a
- * subtransaction that is rolled back if neither had the units -- an UPDATE
- * whose re-check fails after it waited keeps the row's lock, and the caller
- * is about to take every part in order.  An error inside rolls it back too,
- * as PL/pgSQL's exception blocks do, before it goes on.
+ * One try of stmt in a subtransaction, rolled back if it took nothing: a
+ * row lock that a failed re-check keeps (an UPDATE or FOR UPDATE that
+ * found the row changed) goes with it, so that the caller holds no part it
+ * did not take before it waits for another.  An error inside rolls it back
+ * too, as PL/pgSQL's exception blocks do, before it goes on.
  */
 static bool
-stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qty,
-					 const char *reservation_id, const char *buyer_id)
+stock_try_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *part, int32 qty,
+			   const char *reservation_id, const char *buyer_id)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
@@ -884,8 +882,7 @@ stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qt
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		taken = stock_take_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id) ||
-			stock_take_part(call, &probe_stock, product_id, part, qty, reservation_id, buyer_id);
+		taken = stock_take_part(call, stmt, product_id, part, qty, reservation_id, buyer_id);
 		if (taken)
 			ReleaseCurrentSubTransaction();
 		else
@@ -907,6 +904,21 @@ stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qt
 	MemoryContextSwitchTo(cxt);
 	CurrentResourceOwner = resowner;
 	return taken;
+}
+
+/*
+ * The tries of a product with several parts that hold at most one part:
+ * any part that has the units and that nobody holds, *part first (never
+ * waiting, so a call that keeps a part in a long transaction delays nobody
+ * while other parts have units); else *part, waiting for it.  Each try is
+ * rolled back if it took nothing.
+ */
+static bool
+stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qty,
+					 const char *reservation_id, const char *buyer_id)
+{
+	return stock_try_part(call, &probe_stock, product_id, part, qty, reservation_id, buyer_id) ||
+		stock_try_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id);
 }
 
 /*
