@@ -21,7 +21,9 @@
  * then its home part, waiting for it (it holds nothing else of the
  * product); if neither gives them, it takes all the parts in order: only
  * then, with every part locked, does it spread the product's units anew or
- * refuse.  So two orders never deadlock.  The one lock taken between parts (marking a
+ * refuse.  So two orders never deadlock.  (A probe that took a part may also
+ * keep the lock of a part whose re-check failed before it; it takes nothing
+ * else of the product either.)  The one lock taken between parts (marking a
  * reclaimed reservation EXPIRED) skips a reservation row that is locked,
  * rather than waiting.
  *
@@ -320,12 +322,21 @@ static HcStatement reclaim_lines = {
 	 {"parts", INT2ARRAYOID}, {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
 };
 
-/* The products of a reservation and their lines' parts, in the order they are locked in. */
+/*
+ * The products of a reservation and their lines' parts, in the order they
+ * are locked in; and, for a late finalize, whether a line of a product in
+ * several parts may have to find its units again (it no longer counts, or
+ * has expired and may be reclaimed before it is locked).
+ */
 static HcStatement order_products = {
-	"SELECT product_id, part::pg_catalog.int4 AS part FROM hc_stock_reservation_lines"
-	" WHERE reservation_id" EQ ":reservation_id"
-	" ORDER BY product_id COLLATE \"C\"",
-	{{"reservation_id", TEXTOID}}
+	"SELECT l.product_id, l.part::pg_catalog.int4 AS part,"
+	"       (l.status" NE "'RESERVED' OR l.expires_at" LE ":now)"
+	"       AND EXISTS (SELECT FROM hc_stock_parts s"
+	"                    WHERE s.product_id" EQ "l.product_id" " AND s.part" GT "0) AS may_retake"
+	"  FROM hc_stock_reservation_lines l"
+	" WHERE l.reservation_id" EQ ":reservation_id"
+	" ORDER BY l.product_id COLLATE \"C\"",
+	{{"reservation_id", TEXTOID}, {"now", TIMESTAMPTZOID}}
 };
 
 /* Lock a reservation and read it with its lines (its products are locked). */
@@ -555,7 +566,7 @@ stock_parts_changed(const char *product_id)
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("the parts of product \"%s\" changed during the call", product_id),
-			 errhint("Try again: hc_stock_spread() changed them.")));
+			 errhint("Try again: hc_stock_spread() or another call moved its units or lines meanwhile.")));
 }
 
 /* RS002, with the product's numbers as last read. */
@@ -780,16 +791,24 @@ typedef struct StockParts
 
 /*
  * Lock every part of a product, in part order, and read them; RS006 if it
- * does not exist.  Locking them again (to read them anew) takes no lock the
- * transaction does not hold.
+ * does not exist.  Part 0 first, alone: every change to the set of parts
+ * (hc_stock_spread) holds it, so the statement that locks them all, whose
+ * snapshot is taken after that lock, sees every part there is; a single
+ * statement that waited for part 0 would miss the parts added meanwhile.
+ * Locking them again (to read them anew) takes no lock the transaction
+ * does not hold.
  */
 static void
 stock_lock_parts(HcCall *call, const char *product_id, StockParts *p)
 {
 	HcArgs		args;
+	Datum		numbers[2];
+	bool		nulls[2];
 	uint64		n;
 	uint64		i;
 
+	if (!hc_fetch_part(call, &lock_part, product_id, 0, numbers, nulls))
+		product_not_found(product_id);
 	hc_args(&args, &lock_parts);
 	hc_bind_text(&args, "product_id", product_id);
 	n = hc_run(call, &args, SPI_OK_SELECT);
@@ -961,12 +980,14 @@ stock_take(HcCall *call, const char *product_id, int32 parts, int16 *part, int32
 }
 
 /*
- * A late finalize's line that no longer counts, its part locked: its units
- * taken again, into line->part.  A product of one part goes the whole way
- * (the part is all it has).  Of several: from the line's part or any other
- * that nobody holds, but not by waiting for the others, which would be
- * taking a second part out of order: units that only calls in flight still
- * have count as gone.
+ * A late finalize's line that no longer counts, locked as stock_lock left
+ * it: its units taken again, into line->part.  With every part of its
+ * product locked (or a product of one part), the whole way, as a reserve
+ * takes them: reclaim, spread anew, or false if the product has too little.
+ * With only its own part locked (it expired between stock_lock's look and
+ * its lock), from that part or any other that nobody holds, but not by
+ * waiting for another part, which would be taking a second part out of
+ * order: if that fails, 40001, and the retry locks every part.
  */
 static bool
 stock_retake(HcCall *call, StockLine *line, const char *reservation_id, const char *buyer_id,
@@ -974,14 +995,19 @@ stock_retake(HcCall *call, StockLine *line, const char *reservation_id, const ch
 {
 	HcArgs		args;
 
+	if (line->parts > 0)
+		return stock_take(call, line->product_id, line->parts, &line->part, line->qty,
+						  reservation_id, buyer_id, stock, reserved);
 	hc_args(&args, &count_parts);
 	hc_bind_text(&args, "product_id", line->product_id);
 	(void) hc_run(call, &args, SPI_OK_SELECT);
 	if (hc_int32(0, "parts") <= 1)
 		return stock_take(call, line->product_id, 1, &line->part, line->qty, reservation_id,
 						  buyer_id, stock, reserved);
-	return stock_take_unordered(call, line->product_id, &line->part, line->qty, reservation_id,
-								buyer_id);
+	if (!stock_take_unordered(call, line->product_id, &line->part, line->qty, reservation_id,
+							  buyer_id))
+		stock_parts_changed(line->product_id);
+	return true;
 }
 
 /* The items as jsonb: [{"product_id": "...", "qty": n}, ...]. */
@@ -1309,14 +1335,18 @@ hc_reserve_items(PG_FUNCTION_ARGS)
 /*
  * Lock a reservation for finalize or unreserve: its products one at a time
  * in order, then the reservation row, and read it with its lines under
- * those locks.
+ * those locks.  Of each product, the line's part; for a late finalize
+ * (retake), every part of a product in several parts whose line may have
+ * to find its units again, so that it can reclaim and spread them as a
+ * reserve does (the line's .parts says how many are locked, else 0).
  */
 static void
-stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
+stock_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r)
 {
 	HcArgs		args;
 	char	  **products;
 	int16	   *parts;
+	int32	   *locked;
 	uint64		n;
 	uint64		i;
 
@@ -1328,17 +1358,30 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 								 "Use the reservation_id that hc_reserve() or hc_reserve_items() returned.");
 	products = palloc(sizeof(char *) * n);
 	parts = palloc(sizeof(int16) * n);
+	locked = palloc0(sizeof(int32) * n);
 	for (i = 0; i < n; i++)
 	{
+		bool		isnull;
+		Datum		may_retake = hc_datum((int) i, "may_retake", &isnull);
+
 		products[i] = hc_text(call, (int) i, "product_id");
 		parts[i] = (int16) hc_int32((int) i, "part");
+		if (retake && !isnull && DatumGetBool(may_retake))
+			locked[i] = -1;
 	}
 	for (i = 0; i < n; i++)
 	{
 		Datum		numbers[2];
 		bool		nulls[2];
 
-		if (!hc_fetch_part(call, &lock_part, products[i], parts[i], numbers, nulls))
+		if (locked[i] != 0)
+		{
+			StockParts	p;
+
+			stock_lock_parts(call, products[i], &p);
+			locked[i] = p.n;
+		}
+		else if (!hc_fetch_part(call, &lock_part, products[i], parts[i], numbers, nulls))
 		{
 			hc_args(&args, &count_parts);
 			hc_bind_text(&args, "product_id", products[i]);
@@ -1369,9 +1412,9 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 		r->lines[i].part = (int16) hc_int32((int) i, "part");
 		r->lines[i].qty = hc_int32((int) i, "qty");
 		r->lines[i].status = hc_text(call, (int) i, "line_status");
-		r->lines[i].parts = 0;
-		/* The line moved to part 0 while hc_stock_spread dropped its part. */
-		if (r->lines[i].part != parts[i])
+		r->lines[i].parts = locked[i];
+		/* The line moved to another part meanwhile (hc_stock_spread, a late finalize). */
+		if (locked[i] == 0 && r->lines[i].part != parts[i])
 			stock_parts_changed(products[i]);
 	}
 }
@@ -1490,7 +1533,7 @@ hc_finalize(PG_FUNCTION_ARGS)
 
 	hc_call_begin(&call, fcinfo, "hc_finalize");
 	hc_require_sql_at_least("0.3.0", call.function);
-	stock_lock(&call, reservation_id, &r);
+	stock_lock(&call, reservation_id, late_ok, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		r.replayed = true;
@@ -1540,7 +1583,7 @@ hc_unreserve(PG_FUNCTION_ARGS)
 
 	hc_call_begin(&call, fcinfo, "hc_unreserve");
 	hc_require_sql_at_least("0.3.0", call.function);
-	stock_lock(&call, reservation_id, &r);
+	stock_lock(&call, reservation_id, false, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		stock_not_active(&r, "A finalized order cannot be cancelled; refund through your payment flow.");
