@@ -81,7 +81,8 @@ typedef struct StockLine
 	int32		qty;
 	char	   *status;			/* of a stored line */
 	int16		part;			/* the part it is counted in */
-	int32		parts;			/* of a new line: its product's parts */
+	int32		parts;			/* of a new line: its product's parts; of a stored
+								 * one: how many are locked (stock_lock), or 0 */
 } StockLine;
 
 /* A stock reservation, as the functions return it (hc_stock_reservation). */
@@ -325,18 +326,21 @@ static HcStatement reclaim_lines = {
 /*
  * The products of a reservation and their lines' parts, in the order they
  * are locked in; and, for a late finalize, whether a line of a product in
- * several parts may have to find its units again (it no longer counts, or
- * has expired and may be reclaimed before it is locked).
+ * several parts must find its units again (it was expired: a line still
+ * RESERVED, expired or not, still counts, and one reclaimed between this
+ * look and its lock takes the fallback of stock_retake).  Only then are all
+ * of the product's parts locked, so that a replayed or refused finalize
+ * waits for no part but its line's.
  */
 static HcStatement order_products = {
 	"SELECT l.product_id, l.part::pg_catalog.int4 AS part,"
-	"       (l.status" NE "'RESERVED' OR l.expires_at" LE ":now)"
+	"       l.status" EQ "'EXPIRED'"
 	"       AND EXISTS (SELECT FROM hc_stock_parts s"
 	"                    WHERE s.product_id" EQ "l.product_id" " AND s.part" GT "0) AS may_retake"
 	"  FROM hc_stock_reservation_lines l"
 	" WHERE l.reservation_id" EQ ":reservation_id"
 	" ORDER BY l.product_id COLLATE \"C\"",
-	{{"reservation_id", TEXTOID}, {"now", TIMESTAMPTZOID}}
+	{{"reservation_id", TEXTOID}}
 };
 
 /* Lock a reservation and read it with its lines (its products are locked). */
@@ -556,9 +560,10 @@ product_not_found(const char *product_id)
 }
 
 /*
- * 40001 when a line's part went away (hc_stock_spread) between the look at
- * a reservation and its lock: the caller retries, as after any
- * serialization failure.
+ * 40001 when a line's part changed (hc_stock_spread dropped it, a late
+ * finalize moved the line) between the look at a reservation and its lock,
+ * or a late finalize's line expired meanwhile and its own part cannot take
+ * it again: the caller retries, as after any serialization failure.
  */
 static void
 stock_parts_changed(const char *product_id)

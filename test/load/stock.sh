@@ -13,6 +13,9 @@
 #       last reservation: only 00000 and RS002, hc_check() empty, then a
 #       reserve of 1 at a time until RS002 finds exactly the units the load
 #       left: no unit lost or counted twice in any part
+#   (e) the flash sale of (a) on a product of 100 units in 16 parts (2,000
+#       calls) and on one of 1 unit in 4 parts (200 calls): exactly 100 and 1
+#       succeed, the rest RS002, no part left with a free unit
 # Prints "ok - ..." / "not ok - ..." per assertion and "# ..." figures; exits 0.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
 # drops its own database.
@@ -410,5 +413,34 @@ check "parts: sold out to the unit: every part empty, reserved lines = stock = 3
                            WHERE product_id = 'flash-parts' AND status = 'RESERVED')
                || '/' || (SELECT stock FROM hc_inventory WHERE product_id = 'flash-parts')")" "0/300/300"
 check "parts: hc_check() is empty after the drain" "$(q "SELECT count(*) FROM hc_check()")" "0"
+
+##############################################################################
+# (e) the flash sale of (a) on products in parts: 100 units in 16 parts, and
+#     1 unit in 4 parts, each sold exactly once however the calls meet
+##############################################################################
+# parts_sale PRODUCT STOCK PARTS CALLS_PER_CLIENT: 50 clients reserve 1 unit
+# a call with a new key; exactly STOCK succeed, the rest RS002.
+parts_sale() {
+    local product=$1 stock=$2 parts=$3 per_client=$4 calls=$((50 * $4))
+    q "SELECT count(hc_stock_set('$product', $stock)), count(hc_stock_spread('$product', $parts))" >/dev/null
+    cat >"$work/$product.sql" <<SQL
+\set i :i + 1
+SELECT load_try_reserve('$product', :client_id, '$product', 1, 'buyer-' || :client_id, 'key-$product-' || :client_id || '-' || :i);
+SQL
+    pgbench_phase "$product" "$product: pgbench ran 50 x $per_client reserves" -c 50 -j 4 -t "$per_client" -D i=0
+    check "$product (stock $stock in $parts parts): exactly $stock of $calls succeeded, the rest RS002" \
+        "$(q "SELECT count(*) FILTER (WHERE sqlstate = '00000') || '/' || count(*) FILTER (WHERE sqlstate = 'RS002')
+                     || '/' || count(*)
+                FROM load_results WHERE phase = '$product'")" "$stock/$((calls - stock))/$calls"
+    check "$product: reserved = stock = the RESERVED lines' qty, no part with a free unit" \
+        "$(q "SELECT (SELECT stock || '/' || reserved FROM hc_inventory WHERE product_id = '$product')
+                   || '/' || (SELECT sum(qty) FROM hc_stock_reservation_lines
+                               WHERE product_id = '$product' AND status = 'RESERVED')
+                   || '/' || (SELECT count(*) FROM hc_stock_parts
+                               WHERE product_id = '$product' AND stock > reserved)")" "$stock/$stock/$stock/0"
+    check "$product: hc_check() is empty" "$(q "SELECT count(*) FROM hc_check()")" "0"
+}
+parts_sale flash-16 100 16 40
+parts_sale flash-one 1 4 4
 
 exit 0
