@@ -15,14 +15,14 @@
  * a product, all of its parts in part order, or one part alone -- a line's
  * part, or the part a reserve takes its units from -- after which the
  * transaction takes nothing else of that product.  A reserve of a product
- * with several parts first tries, in a subtransaction rolled back if it
- * took nothing (so that it holds no part), its home part, waiting for it
- * (it holds nothing else of the product), then any other part that has the
- * units and that nobody holds (SKIP LOCKED, never waiting); if neither
- * gives them, it takes all the parts in order: only
+ * with several parts first tries, each in a subtransaction rolled back if
+ * it took nothing (so that it holds no part), any part that has the units
+ * and that nobody holds, its home part first (SKIP LOCKED, never waiting),
+ * then its home part, waiting for it (it holds nothing else of the
+ * product); if neither gives them, it takes all the parts in order: only
  * then, with every part locked, does it spread the product's units anew or
  * refuse.  So two orders never deadlock.  (A probe that took a part may also
- * keep the lock of its home part, whose re-check failed; it takes nothing
+ * keep the lock of a part whose re-check failed before it; it takes nothing
  * else of the product either.)  The one lock taken between parts (marking a
  * reclaimed reservation EXPIRED) skips a reservation row that is locked,
  * rather than waiting.
@@ -206,15 +206,14 @@ static HcStatement take_stock = {
 };
 
 /*
- * The same on any other part that has the units and that nobody holds, the
- * parts after :part first: a probe that never waits.
+ * The same on any part that has the units and that nobody holds, :part
+ * first, then the parts after it: a probe that never waits.
  */
 static HcStatement probe_stock = {
 	"WITH s AS ("
 	"  SELECT part FROM hc_stock_parts"
-	"   WHERE product_id" EQ ":product_id" " AND part" NE ":part"
-	"     AND stock" MINUS "reserved" GE ":qty"
-	"   ORDER BY part" LT ":part, part LIMIT 1"
+	"   WHERE product_id" EQ ":product_id" " AND stock" MINUS "reserved" GE ":qty"
+	"   ORDER BY part" NE ":part, part" LT ":part, part LIMIT 1"
 	"     FOR NO KEY UPDATE SKIP LOCKED),"
 	" u AS ("
 	"  UPDATE hc_stock_parts t"
@@ -889,22 +888,15 @@ stock_take_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *
 }
 
 /*
- * The tries of a product with several parts that hold at most one part:
- * *part, waiting for it (a call holds nothing else of the product while it
- * waits), then any other part that has the units and that nobody holds
- * (SKIP LOCKED, never waiting), in a subtransaction rolled back if neither
- * had them: a row lock that a failed re-check keeps (an UPDATE or FOR
- * UPDATE that found the row changed) goes with it, so that the caller
- * holds no part before it waits for every part in order.  Waiting for its
- * own part first is what makes a hot product fast with synchronous_commit
- * on: trying the others first finds most of them held through their
- * commits' flushes, and pays for every one of them (doc/performance.md).
- * An error inside rolls it back too, as PL/pgSQL's exception blocks do,
- * before it goes on.
+ * One try of stmt in a subtransaction, rolled back if it took nothing: a
+ * row lock that a failed re-check keeps (an UPDATE or FOR UPDATE that
+ * found the row changed) goes with it, so that the caller holds no part it
+ * did not take before it waits for another.  An error inside rolls it back
+ * too, as PL/pgSQL's exception blocks do, before it goes on.
  */
 static bool
-stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qty,
-					 const char *reservation_id, const char *buyer_id)
+stock_try_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *part, int32 qty,
+			   const char *reservation_id, const char *buyer_id)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
@@ -914,8 +906,7 @@ stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qt
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		taken = stock_take_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id) ||
-			stock_take_part(call, &probe_stock, product_id, part, qty, reservation_id, buyer_id);
+		taken = stock_take_part(call, stmt, product_id, part, qty, reservation_id, buyer_id);
 		if (taken)
 			ReleaseCurrentSubTransaction();
 		else
@@ -937,6 +928,21 @@ stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qt
 	MemoryContextSwitchTo(cxt);
 	CurrentResourceOwner = resowner;
 	return taken;
+}
+
+/*
+ * The tries of a product with several parts that hold at most one part:
+ * any part that has the units and that nobody holds, *part first (never
+ * waiting, so a call that keeps a part in a long transaction delays nobody
+ * while other parts have units); else *part, waiting for it.  Each try is
+ * rolled back if it took nothing.
+ */
+static bool
+stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qty,
+					 const char *reservation_id, const char *buyer_id)
+{
+	return stock_try_part(call, &probe_stock, product_id, part, qty, reservation_id, buyer_id) ||
+		stock_try_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id);
 }
 
 /*
