@@ -103,6 +103,95 @@ CREATE EVENT TRIGGER hc_guard_names ON ddl_command_end
     EXECUTE FUNCTION @extschema@.hc_guard_names();
 
 ------------------------------------------------------------------------------
+-- Stock in parts: a hot product's units spread over rows (escrow)
+------------------------------------------------------------------------------
+
+-- With synchronous_commit on, every reserve of a product whose stock is one
+-- row waits for the WAL flush of the reserve before it under that row's
+-- lock: one flush per sale.  A product's stock now lives in one or more
+-- parts (hc_stock_spread sets how many), each with its own stock and
+-- reserved, so that reserves on different parts commit side by side.  A
+-- line is counted in the reserved of its own part.  The table of 0.2.0 is
+-- the parts table (each product its part 0), and hc_inventory is a view
+-- with the same columns and meaning: a product's sums.
+ALTER TABLE @extschema@.hc_inventory RENAME TO hc_stock_parts;
+ALTER TABLE @extschema@.hc_stock_parts
+    ADD COLUMN part smallint NOT NULL DEFAULT 0,
+    DROP CONSTRAINT hc_inventory_pkey,
+    ADD CONSTRAINT hc_stock_parts_pkey PRIMARY KEY (product_id, part);
+ALTER TABLE @extschema@.hc_stock_parts
+    RENAME CONSTRAINT hc_inventory_reserved_within_stock TO hc_stock_parts_reserved_within_stock;
+COMMENT ON TABLE @extschema@.hc_stock_parts IS
+    'A product''s stock in parts 0..n-1; reserved is the sum of the qty of the RESERVED lines of the part.';
+COMMENT ON COLUMN @extschema@.hc_stock_parts.version IS
+    'The part''s version; the seq of its ledger rows is part * 2^48 + version.';
+
+-- The grants of the table stay on it; a fresh install grants hc_inventory
+-- (the view) instead, which this script cannot grant to anyone (a grant
+-- made here would be an initial privilege, which pg_dump leaves out).  So
+-- the roles granted the table lose it and are named, to be granted again.
+DO $$
+DECLARE
+    grantee text;
+    grantees text;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+         ORDER BY 1
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE @extschema@.hc_stock_parts FROM %s', grantee);
+        grantees := pg_catalog.concat_ws(', ', grantees, grantee);
+    END LOOP;
+    IF grantees IS NOT NULL THEN
+        RAISE WARNING 'these roles cannot read hc_inventory until they are granted again: %', grantees
+              USING HINT = 'For each: SELECT hc_grant_app(''role''), hc_grant_operator(''role'') or hc_grant_monitor(''role''), as it was granted.';
+    END IF;
+END
+$$;
+
+ALTER TABLE @extschema@.hc_stock_reservation_lines ADD COLUMN part smallint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN @extschema@.hc_stock_reservation_lines.part IS
+    'The part of the product whose reserved counts the line.';
+
+CREATE VIEW @extschema@.hc_inventory AS
+    SELECT p.product_id,
+           pg_catalog.sum(p.stock)::pg_catalog.int4 AS stock,
+           pg_catalog.sum(p.reserved)::pg_catalog.int4 AS reserved,
+           pg_catalog.sum(p.available)::pg_catalog.int4 AS available,
+           pg_catalog.sum(p.version)::pg_catalog.int4 AS version,
+           pg_catalog.min(p.created_at) AS created_at,
+           pg_catalog.max(p.updated_at) AS updated_at
+      FROM @extschema@.hc_stock_parts p
+     GROUP BY p.product_id;
+COMMENT ON VIEW @extschema@.hc_inventory IS
+    'Stock per product, over its parts; reserved is the sum of the qty of RESERVED lines.';
+
+-- They returned the table's row; they return the view's (same columns).
+DROP FUNCTION @extschema@.hc_stock_set(text, integer);
+DROP FUNCTION @extschema@.hc_stock_adjust(text, integer, text);
+CREATE FUNCTION @extschema@.hc_stock_set(product_id text, stock integer)
+RETURNS @extschema@.hc_inventory
+AS 'MODULE_PATHNAME', 'hc_stock_set' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_stock_set(text, integer) IS
+    'Create a product or set its stock, never below what is reserved (operator).';
+CREATE FUNCTION @extschema@.hc_stock_adjust(product_id text, delta integer, reason text)
+RETURNS @extschema@.hc_inventory
+AS 'MODULE_PATHNAME', 'hc_stock_adjust' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_stock_adjust(text, integer, text) IS
+    'Restock (delta > 0) or shrink (delta < 0) a product, with the reason in the ledger (operator).';
+CREATE FUNCTION @extschema@.hc_stock_spread(product_id text, parts integer)
+RETURNS @extschema@.hc_inventory
+AS 'MODULE_PATHNAME', 'hc_stock_spread' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_stock_spread(text, integer) IS
+    'Spread a product''s stock over parts rows, so that reserves of a hot product commit side by side (operator).';
+REVOKE ALL ON FUNCTION @extschema@.hc_stock_set(text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_stock_adjust(text, integer, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_stock_spread(text, integer) FROM PUBLIC;
+
+------------------------------------------------------------------------------
 -- Monitoring: counts only
 ------------------------------------------------------------------------------
 

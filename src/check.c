@@ -17,6 +17,7 @@
 #include "utils/tuplestore.h"
 
 #include "statement.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(hc_check);
 
@@ -165,15 +166,16 @@ static HcStatement checks[] = {
 	 "         OR COALESCE(pg_catalog.sum(u.stock), 0)" NE ""
 	 "         CASE WHEN pg_catalog.max(u.status)" EQ "'COMMITTED' THEN -1 ELSE 0 END)",
 	{{"now", TIMESTAMPTZOID}}},
-	/* reserved is the sum of the RESERVED lines of the product. */
+	/* A part's reserved is the sum of the RESERVED lines counted in it. */
 	{"SELECT 'reserved is the sum of reserved lines', u.product_id,"
-	 "       pg_catalog.format('reserved %s, reserved lines %s',"
+	 "       pg_catalog.format('part %s: reserved %s, reserved lines %s', u.part,"
 	 "                         pg_catalog.max(u.reserved), COALESCE(pg_catalog.sum(u.qty), 0))"
-	 "  FROM (SELECT i.product_id, i.reserved, NULL::pg_catalog.int4 AS qty FROM hc_inventory i"
+	 "  FROM (SELECT i.product_id, i.part, i.reserved, NULL::pg_catalog.int4 AS qty"
+	 "          FROM hc_stock_parts i"
 	 "        UNION ALL"
-	 "        SELECT l.product_id, NULL, l.qty FROM hc_stock_reservation_lines l"
+	 "        SELECT l.product_id, l.part, NULL, l.qty FROM hc_stock_reservation_lines l"
 	 "         WHERE l.status" EQ "'RESERVED') u"
-	 " GROUP BY u.product_id"
+	 " GROUP BY u.product_id, u.part"
 	 " HAVING pg_catalog.count(u.reserved)" EQ "1"
 	 "    AND pg_catalog.max(u.reserved)" NE "COALESCE(pg_catalog.sum(u.qty), 0)",
 	{{"now", TIMESTAMPTZOID}}},
@@ -257,17 +259,40 @@ static HcStatement checks[] = {
 	 "        WINDOW a AS (PARTITION BY u.asset_id)) w"
 	 " WHERE w.id IS NOT NULL AND NOT w.asset_exists",
 	{{"now", TIMESTAMPTZOID}}},
-	/* Every line belongs to a product (no foreign key says so). */
+	/* Every line belongs to a part of a product (no foreign key says so). */
 	{"SELECT 'line has its product', w.reservation_id,"
-	 "       pg_catalog.format('product %s does not exist', w.product_id)"
-	 "  FROM (SELECT u.product_id, u.reservation_id,"
-	 "               pg_catalog.bool_or(u.reservation_id IS NULL) OVER p AS product_exists"
-	 "          FROM (SELECT i.product_id, NULL::pg_catalog.text AS reservation_id"
-	 "                  FROM hc_inventory i"
+	 "       pg_catalog.format('product %s has no part %s', w.product_id, w.part)"
+	 "  FROM (SELECT u.product_id, u.part, u.reservation_id,"
+	 "               pg_catalog.bool_or(u.reservation_id IS NULL) OVER p AS part_exists"
+	 "          FROM (SELECT i.product_id, i.part, NULL::pg_catalog.text AS reservation_id"
+	 "                  FROM hc_stock_parts i"
 	 "                UNION ALL"
-	 "                SELECT l.product_id, l.reservation_id FROM hc_stock_reservation_lines l) u"
-	 "        WINDOW p AS (PARTITION BY u.product_id)) w"
-	 " WHERE w.reservation_id IS NOT NULL AND NOT w.product_exists",
+	 "                SELECT l.product_id, l.part, l.reservation_id FROM hc_stock_reservation_lines l) u"
+	 "        WINDOW p AS (PARTITION BY u.product_id, u.part)) w"
+	 " WHERE w.reservation_id IS NOT NULL AND NOT w.part_exists",
+	{{"now", TIMESTAMPTZOID}}},
+	/* A product's parts are 0 to n - 1, and each is within its stock. */
+	{"SELECT 'parts are numbered from 0', p.product_id,"
+	 "       pg_catalog.format('%s parts, numbered %s to %s',"
+	 "                         pg_catalog.count(*), pg_catalog.min(p.part), pg_catalog.max(p.part))"
+	 "  FROM hc_stock_parts p"
+	 " GROUP BY p.product_id"
+	 " HAVING pg_catalog.min(p.part)" NE "0"
+	 "     OR pg_catalog.max(p.part)" NE "(pg_catalog.count(*)" MINUS "1)",
+	{{"now", TIMESTAMPTZOID}}},
+	/* Each part's last ledger row has the part's version in its seq. */
+	{"SELECT 'ledger seq follows each part', u.product_id,"
+	 "       pg_catalog.format('part %s: version %s, last ledger seq of the part %s', u.part,"
+	 "                         pg_catalog.max(u.version), pg_catalog.max(u.seq))"
+	 "  FROM (SELECT p.product_id, p.part::pg_catalog.int8 AS part, p.version, NULL::pg_catalog.int8 AS seq"
+	 "          FROM hc_stock_parts p"
+	 "        UNION ALL"
+	 "        SELECT l.entity_id, l.seq" DIVIDE "281474976710656, NULL,"
+	 "               l.seq" MINUS "((l.seq" DIVIDE "281474976710656)" TIMES "281474976710656)"
+	 "          FROM hc_ledger l WHERE l.kind" EQ "'product') u"
+	 " GROUP BY u.product_id, u.part"
+	 " HAVING pg_catalog.count(u.version)" EQ "1"
+	 "    AND pg_catalog.max(u.seq)" GT "pg_catalog.max(u.version)",
 	{{"now", TIMESTAMPTZOID}}},
 	/* Every line belongs to a reservation (no foreign key says so). */
 	{"SELECT 'line has its reservation', w.reservation_id,"
@@ -366,6 +391,9 @@ hc_check(PG_FUNCTION_ARGS)
 		uint64		n;
 		uint64		row;
 
+		/* A database still on 0.2.0 SQL has no stock parts to check. */
+		if (strstr(checks[i].sql, "hc_stock_parts") != NULL && !hc_sql_at_least("0.3.0"))
+			continue;
 		hc_args(&args, &checks[i]);
 		n = hc_run(&call, &args, SPI_OK_SELECT);
 		for (row = 0; row < n; row++)

@@ -106,7 +106,8 @@ fetch_copy(Datum value, Form_pg_attribute attr)
 /*
  * Find the table's columns and the index to read it by: valid, unique and
  * immediate, btree, the text key column as its only key with the column's
- * own collation, no predicate (InvalidOid if there is none).  The table must
+ * own collation (or first key, the smallint part second), no predicate
+ * (InvalidOid if there is none).  The table must
  * be a plain table of the extension.  With Citus in the database there is
  * none: a distributed table's rows are in its shards, not in the table on
  * this node, and only a statement reaches them.
@@ -126,6 +127,13 @@ fetch_find(HcFetch *fetch, Relation heap)
 	if (key == InvalidAttrNumber || get_atttype(relid, key) != TEXTOID)
 		elog(ERROR, "column %s of %s is missing", fetch->key, fetch->table);
 	fetch->keyattnum = key;
+	fetch->partattnum = InvalidAttrNumber;
+	if (fetch->part != NULL)
+	{
+		fetch->partattnum = get_attnum(relid, fetch->part);
+		if (fetch->partattnum == InvalidAttrNumber || get_atttype(relid, fetch->partattnum) != INT2OID)
+			elog(ERROR, "column %s of %s is missing", fetch->part, fetch->table);
+	}
 	for (i = 0; i < fetch->ncolumns; i++)
 	{
 		fetch->attnums[i] = get_attnum(relid, fetch->columns[i]);
@@ -143,7 +151,9 @@ fetch_find(HcFetch *fetch, Relation heap)
 		Form_pg_index form = index->rd_index;
 
 		if (form->indisunique && form->indimmediate && form->indisvalid &&
-			form->indnkeyatts == 1 && form->indkey.values[0] == key &&
+			form->indnkeyatts == (fetch->part != NULL ? 2 : 1) && form->indkey.values[0] == key &&
+			(fetch->part == NULL ||
+			 (form->indkey.values[1] == fetch->partattnum && index->rd_opcintype[1] == INT2OID)) &&
 			index->rd_rel->relam == BTREE_AM_OID && index->rd_opcintype[0] == TEXTOID &&
 			index->rd_indcollation[0] == TupleDescAttr(RelationGetDescr(heap), key - 1)->attcollation &&
 			RelationGetIndexPredicate(index) == NIL)
@@ -160,7 +170,8 @@ fetch_find(HcFetch *fetch, Relation heap)
  * the same lock.  A fetch is either always locked or never.
  */
 static bool
-fetch_statement(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+fetch_statement(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *values,
+				bool *nulls)
 {
 	HcStatement *stmt = &fetch->statement;
 	HcArgs		args;
@@ -175,16 +186,22 @@ fetch_statement(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bo
 		appendStringInfoString(&sql, "SELECT ");
 		for (i = 0; i < fetch->ncolumns; i++)
 			appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", fetch->columns[i]);
-		appendStringInfo(&sql, " FROM %s WHERE %s" EQ ":key%s", fetch->table, fetch->key,
-						 fetch->lock == HC_FETCH_READ ? "" :
+		appendStringInfo(&sql, " FROM %s WHERE %s" EQ ":key", fetch->table, fetch->key);
+		if (fetch->part != NULL)
+			appendStringInfo(&sql, " AND %s" EQ ":part", fetch->part);
+		appendStringInfoString(&sql, fetch->lock == HC_FETCH_READ ? "" :
 						 fetch->lock == HC_FETCH_WAIT ? " FOR NO KEY UPDATE" :
 						 " FOR NO KEY UPDATE SKIP LOCKED");
 		stmt->sql = MemoryContextStrdup(TopMemoryContext, sql.data);
 		stmt->params[0].name = "key";
 		stmt->params[0].type = TEXTOID;
+		stmt->params[1].name = fetch->part != NULL ? "part" : NULL;
+		stmt->params[1].type = INT2OID;
 	}
 	hc_args(&args, stmt);
 	hc_bind_text(&args, "key", key);
+	if (fetch->part != NULL)
+		hc_bind(&args, "part", Int16GetDatum(part));
 	n = hc_run(call, &args, SPI_OK_SELECT);
 	if (n > 1)
 		elog(ERROR, "%s has more than one row with the same %s", fetch->table, fetch->key);
@@ -243,7 +260,7 @@ fetch_open(HcCall *call, HcFetch *fetch)
  * false if the row is gone or skipped.
  */
 static bool
-fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey)
+fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey, int nkeys)
 {
 	ItemPointerData tid = slot->tts_tid;
 	TM_FailureData tmfd;
@@ -266,25 +283,31 @@ fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey)
 	if (!tmfd.traversed)
 		return true;
 	/* A newer version: is it still the row asked for (EvalPlanQual's re-check)? */
-	now_key = slot_getattr(slot, fetch->keyattnum, &isnull);
-	return !isnull && DatumGetBool(FunctionCall2Coll(&skey->sk_func, skey->sk_collation,
-													 now_key, skey->sk_argument));
+	for (int i = 0; i < nkeys; i++)
+	{
+		now_key = slot_getattr(slot, i == 0 ? fetch->keyattnum : fetch->partattnum, &isnull);
+		if (isnull || !DatumGetBool(FunctionCall2Coll(&skey[i].sk_func, skey[i].sk_collation,
+													  now_key, skey[i].sk_argument)))
+			return false;
+	}
+	return true;
 }
 
 /*
- * Look the row of fetch->table whose key column equals key up, locked as
- * fetch->lock says (see the top of this file).  Copy its columns into
- * values and nulls in the caller's memory.  false if there is no such row,
+ * Look the row of fetch->table whose key column equals key (and part column,
+ * part) up, locked as fetch->lock says (see the top of this file).  Copy its
+ * columns into values and nulls in the caller's memory.  false if there is no such row,
  * or it was skipped.
  */
-bool
-hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+static bool
+fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *values, bool *nulls)
 {
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
-	ScanKeyData skey;
+	ScanKeyData skey[2];
+	int			nkeys = fetch->part != NULL ? 2 : 1;
 	bool		found;
 	int			i;
 
@@ -299,22 +322,25 @@ hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nul
 	if (!OidIsValid(fetch->indexid))
 	{
 		table_close(heap, NoLock);
-		return fetch_statement(call, fetch, key, values, nulls);
+		return fetch_statement(call, fetch, key, part, values, nulls);
 	}
 	index = index_open(fetch->indexid, AccessShareLock);
 
 	/* As SPI does for each statement: see what this call has written so far. */
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ, HC_TEXT(key));
+	if (nkeys == 2)
+		ScanKeyEntryInitialize(&skey[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT2EQ, Int16GetDatum(part));
 	slot = table_slot_create(heap, NULL);
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
-	index_rescan(scan, &skey, 1, NULL, 0);
+	scan = index_beginscan(heap, index, GetActiveSnapshot(), nkeys, 0);
+	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
 	if (found && fetch->lock != HC_FETCH_READ)
-		found = fetch_lock(fetch, heap, slot, &skey);
+		found = fetch_lock(fetch, heap, slot, skey, nkeys);
 	if (found)
 	{
 		MemoryContext old = MemoryContextSwitchTo(call->outer);
@@ -336,4 +362,19 @@ hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nul
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return found;
+}
+
+bool
+hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
+{
+	Assert(fetch->part == NULL);
+	return fetch_row(call, fetch, key, 0, values, nulls);
+}
+
+/* The same for a fetch by key and part. */
+bool
+hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *values, bool *nulls)
+{
+	Assert(fetch->part != NULL);
+	return fetch_row(call, fetch, key, part, values, nulls);
 }

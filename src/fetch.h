@@ -17,9 +17,10 @@ typedef enum HcFetchLock
 } HcFetchLock;
 
 /*
- * A row looked up (and maybe locked) by one text key through a unique btree
- * index on that column alone: the point reads of the hot paths, such as the
- * first look of a hold, which ends every refusal.  The relation, index and
+ * A row looked up (and maybe locked) by one text key, or a text and a
+ * smallint key (part: a part of a product), through a unique btree index on
+ * those columns alone: the point reads of the hot paths, such as the first
+ * look of a hold, which ends every refusal.  The relation, index and
  * column numbers are found in the extension's schema by OID and kept until
  * a relcache invalidation.  Where the index is gone (a distributed
  * deployment may drop the single-node ones), the same read runs as a
@@ -29,19 +30,23 @@ typedef enum HcFetchLock
 typedef struct HcFetch
 {
 	const char *table;
-	const char *key;			/* the column a unique index has as its only key */
+	const char *key;			/* the column a unique index has as its (first) key */
 	HcFetchLock lock;
 	int			ncolumns;
 	const char *columns[HC_FETCH_MAX_COLUMNS];
+	const char *part;			/* NULL, or the smallint second key of the index */
 	/* found on first use */
 	Oid			schema;
 	Oid			relid;
 	Oid			indexid;		/* InvalidOid: no such index, use the statement */
 	AttrNumber	keyattnum;
+	AttrNumber	partattnum;
 	AttrNumber	attnums[HC_FETCH_MAX_COLUMNS];
 	HcStatement statement;		/* the read as SQL, made when first needed */
 } HcFetch;
 
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
+extern bool hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part,
+						  Datum *values, bool *nulls);
 
 #endif							/* HOLDCOMMIT_FETCH_H */

@@ -67,8 +67,10 @@ static const char *const operator_tables[] = {
  * What 0.3.0 added for operators: a 0.2.0 database, which this library
  * serves until it is updated, has none of it.
  */
-static const char *const operator_functions_0_3[] = {"hc_sweeper_state", NULL};
-static const char *const operator_tables_0_3[] = {"hc_sweeper_databases", NULL};
+static const char *const operator_functions_0_3[] = {
+	"hc_sweeper_state", "hc_stock_spread", NULL
+};
+static const char *const operator_tables_0_3[] = {"hc_sweeper_databases", "hc_stock_parts", NULL};
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};

@@ -72,6 +72,8 @@ extern Datum hc_text_datum(const char *s);
 #define GE		" OPERATOR(pg_catalog.>=) "
 #define PLUS	" OPERATOR(pg_catalog.+) "
 #define MINUS	" OPERATOR(pg_catalog.-) "
+#define TIMES	" OPERATOR(pg_catalog.*) "
+#define DIVIDE	" OPERATOR(pg_catalog./) "
 #define FIELD	" OPERATOR(pg_catalog.->>) "	/* a jsonb member as text */
 
 #endif							/* HOLDCOMMIT_STATEMENT_H */

@@ -4,13 +4,28 @@
  *		hc_reserve_items, hc_finalize, hc_unreserve, and the sweep of
  *		expired stock reservations.
  *
- * hc_inventory keeps stock and reserved per product (CHECK stock >= reserved
- * >= 0); each reservation has one line per product, and a line is counted in
- * reserved exactly while its status is RESERVED.  Product rows are locked
- * one at a time in product_id order (bytewise, COLLATE "C"), and a product's
- * lines change only under its row lock, so two orders never deadlock.  The
- * one lock taken between product rows (marking a reclaimed reservation
- * EXPIRED) skips a reservation row that is locked, rather than waiting.
+ * A product's stock lives in parts, rows of hc_stock_parts (product_id,
+ * part), each with its own stock and reserved (CHECK stock >= reserved >=
+ * 0); hc_inventory is their sums.  Most products have one part.  Each
+ * reservation has one line per product, counted in the reserved of the
+ * line's part exactly while its status is RESERVED, and a line changes only
+ * under its part's row lock.
+ *
+ * Lock order: products in product_id order (bytewise, COLLATE "C"); within
+ * a product, all of its parts in part order, or one part alone -- a line's
+ * part, or the part a reserve takes its units from -- after which the
+ * transaction takes nothing else of that product.  A reserve of a product
+ * with several parts first tries, each in a subtransaction rolled back if
+ * it took nothing (so that it holds no part), any part that has the units
+ * and that nobody holds, its home part first (SKIP LOCKED, never waiting),
+ * then its home part, waiting for it (it holds nothing else of the
+ * product); if neither gives them, it takes all the parts in order: only
+ * then, with every part locked, does it spread the product's units anew or
+ * refuse.  So two orders never deadlock.  (A probe that took a part may also
+ * keep the lock of a part whose re-check failed before it; it takes nothing
+ * else of the product either.)  The one lock taken between parts (marking a
+ * reclaimed reservation EXPIRED) skips a reservation row that is locked,
+ * rather than waiting.
  *
  * So a reservation can still say RESERVED while a reclaimer has already
  * expired some of its lines.  Every transition therefore looks at each
@@ -25,13 +40,17 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/resowner.h"
 
 #include "errors.h"
 #include "fetch.h"
@@ -43,6 +62,7 @@
 #include "result.h"
 #include "sweep.h"
 #include "validate.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);
 PG_FUNCTION_INFO_V1(hc_stock_adjust);
@@ -50,6 +70,7 @@ PG_FUNCTION_INFO_V1(hc_reserve);
 PG_FUNCTION_INFO_V1(hc_reserve_items);
 PG_FUNCTION_INFO_V1(hc_finalize);
 PG_FUNCTION_INFO_V1(hc_unreserve);
+PG_FUNCTION_INFO_V1(hc_stock_spread);
 
 /* The most expired lines one call reclaims; the sweeper clears the rest. */
 #define STOCK_RECLAIM_MAX_LINES 1000
@@ -59,6 +80,9 @@ typedef struct StockLine
 	char	   *product_id;
 	int32		qty;
 	char	   *status;			/* of a stored line */
+	int16		part;			/* the part it is counted in */
+	int32		parts;			/* of a new line: its product's parts; of a stored
+								 * one: how many are locked (stock_lock), or 0 */
 } StockLine;
 
 /* A stock reservation, as the functions return it (hc_stock_reservation). */
@@ -75,15 +99,43 @@ typedef struct StockReservation
 	int			nlines;
 } StockReservation;
 
-/* A product's row locked FOR NO KEY UPDATE. */
-static HcFetch lock_product = {"hc_inventory", "product_id", HC_FETCH_WAIT, 2, {"stock", "reserved"}};
+/* The seq of a part's ledger row: part * 2^48 + the part's new version. */
+#define PART_SEQ(part, version) \
+	"(" part "::pg_catalog.int8" TIMES "281474976710656" PLUS version ")"
+#define PART_OF_SEQ(seq) ((int16) ((seq) >> 48))
+
+/* One part of a product, locked FOR NO KEY UPDATE. */
+static HcFetch lock_part = {"hc_stock_parts", "product_id", HC_FETCH_WAIT, 2, {"stock", "reserved"},
+	"part"};
 
 /*
  * The same for the sweeper, unless another transaction has the row, and
- * never waiting on an update chain (fetch.c): a call holding the product
- * may be waiting for an order that this sweep holds.
+ * never waiting on an update chain (fetch.c): a call holding the part may be
+ * waiting for an order that this sweep holds.
  */
-static HcFetch sweep_product = {"hc_inventory", "product_id", HC_FETCH_SKIP_NOWAIT, 1, {"reserved"}};
+static HcFetch sweep_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP_NOWAIT, 1, {"reserved"},
+	"part"};
+
+/* Every part of a product, locked in part order, with its numbers. */
+static HcStatement lock_parts = {
+	"SELECT part::pg_catalog.int4 AS part, stock, reserved FROM hc_stock_parts"
+	" WHERE product_id" EQ ":product_id"
+	" ORDER BY part FOR NO KEY UPDATE",
+	{{"product_id", TEXTOID}}
+};
+
+/* How many parts a product has. */
+static HcStatement count_parts = {
+	"SELECT pg_catalog.count(*)::pg_catalog.int4 AS parts FROM hc_stock_parts"
+	" WHERE product_id" EQ ":product_id",
+	{{"product_id", TEXTOID}}
+};
+
+/* A product as hc_inventory shows it: its parts' sums. */
+static HcStatement read_product = {
+	"SELECT * FROM hc_inventory WHERE product_id" EQ ":product_id",
+	{{"product_id", TEXTOID}}
+};
 
 /*
  * Everything a new order must know, in one read: the reservation its key
@@ -93,7 +145,7 @@ static HcFetch sweep_product = {"hc_inventory", "product_id", HC_FETCH_SKIP_NOWA
  */
 static HcStatement read_order = {
 	"WITH " HC_KNOWN_KEY
-	" SELECT p.product_id, i.stock, i.reserved,"
+	" SELECT p.product_id, i.parts, i.stock, i.reserved,"
 	"        CASE WHEN i.stock" MINUS "i.reserved" LT "p.qty THEN"
 	"          (SELECT COALESCE(pg_catalog.sum(x.qty), 0)"
 	"             FROM (SELECT l.qty FROM hc_stock_reservation_lines l"
@@ -104,7 +156,11 @@ static HcStatement read_order = {
 	HC_KNOWN_KEY_COLUMNS
 	"   FROM ROWS FROM (pg_catalog.unnest(:products), pg_catalog.unnest(:quantities))"
 	"        WITH ORDINALITY AS p (product_id, qty, n)"
-	"   LEFT JOIN hc_inventory i ON i.product_id" EQ "p.product_id"
+	"   CROSS JOIN LATERAL ("
+	"     SELECT pg_catalog.count(*)::pg_catalog.int4 AS parts,"
+	"            pg_catalog.sum(s.stock)::pg_catalog.int4 AS stock,"
+	"            pg_catalog.sum(s.reserved)::pg_catalog.int4 AS reserved"
+	"       FROM hc_stock_parts s WHERE s.product_id" EQ "p.product_id) i"
 	"   LEFT JOIN known k ON true"
 	"  ORDER BY p.n",
 	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"key", TEXTOID},
@@ -119,34 +175,78 @@ static HcStatement insert_order = {
 	"  VALUES ((:products)[1], :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED',"
 	"          :expires_at, :now))"
 	" INSERT INTO hc_stock_reservation_lines"
-	"   (product_id, reservation_id, qty, status, expires_at, buyer_id)"
-	" SELECT p, :reservation_id, q, 'RESERVED', :expires_at, :buyer_id"
-	"   FROM ROWS FROM (pg_catalog.unnest(:products), pg_catalog.unnest(:quantities)) AS u (p, q)",
-	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"reservation_id", TEXTOID},
+	"   (product_id, reservation_id, qty, status, expires_at, buyer_id, part)"
+	" SELECT p, :reservation_id, q, 'RESERVED', :expires_at, :buyer_id, t"
+	"   FROM ROWS FROM (pg_catalog.unnest(:products), pg_catalog.unnest(:quantities),"
+	"                   pg_catalog.unnest(:parts)) AS u (p, q, t)",
+	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"parts", INT2ARRAYOID},
+	 {"reservation_id", TEXTOID},
 	 {"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID},
 	 {"expires_at", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID}}
 };
 
 /*
- * The atomic conditional step, reserved += qty where that much is available,
- * with its ledger row.
+ * The atomic conditional step on one part, reserved += qty where that much
+ * is available, with its ledger row.
  */
+#define TAKE_STOCK_LEDGER \
+	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("u.part", "u.version"), "'reserve'", \
+				   "'call'", ":reservation_id", ":buyer_id", ":qty", "0", "NULL") \
+	" FROM u RETURNING seq"
 static HcStatement take_stock = {
 	"WITH u AS ("
-	"  UPDATE hc_inventory"
+	"  UPDATE hc_stock_parts"
 	"     SET reserved = reserved" PLUS ":qty, version = version" PLUS "1, updated_at = :now"
-	"   WHERE product_id" EQ ":product_id" " AND stock" MINUS "reserved" GE ":qty"
-	"  RETURNING version)"
-	HC_LEDGER_ROWS("'product'", ":product_id", "u.version", "'reserve'", "'call'",
-				   ":reservation_id", ":buyer_id", ":qty", "0", "NULL")
-	" FROM u RETURNING seq",
-	{{"product_id", TEXTOID}, {"qty", INT4OID}, {"reservation_id", TEXTOID},
+	"   WHERE product_id" EQ ":product_id" " AND part" EQ ":part"
+	"     AND stock" MINUS "reserved" GE ":qty"
+	"  RETURNING part, version)"
+	TAKE_STOCK_LEDGER,
+	{{"product_id", TEXTOID}, {"part", INT2OID}, {"qty", INT4OID}, {"reservation_id", TEXTOID},
 	 {"buyer_id", TEXTOID}, HC_LEDGER_PARAMS}
 };
 
 /*
- * Reclaim, in one statement, the oldest expired lines of a product whose row
- * we have locked, from :lines_from on: just enough of them to free :wanted
+ * The same on any part that has the units and that nobody holds, :part
+ * first, then the parts after it: a probe that never waits.
+ */
+static HcStatement probe_stock = {
+	"WITH s AS ("
+	"  SELECT part FROM hc_stock_parts"
+	"   WHERE product_id" EQ ":product_id" " AND stock" MINUS "reserved" GE ":qty"
+	"   ORDER BY part" NE ":part, part" LT ":part, part LIMIT 1"
+	"     FOR NO KEY UPDATE SKIP LOCKED),"
+	" u AS ("
+	"  UPDATE hc_stock_parts t"
+	"     SET reserved = t.reserved" PLUS ":qty, version = t.version" PLUS "1, updated_at = :now"
+	"    FROM s WHERE t.product_id" EQ ":product_id" " AND t.part" EQ "s.part"
+	"  RETURNING t.part, t.version)"
+	TAKE_STOCK_LEDGER,
+	{{"product_id", TEXTOID}, {"part", INT2OID}, {"qty", INT4OID}, {"reservation_id", TEXTOID},
+	 {"buyer_id", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/* A line counted in another part than the one it was written with. */
+static HcStatement move_line_part = {
+	"UPDATE hc_stock_reservation_lines SET part = :part"
+	" WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id",
+	{{"product_id", TEXTOID}, {"reservation_id", TEXTOID}, {"part", INT2OID}}
+};
+
+/*
+ * Spread a product's available units anew over its parts, every one of them
+ * locked: part p's stock becomes (:stocks)[p + 1].  Moving units between
+ * parts changes no product's stock, so it writes no ledger row.
+ */
+static HcStatement respread = {
+	"UPDATE hc_stock_parts SET stock = (:stocks)[part" PLUS "1], updated_at = :now"
+	" WHERE product_id" EQ ":product_id" " AND stock" NE "(:stocks)[part" PLUS "1]",
+	{{"product_id", TEXTOID}, {"stocks", INT4ARRAYOID}, {"now", TIMESTAMPTZOID}}
+};
+
+/*
+ * Reclaim, in one statement, the oldest expired lines of a product counted
+ * in the parts we have locked (:parts, or all of them if NULL), from
+ * :lines_from on: just enough of them to free :wanted
  * units, and never more than STOCK_RECLAIM_MAX_LINES lines, so that no
  * caller pays for a backlog the sweeper should clear.  Each line stops
  * counting once (its own status is checked), gets its ledger row (:event
@@ -169,8 +269,8 @@ static HcStatement take_stock = {
  *   IS NOT DISTINCT FROM, which no index serves, so that the partial expiry
  *   index of RESERVED orders cannot serve the lookup instead), then changed
  *   through its primary key;
- * - the ledger rows join expired to moved, which holds one row at most (the
- *   product's), so that join is linear whichever way it runs.
+ * - the ledger rows join expired to moved, which holds one row per part of
+ *   the product at most, so that join is linear whichever way it runs.
  */
 static HcStatement reclaim_lines = {
 	"WITH doomed AS ("
@@ -180,6 +280,7 @@ static HcStatement reclaim_lines = {
 	"      FROM (SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
 	"             WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'"
 	"               AND expires_at" LE ":now" " AND expires_at" GE ":lines_from"
+	"               AND (:parts IS NULL OR part" EQ "ANY (:parts))"
 	"             ORDER BY expires_at"
 	"             LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") oldest) s"
 	"   WHERE running" MINUS "qty" LT ":wanted),"
@@ -189,21 +290,22 @@ static HcStatement reclaim_lines = {
 	"     AND l.expires_at" GE ":lines_from"
 	"     AND l.expires_at" LE "(SELECT pg_catalog.max(expires_at) FROM doomed)"
 	"     AND (l.reservation_id" EQ "ANY (SELECT reservation_id FROM doomed)) IS TRUE"
-	"  RETURNING l.reservation_id, l.qty, l.buyer_id, l.expires_at),"
+	"  RETURNING l.reservation_id, l.qty, l.buyer_id, l.expires_at, l.part),"
 	" moved AS ("
-	"  UPDATE hc_inventory i"
+	"  UPDATE hc_stock_parts i"
 	"     SET reserved = i.reserved" MINUS "t.total, version = i.version" PLUS "t.n,"
 	"         updated_at = :now"
-	"    FROM (SELECT pg_catalog.sum(qty)::pg_catalog.int4 AS total,"
-	"                 pg_catalog.count(*)::pg_catalog.int4 AS n,"
-	"                 pg_catalog.max(expires_at) AS last FROM expired) t"
-	"   WHERE i.product_id" EQ ":product_id" " AND t.n" GT "0"
-	"  RETURNING i.version, t.total, t.n, t.last),"
+	"    FROM (SELECT part, pg_catalog.sum(qty)::pg_catalog.int4 AS total,"
+	"                 pg_catalog.count(*)::pg_catalog.int4 AS n FROM expired GROUP BY part) t"
+	"   WHERE i.product_id" EQ ":product_id" " AND i.part" EQ "t.part"
+	"  RETURNING i.part, i.version, t.total, t.n),"
 	" logged AS ("
-	HC_LEDGER_ROWS("'product'", ":product_id", "m.version" MINUS "m.n" PLUS "e.k", ":event",
-				   ":source", "e.reservation_id", "e.buyer_id", MINUS "e.qty",
+	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("m.part", "m.version" MINUS "m.n" PLUS "e.k"),
+				   ":event", ":source", "e.reservation_id", "e.buyer_id", MINUS "e.qty",
 				   "0", "NULL")
-	"    FROM moved m, (SELECT *, pg_catalog.row_number() OVER () AS k FROM expired) e),"
+	"    FROM moved m,"
+	"         (SELECT *, pg_catalog.row_number() OVER (PARTITION BY part) AS k FROM expired) e"
+	"   WHERE e.part" EQ "m.part),"
 	" ended AS ("
 	"  UPDATE hc_stock_reservations o SET status = 'EXPIRED', ended_at = :now"
 	"    FROM expired e"
@@ -213,24 +315,38 @@ static HcStatement reclaim_lines = {
 	"        FOR NO KEY UPDATE SKIP LOCKED) r"
 	"   WHERE o.scope_id" EQ "r.scope_id" " AND o.id" EQ "r.id"
 	"  RETURNING o.id)"
-	" SELECT total AS units, n AS lines, last, (SELECT pg_catalog.count(*) FROM ended) AS ended"
-	"   FROM moved",
+	" SELECT pg_catalog.sum(total)::pg_catalog.int4 AS units, pg_catalog.sum(n)::pg_catalog.int4 AS lines,"
+	"        (SELECT pg_catalog.max(expires_at) FROM expired) AS last,"
+	"        (SELECT pg_catalog.count(*) FROM ended) AS ended"
+	"   FROM moved HAVING pg_catalog.count(*)" GT "0",
 	{{"product_id", TEXTOID}, {"wanted", INT8OID}, {"lines_from", TIMESTAMPTZOID},
-	 {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
+	 {"parts", INT2ARRAYOID}, {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
 };
 
-/* The products of a reservation, in the order they are locked in. */
+/*
+ * The products of a reservation and their lines' parts, in the order they
+ * are locked in; and, for a late finalize, whether a line of a product in
+ * several parts must find its units again (it was expired: a line still
+ * RESERVED, expired or not, still counts, and one reclaimed between this
+ * look and its lock takes the fallback of stock_retake).  Only then are all
+ * of the product's parts locked, so that a replayed or refused finalize
+ * waits for no part but its line's.
+ */
 static HcStatement order_products = {
-	"SELECT product_id FROM hc_stock_reservation_lines"
-	" WHERE reservation_id" EQ ":reservation_id"
-	" ORDER BY product_id COLLATE \"C\"",
+	"SELECT l.product_id, l.part::pg_catalog.int4 AS part,"
+	"       l.status" EQ "'EXPIRED'"
+	"       AND EXISTS (SELECT FROM hc_stock_parts s"
+	"                    WHERE s.product_id" EQ "l.product_id" " AND s.part" GT "0) AS may_retake"
+	"  FROM hc_stock_reservation_lines l"
+	" WHERE l.reservation_id" EQ ":reservation_id"
+	" ORDER BY l.product_id COLLATE \"C\"",
 	{{"reservation_id", TEXTOID}}
 };
 
 /* Lock a reservation and read it with its lines (its products are locked). */
 static HcStatement lock_order = {
 	"SELECT r.scope_id, r.buyer_id, r.status, r.expires_at, r.created_at,"
-	"       l.product_id, l.qty, l.status AS line_status"
+	"       l.product_id, l.part::pg_catalog.int4 AS part, l.qty, l.status AS line_status"
 	"  FROM hc_stock_reservations r"
 	"  JOIN hc_stock_reservation_lines l ON l.reservation_id" EQ "r.id"
 	" WHERE r.id" EQ ":reservation_id"
@@ -250,16 +366,17 @@ static HcStatement lock_order = {
 	"   WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id" \
 	"     AND status" EQ ":line_status" " RETURNING buyer_id)," \
 	" i AS (" \
-	"  UPDATE hc_inventory" \
+	"  UPDATE hc_stock_parts" \
 	"     SET stock = stock" PLUS ":stock_delta, reserved = reserved" PLUS ":reserved_delta," \
 	"         version = version" PLUS "1, updated_at = :now" \
-	"   WHERE product_id" EQ ":product_id" " AND EXISTS (SELECT FROM l)" \
-	"  RETURNING version)"
+	"   WHERE product_id" EQ ":product_id" " AND part" EQ ":part" " AND EXISTS (SELECT FROM l)" \
+	"  RETURNING part, version)"
 #define MOVE_LINE_LEDGER \
-	HC_LEDGER_ROWS("'product'", ":product_id", "i.version", ":event", ":source", \
-				   ":reservation_id", "l.buyer_id", ":reserved_delta", ":stock_delta", "NULL")
+	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("i.part", "i.version"), ":event", \
+				   ":source", ":reservation_id", "l.buyer_id", ":reserved_delta", ":stock_delta", \
+				   "NULL")
 #define MOVE_LINE_PARAMS \
-	{"product_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID}, \
+	{"product_id", TEXTOID}, {"part", INT2OID}, {"reservation_id", TEXTOID}, {"status", TEXTOID}, \
 	{"line_status", TEXTOID}, {"stock_delta", INT4OID}, {"reserved_delta", INT4OID}, \
 	{"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS
 
@@ -295,33 +412,80 @@ static HcStatement end_order = {
 
 static HcStatement create_product = {
 	"WITH i AS ("
-	"  INSERT INTO hc_inventory (product_id, stock, reserved, created_at, updated_at)"
+	"  INSERT INTO hc_stock_parts (product_id, stock, reserved, created_at, updated_at)"
 	"  VALUES (:product_id, :stock, 0, :now, :now)"
-	"  ON CONFLICT (product_id) DO NOTHING RETURNING *),"
+	"  ON CONFLICT (product_id, part) DO NOTHING RETURNING *),"
 	" logged AS ("
-	HC_LEDGER_ROWS("'product'", ":product_id", "i.version", "'stock_set'", "'adjustment'",
+	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("i.part", "i.version"), "'stock_set'",
+				   "'adjustment'",
 				   "NULL", "NULL", "0", ":stock", "'created'") " FROM i)"
 	" SELECT * FROM i",
 	{{"product_id", TEXTOID}, {"stock", INT4OID}, HC_LEDGER_PARAMS}
 };
 
 /*
- * Set a locked product's stock from :old_stock to :stock, with the ledger's
- * :event and a new version unless nothing changes.
+ * Set a product's stock, every part of it locked, from :old_stock to
+ * :stock, part p's becoming (:stocks)[p + 1]: the ledger's :event on part 0,
+ * with a new version there, unless the product's stock does not change.
  */
 static HcStatement set_stock = {
 	"WITH i AS ("
-	"  UPDATE hc_inventory"
-	"     SET stock = :stock, updated_at = :now,"
-	"         version = version" PLUS "CASE WHEN :stock" NE ":old_stock" " THEN 1 ELSE 0 END"
-	"   WHERE product_id" EQ ":product_id" " RETURNING *),"
-	" logged AS ("
-	HC_LEDGER_ROWS("'product'", ":product_id", "i.version", ":event", "'adjustment'", "NULL",
-				   "NULL", "0", ":stock" MINUS ":old_stock", ":detail")
-	"    FROM i WHERE :stock" NE ":old_stock)"
-	" SELECT * FROM i",
-	{{"product_id", TEXTOID}, {"stock", INT4OID}, {"old_stock", INT4OID}, {"event", TEXTOID},
-	 {"detail", TEXTOID}, HC_LEDGER_PARAMS}
+	"  UPDATE hc_stock_parts"
+	"     SET stock = (:stocks)[part" PLUS "1], updated_at = :now,"
+	"         version = version" PLUS "CASE WHEN part" EQ "0 AND :stock" NE ":old_stock"
+	"                                       THEN 1 ELSE 0 END"
+	"   WHERE product_id" EQ ":product_id" " RETURNING part, version)"
+	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("i.part", "i.version"), ":event",
+				   "'adjustment'", "NULL", "NULL", "0", ":stock" MINUS ":old_stock", ":detail")
+	" FROM i WHERE i.part" EQ "0 AND :stock" NE ":old_stock",
+	{{"product_id", TEXTOID}, {"stock", INT4OID}, {"old_stock", INT4OID},
+	 {"stocks", INT4ARRAYOID}, {"event", TEXTOID}, {"detail", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/*
+ * New parts :from..:to of a product, empty.  A part number the product had
+ * before goes on from the last seq its ledger rows have (one probe of the
+ * ledger's key each), so that no seq repeats.
+ */
+static HcStatement add_parts = {
+	"INSERT INTO hc_stock_parts (product_id, part, stock, reserved, version, created_at, updated_at)"
+	" SELECT :product_id, n, 0, 0,"
+	"        COALESCE((SELECT (pg_catalog.max(l.seq)" MINUS "(n" TIMES "281474976710656))::pg_catalog.int4"
+	"                    FROM hc_ledger l"
+	"                   WHERE l.kind" EQ "'product'" " AND l.entity_id" EQ ":product_id"
+	"                     AND l.seq" GE "(n" TIMES "281474976710656::pg_catalog.int8)"
+	"                     AND l.seq" LT "((n" PLUS "1)" TIMES "281474976710656::pg_catalog.int8)), 0),"
+	"        :now, :now"
+	"   FROM pg_catalog.generate_series(:from, :to) n",
+	{{"product_id", TEXTOID}, {"from", INT4OID}, {"to", INT4OID}, {"now", TIMESTAMPTZOID}}
+};
+
+/*
+ * Part 0 takes the stock, the reserved units and the versions of the parts
+ * from :from on, which then go (every part locked): its version jumps
+ * ahead, so its seqs stay its own, and the product's version (the sum) does
+ * not go back.
+ */
+static HcStatement merge_parts = {
+	"WITH gone AS ("
+	"  SELECT pg_catalog.sum(stock)::pg_catalog.int4 AS stock,"
+	"         pg_catalog.sum(reserved)::pg_catalog.int4 AS reserved,"
+	"         pg_catalog.sum(version)::pg_catalog.int4 AS version"
+	"    FROM hc_stock_parts WHERE product_id" EQ ":product_id" " AND part" GE ":from)"
+	" UPDATE hc_stock_parts p SET stock = p.stock" PLUS "g.stock, reserved = p.reserved" PLUS "g.reserved,"
+	"        version = p.version" PLUS "g.version, updated_at = :now"
+	"   FROM gone g WHERE p.product_id" EQ ":product_id" " AND p.part" EQ "0",
+	{{"product_id", TEXTOID}, {"from", INT4OID}, {"now", TIMESTAMPTZOID}}
+};
+
+/* Parts from :from on, emptied by the caller, go; their lines count in part 0. */
+static HcStatement drop_parts = {
+	"WITH d AS ("
+	"  DELETE FROM hc_stock_parts WHERE product_id" EQ ":product_id" " AND part" GE ":from"
+	"  RETURNING part)"
+	" UPDATE hc_stock_reservation_lines SET part = 0"
+	"  WHERE product_id" EQ ":product_id" " AND part" GE ":from",
+	{{"product_id", TEXTOID}, {"from", INT4OID}}
 };
 
 /*
@@ -337,9 +501,11 @@ static HcStatement set_stock = {
  * the outer ORDER BY is the sort's own, so it adds none.
  */
 static HcStatement expired_products = {
-	"SELECT i.product_id FROM ("
-	"   SELECT product_id, product_id COLLATE \"C\" AS bytes FROM hc_inventory"
-	"    WHERE reserved" GT "0" " AND product_id COLLATE \"C\"" GE ":from"
+	"SELECT i.product_id, i.parts FROM ("
+	"   SELECT product_id, product_id COLLATE \"C\" AS bytes,"
+	"          pg_catalog.count(*)::pg_catalog.int4 AS parts FROM hc_stock_parts"
+	"    WHERE product_id COLLATE \"C\"" GE ":from"
+	"    GROUP BY product_id HAVING pg_catalog.sum(reserved)" GT "0"
 	"    ORDER BY 2 OFFSET 0) i"
 	" WHERE (SELECT true FROM hc_stock_reservation_lines l"
 	"         WHERE l.product_id" EQ "i.product_id" " AND l.status" EQ "'RESERVED'"
@@ -393,6 +559,21 @@ product_not_found(const char *product_id)
 			 errhint("Create it with hc_stock_set() first.")));
 }
 
+/*
+ * 40001 when a line's part changed (hc_stock_spread dropped it, a late
+ * finalize moved the line) between the look at a reservation and its lock,
+ * or a late finalize's line expired meanwhile and its own part cannot take
+ * it again: the caller retries, as after any serialization failure.
+ */
+static void
+stock_parts_changed(const char *product_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("the parts of product \"%s\" changed during the call", product_id),
+			 errhint("Try again: hc_stock_spread() or another call moved its units or lines meanwhile.")));
+}
+
 /* RS002, with the product's numbers as last read. */
 static void
 stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 reserved)
@@ -415,14 +596,16 @@ typedef struct StockReclaimed
 } StockReclaimed;
 
 /*
- * Reclaim expired lines of a product whose row we have locked, from
- * lines_from on (DT_NOBEGIN: all), enough to free needed units if there are
- * that many (at most STOCK_RECLAIM_MAX_LINES lines), with ledger event and
- * source as given.  Returns the units freed, and what it did in *done.
+ * Reclaim expired lines of a product counted in the parts we have locked
+ * (parts, an int2[]; (Datum) 0: all of them), from lines_from on
+ * (DT_NOBEGIN: all), enough to free needed units if there are that many (at
+ * most STOCK_RECLAIM_MAX_LINES lines), with ledger event and source as
+ * given.  Returns the units freed, and what it did in *done.
  */
 static int64
-stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, TimestampTz lines_from,
-				 const char *event, const char *source, StockReclaimed *done)
+stock_reclaim_as(HcCall *call, const char *product_id, Datum parts, int64 needed,
+				 TimestampTz lines_from, const char *event, const char *source,
+				 StockReclaimed *done)
 {
 	HcArgs		args;
 
@@ -430,6 +613,10 @@ stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, TimestampTz
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "wanted", Int64GetDatum(needed));
 	hc_bind(&args, "lines_from", TimestampTzGetDatum(lines_from));
+	if (parts != (Datum) 0)
+		hc_bind(&args, "parts", parts);
+	else
+		hc_bind_null(&args, "parts");
 	hc_bind_text(&args, "event", event);
 	hc_bind_text(&args, "source", source);
 	memset(done, 0, sizeof(*done));
@@ -442,13 +629,26 @@ stock_reclaim_as(HcCall *call, const char *product_id, int64 needed, TimestampTz
 	return done->units;
 }
 
-/* A call's inline reclaim: the units freed. */
+/* A call's inline reclaim, every part of the product locked: the units freed. */
 static int64
 stock_reclaim(HcCall *call, const char *product_id, int64 needed)
 {
 	StockReclaimed done;
 
-	return stock_reclaim_as(call, product_id, needed, DT_NOBEGIN, "reclaim", "reclaim", &done);
+	return stock_reclaim_as(call, product_id, (Datum) 0, needed, DT_NOBEGIN, "reclaim", "reclaim",
+							&done);
+}
+
+/* An int2[] of parts. */
+static Datum
+stock_parts_array(const int16 *parts, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int16GetDatum(parts[i]);
+	return PointerGetDatum(construct_array(d, n, INT2OID, 2, true, TYPALIGN_SHORT));
 }
 
 /*
@@ -469,6 +669,7 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 	uint64		n;
 	uint64		i;
 	char	  **products;
+	int32	   *nparts;
 	int64		more = -1;		/* the first product that may have more lines */
 	TimestampTz more_from = DT_NOBEGIN;
 
@@ -479,21 +680,35 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
 	n = hc_run(call, &args, SPI_OK_SELECT);
 	products = palloc(sizeof(char *) * (n + 1));
-	for (i = 0; i < n; i++)
-		products[i] = hc_text(call, (int) i, "product_id");
+	nparts = palloc(sizeof(int32) * (n + 1));
 	for (i = 0; i < n; i++)
 	{
-		Datum		reserved;
-		bool		isnull;
+		products[i] = hc_text(call, (int) i, "product_id");
+		nparts[i] = hc_int32((int) i, "parts");
+	}
+	for (i = 0; i < n; i++)
+	{
+		int16	   *held = palloc(sizeof(int16) * nparts[i]);
+		int			nheld = 0;
+		int16		part;
 		StockReclaimed done;
 		TimestampTz lines_from = DT_NOBEGIN;
 
-		if (!hc_fetch(call, &sweep_product, products[i], &reserved, &isnull))
+		/* The parts nobody has: the lines of the others wait for the next run. */
+		for (part = 0; part < nparts[i]; part++)
+		{
+			Datum		reserved;
+			bool		isnull;
+
+			if (hc_fetch_part(call, &sweep_part, products[i], part, &reserved, &isnull))
+				held[nheld++] = part;
+		}
+		if (nheld == 0)
 			continue;
 		if (counts->lines_resumed && strcmp(products[i], counts->products_from) == 0)
 			lines_from = counts->lines_from;
-		if (stock_reclaim_as(call, products[i], PG_INT64_MAX, lines_from, "expire", "sweep",
-							 &done) == 0)
+		if (stock_reclaim_as(call, products[i], stock_parts_array(held, nheld), PG_INT64_MAX,
+							 lines_from, "expire", "sweep", &done) == 0)
 			continue;
 		if (done.lines >= STOCK_RECLAIM_MAX_LINES && more < 0)
 		{
@@ -557,52 +772,247 @@ stock_sweep_orders(HcCall *call, int batch_size, HcSweepCounts *counts)
 void
 hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
+	/* A database still on 0.2.0 SQL keeps its expired stock until the update. */
+	if (!hc_sql_at_least("0.3.0"))
+	{
+		counts->lines_done = counts->orders_done = true;
+		return;
+	}
 	if (!counts->lines_done)
 		stock_sweep_lines(call, batch_size, counts);
 	if (counts->lines_done && !counts->orders_done)
 		stock_sweep_orders(call, batch_size, counts);
 }
 
-/* Lock a product's row and read its numbers; RS006 if it does not exist. */
-static void
-stock_lock_product_row(HcCall *call, const char *product_id, int32 *stock, int32 *reserved)
+/* A product's parts, as read with all of them locked. */
+typedef struct StockParts
 {
+	int			n;
+	int32	   *stock;			/* of part i */
+	int32	   *reserved;
+	int64		total_stock;
+	int64		total_reserved;
+} StockParts;
+
+/*
+ * Lock every part of a product, in part order, and read them; RS006 if it
+ * does not exist.  Part 0 first, alone: every change to the set of parts
+ * (hc_stock_spread) holds it, so the statement that locks them all, whose
+ * snapshot is taken after that lock, sees every part there is; a single
+ * statement that waited for part 0 would miss the parts added meanwhile.
+ * Locking them again (to read them anew) takes no lock the transaction
+ * does not hold.
+ */
+static void
+stock_lock_parts(HcCall *call, const char *product_id, StockParts *p)
+{
+	HcArgs		args;
 	Datum		numbers[2];
 	bool		nulls[2];
+	uint64		n;
+	uint64		i;
 
-	if (!hc_fetch(call, &lock_product, product_id, numbers, nulls))
+	if (!hc_fetch_part(call, &lock_part, product_id, 0, numbers, nulls))
 		product_not_found(product_id);
-	*stock = DatumGetInt32(numbers[0]);
-	*reserved = DatumGetInt32(numbers[1]);
+	hc_args(&args, &lock_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	if (n == 0)
+		product_not_found(product_id);
+	p->n = (int) n;
+	p->stock = palloc(sizeof(int32) * n);
+	p->reserved = palloc(sizeof(int32) * n);
+	p->total_stock = p->total_reserved = 0;
+	for (i = 0; i < n; i++)
+	{
+		if (hc_int32((int) i, "part") != (int32) i)
+			elog(ERROR, "the parts of product \"%s\" are not numbered 0 to %d", product_id, (int) n - 1);
+		p->stock[i] = hc_int32((int) i, "stock");
+		p->reserved[i] = hc_int32((int) i, "reserved");
+		p->total_stock += p->stock[i];
+		p->total_reserved += p->reserved[i];
+	}
 }
 
 /*
- * Reserve qty of a product for a reservation: the conditional update, which
- * holds the product's row lock for nothing else.  If it finds too little,
- * lock the row, reclaim as many expired units as are missing, and try once
- * more.  Returns false if there is still too little, with the product's
- * numbers in *stock and *reserved.
+ * Spread a product's available units anew over its parts, all of them
+ * locked: as evenly as they go, with extra more on part `first` (that part
+ * takes extra units next).  Only the stock of each part moves; reserved
+ * stays with the lines counted there.
+ */
+static void
+stock_respread(HcCall *call, const char *product_id, StockParts *p, int first, int64 extra)
+{
+	int64		available = p->total_stock - p->total_reserved - extra;
+	Datum	   *stocks = palloc(sizeof(Datum) * p->n);
+	HcArgs		args;
+	int			i;
+
+	Assert(available >= 0 && first < p->n);
+	for (i = 0; i < p->n; i++)
+	{
+		int64		share = available / p->n + (i < available % p->n ? 1 : 0);
+
+		p->stock[i] = (int32) (p->reserved[i] + share + (i == first ? extra : 0));
+		stocks[i] = Int32GetDatum(p->stock[i]);
+	}
+	hc_args(&args, &respread);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "stocks", PointerGetDatum(construct_array(stocks, p->n, INT4OID, 4, true,
+															 TYPALIGN_INT)));
+	(void) hc_run(call, &args, SPI_OK_UPDATE);
+}
+
+/*
+ * Take qty of a product for a reservation's line from its part *part
+ * (take_stock, which waits for the part), or with stmt probe_stock from any
+ * other part that has the units and that nobody holds; with its ledger row.
+ * Sets *part to the part taken from; false if none had the units.
  */
 static bool
-stock_take(HcCall *call, const char *product_id, int32 qty, const char *reservation_id,
-		   const char *buyer_id, int32 *stock, int32 *reserved)
+stock_take_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *part, int32 qty,
+				const char *reservation_id, const char *buyer_id)
 {
 	HcArgs		args;
 
-	hc_args(&args, &take_stock);
+	hc_args(&args, stmt);
 	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "part", Int16GetDatum(*part));
 	hc_bind(&args, "qty", Int32GetDatum(qty));
 	hc_bind_text(&args, "reservation_id", reservation_id);
 	hc_bind_text(&args, "buyer_id", buyer_id);
-	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
-		return true;
-	stock_lock_product_row(call, product_id, stock, reserved);
-	if (stock_reclaim(call, product_id, (int64) qty - (*stock - *reserved)) == 0)
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) != 1)
 		return false;
-	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
+	*part = PART_OF_SEQ(hc_int64(0, "seq"));
+	return true;
+}
+
+/*
+ * One try of stmt in a subtransaction, rolled back if it took nothing: a
+ * row lock that a failed re-check keeps (an UPDATE or FOR UPDATE that
+ * found the row changed) goes with it, so that the caller holds no part it
+ * did not take before it waits for another.  An error inside rolls it back
+ * too, as PL/pgSQL's exception blocks do, before it goes on.
+ */
+static bool
+stock_try_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *part, int32 qty,
+			   const char *reservation_id, const char *buyer_id)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner resowner = CurrentResourceOwner;
+	bool		taken;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		taken = stock_take_part(call, stmt, product_id, part, qty, reservation_id, buyer_id);
+		if (taken)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = resowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = resowner;
+	return taken;
+}
+
+/*
+ * The tries of a product with several parts that hold at most one part:
+ * any part that has the units and that nobody holds, *part first (never
+ * waiting, so a call that keeps a part in a long transaction delays nobody
+ * while other parts have units); else *part, waiting for it.  Each try is
+ * rolled back if it took nothing.
+ */
+static bool
+stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qty,
+					 const char *reservation_id, const char *buyer_id)
+{
+	return stock_try_part(call, &probe_stock, product_id, part, qty, reservation_id, buyer_id) ||
+		stock_try_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id);
+}
+
+/*
+ * Reserve qty of a product for a reservation's line, counted in *part.  A
+ * product of one part: the conditional update, which holds the part's lock
+ * for nothing else.  Of several: the line's part, then any other (above).
+ * If that finds too little, every part is locked in order: reclaim as many
+ * expired units as are missing, and if the product has the units, spread
+ * them anew so that the line's part has them, and take them there.  Returns
+ * false if there is still too little, decided with every part locked, with
+ * the product's numbers in *stock and *reserved.
+ */
+static bool
+stock_take(HcCall *call, const char *product_id, int32 parts, int16 *part, int32 qty,
+		   const char *reservation_id, const char *buyer_id, int32 *stock, int32 *reserved)
+{
+	StockParts p;
+	int64		missing;
+
+	if (parts > 1 ?
+		stock_take_unordered(call, product_id, part, qty, reservation_id, buyer_id) :
+		stock_take_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id))
 		return true;
-	stock_lock_product_row(call, product_id, stock, reserved);
-	return false;
+
+	stock_lock_parts(call, product_id, &p);
+	missing = qty - (p.total_stock - p.total_reserved);
+	if (missing > 0 && stock_reclaim(call, product_id, missing) > 0)
+		stock_lock_parts(call, product_id, &p);
+	*stock = (int32) p.total_stock;
+	*reserved = (int32) p.total_reserved;
+	if (p.total_stock - p.total_reserved < qty)
+		return false;
+	if (*part >= p.n)
+		*part = 0;
+	if (p.stock[*part] - p.reserved[*part] < qty)
+		stock_respread(call, product_id, &p, *part, qty);
+	if (!stock_take_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id))
+		elog(ERROR, "part %d of product \"%s\" did not have the units it was given", *part, product_id);
+	return true;
+}
+
+/*
+ * A late finalize's line that no longer counts, locked as stock_lock left
+ * it: its units taken again, into line->part.  With every part of its
+ * product locked (or a product of one part), the whole way, as a reserve
+ * takes them: reclaim, spread anew, or false if the product has too little.
+ * With only its own part locked (it expired between stock_lock's look and
+ * its lock), from that part or any other that nobody holds, but not by
+ * waiting for another part, which would be taking a second part out of
+ * order: if that fails, 40001, and the retry locks every part.
+ */
+static bool
+stock_retake(HcCall *call, StockLine *line, const char *reservation_id, const char *buyer_id,
+			 int32 *stock, int32 *reserved)
+{
+	HcArgs		args;
+
+	if (line->parts > 0)
+		return stock_take(call, line->product_id, line->parts, &line->part, line->qty,
+						  reservation_id, buyer_id, stock, reserved);
+	hc_args(&args, &count_parts);
+	hc_bind_text(&args, "product_id", line->product_id);
+	(void) hc_run(call, &args, SPI_OK_SELECT);
+	if (hc_int32(0, "parts") <= 1)
+		return stock_take(call, line->product_id, 1, &line->part, line->qty, reservation_id,
+						  buyer_id, stock, reserved);
+	if (!stock_take_unordered(call, line->product_id, &line->part, line->qty, reservation_id,
+							  buyer_id))
+		stock_parts_changed(line->product_id);
+	return true;
 }
 
 /* The items as jsonb: [{"product_id": "...", "qty": n}, ...]. */
@@ -741,7 +1151,7 @@ stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines)
 	return lines;
 }
 
-/* A text[] or int4[] of the lines' products or quantities. */
+/* A text[], int4[] or int2[] of the lines' products, quantities or parts. */
 static Datum
 stock_products(const StockLine *lines, int n)
 {
@@ -751,6 +1161,31 @@ stock_products(const StockLine *lines, int n)
 	for (i = 0; i < n; i++)
 		products[i] = HC_TEXT(lines[i].product_id);
 	return PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static Datum
+stock_line_parts(const StockLine *lines, int n)
+{
+	int16	   *parts = palloc(sizeof(int16) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		parts[i] = lines[i].part;
+	return stock_parts_array(parts, n);
+}
+
+/* The line is counted in another part than the one it was written with. */
+static void
+stock_count_line_in(HcCall *call, const char *product_id, const char *reservation_id, int16 part)
+{
+	HcArgs		args;
+
+	hc_args(&args, &move_line_part);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	hc_bind(&args, "part", Int16GetDatum(part));
+	if (hc_run(call, &args, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, reservation_id);
 }
 
 static Datum
@@ -779,6 +1214,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	int			i;
 
 	hc_call_begin_keyed(&call, fcinfo, function);
+	hc_require_sql_at_least("0.3.0", call.function);
 	hc_fingerprint_init(&fp, function);
 	hc_fingerprint_add(&fp, buyer_id);
 	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
@@ -828,12 +1264,16 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 
 		if (!isnull && (int64) stock - reserved + DatumGetInt64(expired) < lines[i].qty)
 			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
+		/* A product of several parts: the backend's own part first, to spread the callers. */
+		lines[i].parts = hc_int32(i, "parts");
+		lines[i].part = lines[i].parts > 1 ? (int16) (MyProcPid % lines[i].parts) : 0;
 	}
 
 	r.id = hc_new_reservation_id(call.now);
 	hc_args(&args, &insert_order);
 	hc_bind(&args, "products", stock_products(lines, n));
 	hc_bind(&args, "quantities", stock_quantities(lines, n));
+	hc_bind(&args, "parts", stock_line_parts(lines, n));
 	hc_bind_text(&args, "reservation_id", r.id);
 	hc_bind_text(&args, "buyer_id", buyer_id);
 	hc_bind_text(&args, "key", key);
@@ -844,11 +1284,15 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 
 	for (i = 0; i < n; i++)
 	{
+		int16		part = lines[i].part;
 		int32		stock;
 		int32		reserved;
 
-		if (!stock_take(&call, lines[i].product_id, lines[i].qty, r.id, buyer_id, &stock, &reserved))
+		if (!stock_take(&call, lines[i].product_id, lines[i].parts, &part, lines[i].qty, r.id,
+						buyer_id, &stock, &reserved))
 			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
+		if (part != lines[i].part)
+			stock_count_line_in(&call, lines[i].product_id, r.id, part);
 	}
 	hc_call_end(&call);
 	return stock_result(fcinfo, &r);
@@ -896,13 +1340,18 @@ hc_reserve_items(PG_FUNCTION_ARGS)
 /*
  * Lock a reservation for finalize or unreserve: its products one at a time
  * in order, then the reservation row, and read it with its lines under
- * those locks.
+ * those locks.  Of each product, the line's part; for a late finalize
+ * (retake), every part of a product in several parts whose line may have
+ * to find its units again, so that it can reclaim and spread them as a
+ * reserve does (the line's .parts says how many are locked, else 0).
  */
 static void
-stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
+stock_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r)
 {
 	HcArgs		args;
 	char	  **products;
+	int16	   *parts;
+	int32	   *locked;
 	uint64		n;
 	uint64		i;
 
@@ -913,15 +1362,39 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 		hc_reservation_not_found(reservation_id, "stock reservation",
 								 "Use the reservation_id that hc_reserve() or hc_reserve_items() returned.");
 	products = palloc(sizeof(char *) * n);
+	parts = palloc(sizeof(int16) * n);
+	locked = palloc0(sizeof(int32) * n);
 	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		may_retake = hc_datum((int) i, "may_retake", &isnull);
+
 		products[i] = hc_text(call, (int) i, "product_id");
+		parts[i] = (int16) hc_int32((int) i, "part");
+		if (retake && !isnull && DatumGetBool(may_retake))
+			locked[i] = -1;
+	}
 	for (i = 0; i < n; i++)
 	{
 		Datum		numbers[2];
 		bool		nulls[2];
 
-		if (!hc_fetch(call, &lock_product, products[i], numbers, nulls))
-			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", products[i], reservation_id);
+		if (locked[i] != 0)
+		{
+			StockParts	p;
+
+			stock_lock_parts(call, products[i], &p);
+			locked[i] = p.n;
+		}
+		else if (!hc_fetch_part(call, &lock_part, products[i], parts[i], numbers, nulls))
+		{
+			hc_args(&args, &count_parts);
+			hc_bind_text(&args, "product_id", products[i]);
+			(void) hc_run(call, &args, SPI_OK_SELECT);
+			if (hc_int32(0, "parts") == 0)
+				elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", products[i], reservation_id);
+			stock_parts_changed(products[i]);
+		}
 	}
 
 	hc_args(&args, &lock_order);
@@ -941,8 +1414,13 @@ stock_lock(HcCall *call, const char *reservation_id, StockReservation *r)
 	for (i = 0; i < n; i++)
 	{
 		r->lines[i].product_id = hc_text(call, (int) i, "product_id");
+		r->lines[i].part = (int16) hc_int32((int) i, "part");
 		r->lines[i].qty = hc_int32((int) i, "qty");
 		r->lines[i].status = hc_text(call, (int) i, "line_status");
+		r->lines[i].parts = locked[i];
+		/* The line moved to another part meanwhile (hc_stock_spread, a late finalize). */
+		if (locked[i] == 0 && r->lines[i].part != parts[i])
+			stock_parts_changed(products[i]);
 	}
 }
 
@@ -960,6 +1438,7 @@ stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *
 
 	hc_args(&args, last ? &move_last_line : &move_line);
 	hc_bind_text(&args, "product_id", line->product_id);
+	hc_bind(&args, "part", Int16GetDatum(line->part));
 	hc_bind_text(&args, "reservation_id", r->id);
 	hc_bind_text(&args, "status", status);
 	hc_bind_text(&args, "line_status", line->status);
@@ -1058,7 +1537,8 @@ hc_finalize(PG_FUNCTION_ARGS)
 	int			i;
 
 	hc_call_begin(&call, fcinfo, "hc_finalize");
-	stock_lock(&call, reservation_id, &r);
+	hc_require_sql_at_least("0.3.0", call.function);
+	stock_lock(&call, reservation_id, late_ok, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		r.replayed = true;
@@ -1076,10 +1556,15 @@ hc_finalize(PG_FUNCTION_ARGS)
 			int32		stock;
 			int32		reserved;
 
-			if (strcmp(line->status, "RESERVED") != 0 &&
-				!stock_take(&call, line->product_id, line->qty, r.id, r.buyer_id, &stock, &reserved))
+			int16		part = line->part;
+
+			if (strcmp(line->status, "RESERVED") == 0)
+				continue;
+			if (!stock_retake(&call, line, r.id, r.buyer_id, &stock, &reserved))
 				stock_expired(&r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
 										   line->product_id));
+			if (line->part != part)
+				stock_count_line_in(&call, line->product_id, r.id, line->part);
 		}
 		for (i = 0; i < r.nlines; i++)
 			stock_move_line(&call, &r, &r.lines[i], "FINALIZED", -r.lines[i].qty, -r.lines[i].qty,
@@ -1102,7 +1587,8 @@ hc_unreserve(PG_FUNCTION_ARGS)
 	int			i;
 
 	hc_call_begin(&call, fcinfo, "hc_unreserve");
-	stock_lock(&call, reservation_id, &r);
+	hc_require_sql_at_least("0.3.0", call.function);
+	stock_lock(&call, reservation_id, false, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		stock_not_active(&r, "A finalized order cannot be cancelled; refund through your payment flow.");
@@ -1124,15 +1610,17 @@ hc_unreserve(PG_FUNCTION_ARGS)
 }
 
 /*
- * Lock a product for a stock change and reclaim its expired lines, so that
- * a lagging sweeper does not block the change.  RS006 if it does not exist.
+ * Lock every part of a product for a stock change and reclaim its expired
+ * lines, so that a lagging sweeper does not block the change.  RS006 if it
+ * does not exist.
  */
 static void
-stock_lock_product(HcCall *call, const char *product_id, int32 *stock, int32 *reserved)
+stock_lock_product(HcCall *call, const char *product_id, StockParts *p)
 {
 	TimestampTz from = DT_NOBEGIN;
+	bool		reclaimed = false;
 
-	stock_lock_product_row(call, product_id, stock, reserved);
+	stock_lock_parts(call, product_id, p);
 
 	/*
 	 * Reclaim all of them: a stock change is an operator's act, not the hot
@@ -1145,28 +1633,50 @@ stock_lock_product(HcCall *call, const char *product_id, int32 *stock, int32 *re
 	for (;;)
 	{
 		StockReclaimed done;
-		int64		freed = stock_reclaim_as(call, product_id, PG_INT64_MAX, from,
-											 "reclaim", "reclaim", &done);
 
-		if (freed == 0)
+		if (stock_reclaim_as(call, product_id, (Datum) 0, PG_INT64_MAX, from, "reclaim",
+							 "reclaim", &done) == 0)
 			break;
-		*reserved -= (int32) freed;
+		reclaimed = true;
 		from = done.last;
 	}
+	if (reclaimed)
+		stock_lock_parts(call, product_id, p);
 }
 
-/* Set stock to new_stock, refusing to go below reserved; return the row. */
+/* The product as hc_inventory shows it, as the function's result. */
 static Datum
-stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int64 new_stock,
-			 int32 stock, int32 reserved, const char *event, const char *detail)
+stock_product_row(HcCall *call, FunctionCallInfo fcinfo, const char *product_id)
 {
 	HcArgs		args;
 
-	if (new_stock < reserved)
+	hc_args(&args, &read_product);
+	hc_bind_text(&args, "product_id", product_id);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+		elog(ERROR, "product \"%s\" vanished", product_id);
+	return hc_result_row(call, fcinfo);
+}
+
+/*
+ * Set the stock of a product, every part of it locked, to new_stock,
+ * refusing to go below reserved; its available units spread over its parts
+ * anew.  Return the product's row.
+ */
+static Datum
+stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int64 new_stock,
+			 StockParts *p, const char *event, const char *detail)
+{
+	HcArgs		args;
+	Datum	   *stocks;
+	int64		available = new_stock - p->total_reserved;
+	int			i;
+
+	if (available < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("stock of product \"%s\" cannot go below what is reserved", product_id),
-				 errdetail("Stock would be " INT64_FORMAT "; %d units are reserved.", new_stock, reserved),
+				 errdetail("Stock would be " INT64_FORMAT "; " INT64_FORMAT " units are reserved.",
+						   new_stock, p->total_reserved),
 				 errhint("Wait for reservations to end, or unreserve them first.")));
 	if (new_stock > PG_INT32_MAX)
 		ereport(ERROR,
@@ -1175,15 +1685,20 @@ stock_change(HcCall *call, FunctionCallInfo fcinfo, const char *product_id, int6
 				 errdetail("Stock would be " INT64_FORMAT "; the most it can be is %d.", new_stock, PG_INT32_MAX),
 				 errhint("Adjust by a smaller delta.")));
 
+	stocks = palloc(sizeof(Datum) * p->n);
+	for (i = 0; i < p->n; i++)
+		stocks[i] = Int32GetDatum((int32) (p->reserved[i] + available / p->n +
+										   (i < available % p->n ? 1 : 0)));
 	hc_args(&args, &set_stock);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "stock", Int32GetDatum((int32) new_stock));
-	hc_bind(&args, "old_stock", Int32GetDatum(stock));
+	hc_bind(&args, "old_stock", Int32GetDatum((int32) p->total_stock));
+	hc_bind(&args, "stocks", PointerGetDatum(construct_array(stocks, p->n, INT4OID, 4, true,
+															 TYPALIGN_INT)));
 	hc_bind_text(&args, "event", event);
 	hc_bind_text(&args, "detail", detail);
-	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
-		elog(ERROR, "product \"%s\" vanished", product_id);
-	return hc_result_row(call, fcinfo);
+	(void) hc_run(call, &args, SPI_OK_INSERT);
+	return stock_product_row(call, fcinfo, product_id);
 }
 
 /*
@@ -1195,8 +1710,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	char	   *product_id = hc_arg_id(fcinfo, 0, "product_id");
 	int32		new_stock = hc_arg_int(fcinfo, 1, "stock");
 	HcCall		call;
-	int32		stock;
-	int32		reserved;
+	StockParts	p;
 	HcArgs		args;
 	Datum		row;
 
@@ -1222,6 +1736,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	}
 #endif
 	hc_call_begin(&call, fcinfo, "hc_stock_set");
+	hc_require_sql_at_least("0.3.0", call.function);
 	hc_args(&args, &create_product);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "stock", Int32GetDatum(new_stock));
@@ -1229,8 +1744,8 @@ hc_stock_set(PG_FUNCTION_ARGS)
 		row = hc_result_row(&call, fcinfo);
 	else
 	{
-		stock_lock_product(&call, product_id, &stock, &reserved);
-		row = stock_change(&call, fcinfo, product_id, new_stock, stock, reserved, "stock_set", NULL);
+		stock_lock_product(&call, product_id, &p);
+		row = stock_change(&call, fcinfo, product_id, new_stock, &p, "stock_set", NULL);
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);
@@ -1247,8 +1762,7 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 	int32		delta = hc_arg_int(fcinfo, 1, "delta");
 	char	   *reason = hc_arg_text(fcinfo, 2, "reason");
 	HcCall		call;
-	int32		stock;
-	int32		reserved;
+	StockParts	p;
 	Datum		row;
 
 	if (delta == 0)
@@ -1260,9 +1774,66 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("reason must not be empty")));
 	hc_call_begin(&call, fcinfo, "hc_stock_adjust");
-	stock_lock_product(&call, product_id, &stock, &reserved);
-	row = stock_change(&call, fcinfo, product_id, (int64) stock + delta, stock, reserved,
-					   "stock_adjust", reason);
+	hc_require_sql_at_least("0.3.0", call.function);
+	stock_lock_product(&call, product_id, &p);
+	row = stock_change(&call, fcinfo, product_id, p.total_stock + delta, &p, "stock_adjust", reason);
+	hc_call_end(&call);
+	PG_RETURN_DATUM(row);
+}
+
+/* The most parts a product may have: part numbers fit the ledger's seq. */
+#define STOCK_MAX_PARTS 256
+
+/*
+ * hc_stock_spread(product_id, parts): keep a product's stock in that many
+ * parts, its available units spread over them, so that reserves of a hot
+ * product commit side by side.  Parts that go hand their lines and their
+ * units to part 0.
+ */
+Datum
+hc_stock_spread(PG_FUNCTION_ARGS)
+{
+	char	   *product_id = hc_arg_id(fcinfo, 0, "product_id");
+	int32		parts = hc_arg_int(fcinfo, 1, "parts");
+	HcCall		call;
+	StockParts	p;
+	HcArgs		args;
+	Datum		row;
+	int			i;
+
+	if (parts < 1 || parts > STOCK_MAX_PARTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("parts must be between 1 and %d", STOCK_MAX_PARTS),
+				 errdetail("parts is %d.", parts)));
+	hc_call_begin(&call, fcinfo, "hc_stock_spread");
+	stock_lock_product(&call, product_id, &p);
+	if (parts > p.n)
+	{
+		hc_args(&args, &add_parts);
+		hc_bind_text(&args, "product_id", product_id);
+		hc_bind(&args, "from", Int32GetDatum(p.n));
+		hc_bind(&args, "to", Int32GetDatum(parts - 1));
+		(void) hc_run(&call, &args, SPI_OK_INSERT);
+	}
+	else if (parts < p.n)
+	{
+		/* Part 0 takes the reserved units and the lines of the parts that go. */
+		hc_args(&args, &merge_parts);
+		hc_bind_text(&args, "product_id", product_id);
+		hc_bind(&args, "from", Int32GetDatum(parts));
+		(void) hc_run(&call, &args, SPI_OK_UPDATE);
+		hc_args(&args, &drop_parts);
+		hc_bind_text(&args, "product_id", product_id);
+		hc_bind(&args, "from", Int32GetDatum(parts));
+		(void) hc_run(&call, &args, SPI_OK_UPDATE);
+	}
+	stock_lock_parts(&call, product_id, &p);
+	for (i = 0; i < p.n && p.stock[i] - p.reserved[i] == (p.total_stock - p.total_reserved) / p.n; i++)
+		;
+	if (i < p.n)
+		stock_respread(&call, product_id, &p, 0, 0);
+	row = stock_product_row(&call, fcinfo, product_id);
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);
 }

@@ -34,8 +34,9 @@
 
 static const char *const served_versions[] = {"0.2.0", "0.3.0", NULL};
 
-/* The installed version was served when last checked. */
+/* The installed version was served when last checked; which one it was. */
 static bool served = false;
+static char served_version[16];
 static bool served_callback = false;
 
 static void
@@ -112,6 +113,7 @@ hc_require_served_sql(void)
 	for (i = 0; served_versions[i] != NULL; i++)
 		if (strcmp(installed, served_versions[i]) == 0)
 		{
+			strlcpy(served_version, installed, sizeof(served_version));
 			served = true;
 			return;
 		}
@@ -128,13 +130,30 @@ hc_require_served_sql(void)
 }
 
 /*
- * Is the installed SQL this version or later?  For what a served older
- * version lacks (the grants of objects added since).
+ * Is the installed SQL, which this library serves, this version or later?
+ * For what a served older version lacks: the grants of objects added since,
+ * the stock in parts.
  */
 bool
 hc_sql_at_least(const char *version)
 {
-	char	   *installed = version_installed();
+	hc_require_served_sql();
+	return !version_later(version, served_version);
+}
 
-	return installed != NULL && !version_later(version, installed);
+/*
+ * Refuse, with 55000, a call whose tables came with a later SQL version
+ * than the one installed, which this library serves for its other calls.
+ */
+void
+hc_require_sql_at_least(const char *version, const char *function)
+{
+	if (!hc_sql_at_least(version))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s needs holdcommit %s SQL, and %s is installed", function, version,
+						served_version),
+				 errdetail("This library serves the other calls of holdcommit %s until the update.",
+						   served_version),
+				 errhint("Run ALTER EXTENSION holdcommit UPDATE in this database.")));
 }

@@ -7,5 +7,6 @@
 
 extern void hc_require_served_sql(void);
 extern bool hc_sql_at_least(const char *version);
+extern void hc_require_sql_at_least(const char *version, const char *function);
 
 #endif							/* HOLDCOMMIT_VERSION_H */

@@ -52,19 +52,75 @@ SELECT hc_hold('U2-1', 'alice', 'u2-hold-held', '30 minutes');
 SELECT hc_commit(reservation_id) FROM hc_hold('U2-2', 'bob', 'u2-hold-sold');
 SELECT hc_release(reservation_id) FROM hc_hold('U2-3', 'carol', 'u2-hold-released');
 SELECT hc_hold('U2-4', 'dave', 'u2-hold-swept', '1 millisecond');
-SELECT hc_stock_set('U2-P1', 20), hc_stock_set('U2-P2', 10);
-SELECT hc_stock_adjust('U2-P2', 5, 'restock before the update');
-SELECT hc_reserve_items('[{"product_id": "U2-P1", "qty": 2}, {"product_id": "U2-P2", "qty": 3}]',
-                        'erin', 'u2-order-reserved', '30 minutes');
-SELECT hc_reserve('U2-P1', 1, 'erin', 'u2-order-single', '30 minutes');
-SELECT hc_finalize(reservation_id)
-  FROM hc_reserve_items('[{"product_id": "U2-P1", "qty": 4}, {"product_id": "U2-P2", "qty": 1}]', 'frank', 'u2-order-final');
-SELECT hc_unreserve(reservation_id) FROM hc_reserve('U2-P2', 2, 'grace', 'u2-order-released');
-SELECT hc_reserve('U2-P1', 1, 'heidi', 'u2-order-swept', '1 millisecond');
 SELECT pg_sleep(0.01);
 SELECT * FROM hc_sweep();
 SELECT hc_hold('U2-5', 'ivan', 'u2-hold-expired', '1 millisecond');
-SELECT hc_reserve('U2-P2', 1, 'ivan', 'u2-order-expired', '1 millisecond');
+-- Stock as 0.2.0's calls stored it (this library refuses a 0.2.0 database's
+-- stock calls until the update): U2-P1 set to 20, U2-P2 to 10 and restocked
+-- by 5; orders reserved (a multi-item one and a single one), finalized,
+-- released, expired and swept, expired and not swept.  Keys carry the
+-- fingerprint the calls computed (SHA-256 of "len:value;" of the function,
+-- the buyer, the ttl in microseconds, then each product and qty).
+CREATE FUNCTION pg_temp.fp(VARIADIC v text[]) RETURNS bytea LANGUAGE sql AS \$\$
+    SELECT sha256(convert_to(string_agg(octet_length(x) || ':' || x || ';', '' ORDER BY i), 'UTF8'))
+      FROM unnest(v) WITH ORDINALITY AS u (x, i) \$\$;
+BEGIN;  -- one now() for every row
+CREATE TEMP TABLE orders (n int, id text, fn text, buyer text, key text, status text, items text[][],
+                          ttl interval);
+INSERT INTO orders VALUES
+    (1, 'res_01U2ORDER0000000000000011', 'hc_reserve_items', 'erin', 'u2-order-reserved', 'RESERVED',
+     '{{U2-P1,2},{U2-P2,3}}', '30 minutes'),
+    (2, 'res_01U2ORDER0000000000000012', 'hc_reserve', 'erin', 'u2-order-single', 'RESERVED',
+     '{{U2-P1,1}}', '30 minutes'),
+    (3, 'res_01U2ORDER0000000000000013', 'hc_reserve_items', 'frank', 'u2-order-final', 'FINALIZED',
+     '{{U2-P1,4},{U2-P2,1}}', '10 minutes'),
+    (4, 'res_01U2ORDER0000000000000014', 'hc_reserve', 'grace', 'u2-order-released', 'RELEASED',
+     '{{U2-P2,2}}', '10 minutes'),
+    (5, 'res_01U2ORDER0000000000000015', 'hc_reserve', 'heidi', 'u2-order-swept', 'EXPIRED',
+     '{{U2-P1,1}}', '-1 minute'),
+    (6, 'res_01U2ORDER0000000000000016', 'hc_reserve', 'ivan', 'u2-order-expired', 'RESERVED',
+     '{{U2-P2,1}}', '-1 minute');
+CREATE TEMP VIEW lines AS
+SELECT o.*, o.items[k][1] AS product_id, o.items[k][2]::int AS qty
+  FROM orders o, generate_subscripts(o.items, 1) k;
+INSERT INTO hc_stock_reservations (scope_id, id, buyer_id, idempotency_key, status, expires_at, created_at,
+                                   ended_at, fingerprint)
+SELECT items[1][1], id, buyer, key, status, now() + ttl, now() - interval '2 minutes',
+       CASE WHEN status = 'RESERVED' THEN NULL ELSE now() - interval '1 minute' END,
+       pg_temp.fp(VARIADIC ARRAY[fn, buyer, (CASE WHEN ttl > '0' THEN extract(epoch FROM ttl)::bigint * 1000000
+                                                  ELSE 1000 END)::text] ||
+                  ARRAY(SELECT v.x FROM lines l, LATERAL (VALUES (1, l.product_id), (2, l.qty::text)) v (j, x)
+                         WHERE l.id = o.id ORDER BY l.product_id COLLATE "C", v.j))
+  FROM orders o;
+INSERT INTO hc_stock_reservation_lines (product_id, reservation_id, qty, status, expires_at, buyer_id)
+SELECT l.product_id, l.id, l.qty, l.status, now() + l.ttl, l.buyer FROM lines l;
+-- The products' changes, each a version and a ledger row of its own, in order.
+CREATE TEMP TABLE changes AS
+SELECT row_number() OVER (PARTITION BY product_id ORDER BY n, step) AS seq, *
+  FROM (SELECT product_id, 0 AS n, 0 AS step, 'stock_set' AS event, 'adjustment' AS source,
+               'hc_stock_set' AS fn, NULL::text AS rid, NULL::text AS buyer, 0 AS rdelta, stock AS sdelta,
+               'created' AS detail
+          FROM (VALUES ('U2-P1', 20), ('U2-P2', 10)) p (product_id, stock)
+        UNION ALL
+        SELECT 'U2-P2', 0, 1, 'stock_adjust', 'adjustment', 'hc_stock_adjust', NULL, NULL, 0, 5,
+               'restock before the update'
+        UNION ALL
+        SELECT product_id, n, 2, 'reserve', 'call', fn, id, buyer, qty, 0, NULL FROM lines
+        UNION ALL
+        SELECT product_id, n, 3,
+               CASE status WHEN 'EXPIRED' THEN 'expire' WHEN 'FINALIZED' THEN 'finalize' ELSE 'release' END,
+               CASE status WHEN 'EXPIRED' THEN 'sweep' ELSE 'call' END,
+               CASE status WHEN 'EXPIRED' THEN 'hc_sweep' WHEN 'FINALIZED' THEN 'hc_finalize'
+                           ELSE 'hc_unreserve' END,
+               id, buyer, -qty, CASE status WHEN 'FINALIZED' THEN -qty ELSE 0 END, NULL
+          FROM lines WHERE status <> 'RESERVED') c;
+INSERT INTO hc_inventory (product_id, stock, reserved, version)
+SELECT product_id, sum(sdelta), sum(rdelta), max(seq) FROM changes GROUP BY product_id;
+INSERT INTO hc_ledger (kind, entity_id, seq, at, event, source, function, reservation_id, buyer_id,
+                       reserved_delta, stock_delta, actor, detail)
+SELECT 'product', product_id, seq, now(), event, source, fn, rid, buyer, rdelta, sdelta, current_user, detail
+  FROM changes;
+COMMIT;
 SELECT hc_lock_acquire('u2-invoice', 'worker-1');
 SELECT hc_attempt_begin('u2-invoice', 'worker-1', 1, '0');
 SELECT hc_attempt_complete('u2-invoice', 'worker-1', 1, 'INV-U2');
@@ -136,10 +192,15 @@ fi
 # Before it is granted again, the operator has every privilege of a fresh
 # install's but what 0.3.0 added for operators: the update lost nothing.
 check "the update kept every privilege of the operator" "$(role_privileges $old $ops)" \
-    "$(role_privileges $new $ops | tr ' ' '\n' | grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT)$' | tr '\n' ' ' | sed 's/ $//')"
+    "$(role_privileges $new $ops | tr ' ' '\n' |
+       grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT|f:hc_stock_(set|adjust|spread)\(.*\)|hc_stock_parts:SELECT|hc_inventory:SELECT)$' |
+       tr '\n' ' ' | sed 's/ $//')"
+check "... and the roles that read the table hc_inventory was" \
+    "$(grep -o 'cannot read hc_inventory until they are granted again: .*' "$work/update.log")" \
+    "cannot read hc_inventory until they are granted again: $app, $ops"
 # As the WARNINGs and doc/operations.md say.
-q $old -c "SELECT hc_grant_operator('$ops')" -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" \
-    >/dev/null
+q $old -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
+    -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" >/dev/null
 version="SELECT extversion || ' in ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'"
 check "the update gives 0.3.0 in its schema" "$(q $old -c "$version")" "0.3.0 in holdcommit"
 check "... as a fresh install does" "$(q $new -c "$version")" "0.3.0 in holdcommit"

@@ -37,6 +37,8 @@ SELECT status, items FROM hc_finalize((SELECT id FROM tour_ids WHERE what = 'ord
 SELECT status, items FROM hc_unreserve((SELECT id FROM tour_ids WHERE what = 'order2'));
 SELECT status FROM hc_reserve('TOUR-P2', 1, 'frank', 'tour-order-3', '1 millisecond');
 SELECT product_id, stock, reserved, available FROM hc_inventory WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
+SELECT product_id, stock, reserved, available FROM hc_stock_spread('TOUR-P1', 3);
+SELECT part, stock, reserved FROM hc_stock_parts WHERE product_id = 'TOUR-P1' ORDER BY part;
 
 -- Leases and attempts: acquire, heartbeat, a session-bound one, an attempt
 -- begun and completed, a reset, release.

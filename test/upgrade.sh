@@ -203,7 +203,10 @@ fi
 echo "ok - ALTER EXTENSION holdcommit UPDATE (to 0.3.0)"
 check "... which names the operator to grant again" \
     "$(grep -o 'cannot read hc_sweeper_databases until they are granted again: .*' "$work/update3.log")" "cannot read hc_sweeper_databases until they are granted again: $ops"
-q $old -c "SELECT hc_grant_operator('$ops')" >/dev/null
+check "... and the roles that read the table hc_inventory was" \
+    "$(grep -o 'cannot read hc_inventory until they are granted again: .*' "$work/update3.log")" \
+    "cannot read hc_inventory until they are granted again: $app, $ops"
+q $old -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" >/dev/null
 if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
         >"$work/create.log" 2>&1; then
     echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"

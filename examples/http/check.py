@@ -304,7 +304,7 @@ def test_disconnects(url, admin, app_role, p):
     # Gone while the call waits inside the database: an operator holds the product row, so the
     # ten reserves are in flight when their clients hang up.
     blocker = psycopg.connect(admin.info.dsn)
-    blocker.execute("SELECT 1 FROM holdcommit.hc_inventory WHERE product_id = %s FOR UPDATE", [p + "DC-SKU"])
+    blocker.execute("SELECT 1 FROM holdcommit.hc_stock_parts WHERE product_id = %s FOR UPDATE", [p + "DC-SKU"])
     socks = [raw_request(url, path, {"buyer_id": f"dc{i}", "qty": 2}, f"{p}dc-{i}") for i in range(10)]
     waiting_sql = ("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND state = 'active'"
                    " AND wait_event_type = 'Lock'")

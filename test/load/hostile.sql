@@ -71,7 +71,7 @@ INSERT INTO fz_valid VALUES
     ('', 'stale_after', $$'1 minute'::interval$$), ('', 'max_retries', '0'),
     ('', 'cooldown', $$'1 minute'::interval$$), ('', 'max_attempts', '3'),
     ('', 'external_ref', $$pg_temp.fz_id('ref')$$), ('', 'note', $$'checked'$$), ('', 'stock', '100'),
-    ('', 'delta', '1'), ('', 'reason', $$'fuzz'$$), ('', 'batch_size', '100'),
+    ('', 'delta', '1'), ('', 'reason', $$'fuzz'$$), ('', 'batch_size', '100'), ('', 'parts', '2'),
     ('', 'role', $$'fz_role'::regrole$$);
 
 -- The SQLSTATEs each function may refuse hostile input with: its arguments'
@@ -94,6 +94,7 @@ INSERT INTO fz_errors (fn, codes, state22) VALUES
     ('hc_extend',         '{22004,22023,22001,RS006,RS004,RS003}', NULL),
     ('hc_stock_set',      '{22004,22023,22001}', 'stock of product % cannot go below what is reserved'),
     ('hc_stock_adjust',   '{22004,22023,22001,RS006}', 'stock of product % (cannot go below what is reserved|would be out of range)'),
+    ('hc_stock_spread',   '{22004,22023,22001,RS006}', NULL),
     ('hc_reserve',        '{22004,22023,22001,RS005,RS006,RS002}', NULL),
     ('hc_reserve_items',  '{22004,22023,22001,RS005,RS006,RS002}', NULL),
     ('hc_finalize',       '{22004,22023,22001,RS006,RS004,RS003}', NULL),

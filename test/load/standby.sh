@@ -193,6 +193,7 @@ hc_reserve|'P-1', 1, 'liam', 'k-new-reserve', '1 hour'|write
 hc_reserve_items|'[{"product_id": "P-1", "qty": 1}, {"product_id": "P-2", "qty": 1}]', 'mia', 'k-new-items', '1 hour'|write
 hc_stock_adjust|'P-ADJ', 10, 'delivery'|write
 hc_stock_set|'P-SET', 50|write
+hc_stock_spread|'P-SET', 2|write
 hc_sweep|100|write
 hc_sweeper_state||read
 hc_unreserve|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-unr')|write

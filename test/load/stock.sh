@@ -7,6 +7,15 @@
 #       40 clients: all succeed, no deadlock (40P01)
 #   (c) baseline: the plain-SQL conditional UPDATE of the seed article under
 #       the same flash-sale load, for a calls/s ratio (informational)
+#   (d) a hot product in 16 parts (hc_stock_spread), 300 units, 50 clients x
+#       40 calls of a mix: reserves of 1-3 units, some with a ttl of 50-200 ms,
+#       reserves rolled back in their transaction, unreserves of the client's
+#       last reservation: only 00000 and RS002, hc_check() empty, then a
+#       reserve of 1 at a time until RS002 finds exactly the units the load
+#       left: no unit lost or counted twice in any part
+#   (e) the flash sale of (a) on a product of 100 units in 16 parts (2,000
+#       calls) and on one of 1 unit in 4 parts (200 calls): exactly 100 and 1
+#       succeed, the rest RS002, no part left with a free unit
 # Prints "ok - ..." / "not ok - ..." per assertion and "# ..." figures; exits 0.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
 # drops its own database.
@@ -307,5 +316,131 @@ echo "# ratio holdcommit/baseline calls/s (flash sale): $(awk -v a="$flash_rate"
      'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" \
      "(server clock; pgbench tps ratio $(awk -v a="$(pgbench_tps "$work/flash.log")" \
      -v b="$(pgbench_tps "$work/baseline.log")" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'))"
+
+##############################################################################
+# (d) a hot product in parts, under a mix of reserves, rollbacks, expiries
+##############################################################################
+q "SELECT count(hc_stock_set('flash-parts', 300)), count(hc_stock_spread('flash-parts', 16))" >/dev/null
+q "
+CREATE FUNCTION load_try_reserve_ttl(phase text, client int, product text, qty int, buyer text, key text,
+                                     ttl interval)
+RETURNS text LANGUAGE plpgsql AS \$\$
+DECLARE
+    r hc_stock_reservation;
+    t0 timestamptz := clock_timestamp();
+BEGIN
+    r := hc_reserve(product, qty, buyer, key, ttl);
+    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, reservation_id, replayed, started_at)
+    VALUES (phase, client, key, '00000', r.reservation_id, r.replayed, t0);
+    RETURN '00000';
+EXCEPTION WHEN OTHERS THEN
+    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, started_at)
+    VALUES (phase, client, key, SQLSTATE, t0);
+    RETURN SQLSTATE;
+END
+\$\$;
+CREATE FUNCTION load_unreserve_last(client int) RETURNS text LANGUAGE plpgsql AS \$\$
+DECLARE
+    id text := (SELECT reservation_id FROM load_results r
+                 WHERE r.phase = 'parts' AND r.client = load_unreserve_last.client AND r.sqlstate = '00000'
+                 ORDER BY r.at DESC LIMIT 1);
+    t0 timestamptz := clock_timestamp();
+BEGIN
+    IF id IS NOT NULL THEN
+        PERFORM hc_unreserve(id);
+    END IF;
+    INSERT INTO load_results (phase, client, sqlstate, reservation_id, started_at)
+    VALUES ('parts-unreserve', client, '00000', id, t0);
+    RETURN '00000';
+EXCEPTION WHEN OTHERS THEN
+    INSERT INTO load_results (phase, client, sqlstate, reservation_id, started_at)
+    VALUES ('parts-unreserve', client, SQLSTATE, id, t0);
+    RETURN SQLSTATE;
+END
+\$\$;
+" >/dev/null || echo "not ok - parts: helpers"
+cat >"$work/parts.sql" <<'SQL'
+\set i :i + 1
+\set r random(1, 10)
+\set q random(1, 3)
+\set ttl random(50, 200)
+\if :r <= 5
+SELECT load_try_reserve('parts', :client_id, 'flash-parts', :q, 'buyer-' || :client_id, 'key-parts-' || :client_id || '-' || :i);
+\elif :r <= 7
+SELECT load_try_reserve_ttl('parts', :client_id, 'flash-parts', :q, 'buyer-' || :client_id, 'key-parts-' || :client_id || '-' || :i, (:ttl || ' milliseconds')::interval);
+\elif :r <= 8
+BEGIN;
+SELECT load_try_reserve('parts-rolled-back', :client_id, 'flash-parts', :q, 'buyer-' || :client_id, 'key-parts-' || :client_id || '-' || :i);
+ROLLBACK;
+\else
+SELECT load_unreserve_last(:client_id);
+\endif
+SQL
+pgbench_phase parts "parts: pgbench ran 50 x 40 calls of the mix" -c 50 -j 4 -t 40 -D i=0
+check "parts: only 00000 and RS002" \
+    "$(q "SELECT coalesce(string_agg(DISTINCT sqlstate, ','), '') FROM load_results
+           WHERE phase LIKE 'parts%' AND sqlstate NOT IN ('00000', 'RS002')")" ""
+check "parts: hc_check() is empty after the load" "$(q "SELECT count(*) FROM hc_check()")" "0"
+echo "# parts: outcomes: $(q "SELECT string_agg(phase || ' ' || sqlstate || ' x' || n, ', ')
+                               FROM (SELECT phase, sqlstate, count(*) n FROM load_results
+                                      WHERE phase LIKE 'parts%' GROUP BY 1, 2 ORDER BY 1, 2) s")"
+# Every reservation of the load given back, then a drain: one unit at a time
+# until refused must find exactly the product's 300 units, wherever the
+# parts hold them, and leave every part sold out.
+q "SELECT count(hc_unreserve(reservation_id)) FROM load_results WHERE phase = 'parts' AND sqlstate = '00000'" \
+    >/dev/null
+check "parts: every unit free again once the load's reservations are given back" \
+    "$(q "SELECT stock || '/' || reserved FROM hc_inventory WHERE product_id = 'flash-parts'")" "300/0"
+drained=$(q "
+    DO \$\$
+    DECLARE n int := 0;
+    BEGIN
+        LOOP
+            BEGIN
+                PERFORM hc_reserve('flash-parts', 1, 'drain', 'key-drain-' || n);
+            EXCEPTION WHEN SQLSTATE 'RS002' THEN
+                EXIT;
+            END;
+            n := n + 1;
+        END LOOP;
+        RAISE NOTICE 'drained %', n;
+    END
+    \$\$" 2>&1 | sed -n 's/.*drained //p')
+check "parts: a reserve of 1 at a time until RS002 takes exactly 300" "${drained:-none}" "300"
+check "parts: sold out to the unit: every part empty, reserved lines = stock = 300" \
+    "$(q "SELECT (SELECT count(*) FROM hc_stock_parts WHERE product_id = 'flash-parts' AND stock > reserved)
+               || '/' || (SELECT sum(qty) FROM hc_stock_reservation_lines
+                           WHERE product_id = 'flash-parts' AND status = 'RESERVED')
+               || '/' || (SELECT stock FROM hc_inventory WHERE product_id = 'flash-parts')")" "0/300/300"
+check "parts: hc_check() is empty after the drain" "$(q "SELECT count(*) FROM hc_check()")" "0"
+
+##############################################################################
+# (e) the flash sale of (a) on products in parts: 100 units in 16 parts, and
+#     1 unit in 4 parts, each sold exactly once however the calls meet
+##############################################################################
+# parts_sale PRODUCT STOCK PARTS CALLS_PER_CLIENT: 50 clients reserve 1 unit
+# a call with a new key; exactly STOCK succeed, the rest RS002.
+parts_sale() {
+    local product=$1 stock=$2 parts=$3 per_client=$4 calls=$((50 * $4))
+    q "SELECT count(hc_stock_set('$product', $stock)), count(hc_stock_spread('$product', $parts))" >/dev/null
+    cat >"$work/$product.sql" <<SQL
+\set i :i + 1
+SELECT load_try_reserve('$product', :client_id, '$product', 1, 'buyer-' || :client_id, 'key-$product-' || :client_id || '-' || :i);
+SQL
+    pgbench_phase "$product" "$product: pgbench ran 50 x $per_client reserves" -c 50 -j 4 -t "$per_client" -D i=0
+    check "$product (stock $stock in $parts parts): exactly $stock of $calls succeeded, the rest RS002" \
+        "$(q "SELECT count(*) FILTER (WHERE sqlstate = '00000') || '/' || count(*) FILTER (WHERE sqlstate = 'RS002')
+                     || '/' || count(*)
+                FROM load_results WHERE phase = '$product'")" "$stock/$((calls - stock))/$calls"
+    check "$product: reserved = stock = the RESERVED lines' qty, no part with a free unit" \
+        "$(q "SELECT (SELECT stock || '/' || reserved FROM hc_inventory WHERE product_id = '$product')
+                   || '/' || (SELECT sum(qty) FROM hc_stock_reservation_lines
+                               WHERE product_id = '$product' AND status = 'RESERVED')
+                   || '/' || (SELECT count(*) FROM hc_stock_parts
+                               WHERE product_id = '$product' AND stock > reserved)")" "$stock/$stock/$stock/0"
+    check "$product: hc_check() is empty" "$(q "SELECT count(*) FROM hc_check()")" "0"
+}
+parts_sale flash-16 100 16 40
+parts_sale flash-one 1 4 4
 
 exit 0

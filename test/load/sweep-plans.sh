@@ -101,7 +101,7 @@ backlog() {
 }
 
 # The extension's tables (their generated columns left out), for COPY.
-tables="hc_assets hc_reservations hc_inventory hc_stock_reservations hc_stock_reservation_lines hc_ledger"
+tables="hc_assets hc_reservations hc_stock_parts hc_stock_reservations hc_stock_reservation_lines hc_ledger"
 columns() {
     qd "$1" "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
               WHERE attrelid = '$2'::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"

@@ -661,10 +661,10 @@ SELECT throws_ok($$SELECT hc_stock_set('P-priv', 1000)$$, '42501', NULL,
                  'privileges: app cannot call hc_stock_set');
 SELECT throws_ok($$SELECT hc_stock_adjust('P-priv', 1000, 'free stock')$$, '42501', NULL,
                  'privileges: app cannot call hc_stock_adjust');
-SELECT throws_ok($$UPDATE hc_inventory SET stock = 1000 WHERE product_id = 'P-priv'$$, '42501', NULL,
-                 'privileges: app cannot UPDATE hc_inventory');
-SELECT throws_ok($$INSERT INTO hc_inventory (product_id, stock) VALUES ('P-forged', 5)$$, '42501', NULL,
-                 'privileges: app cannot INSERT into hc_inventory');
+SELECT throws_ok($$UPDATE hc_stock_parts SET stock = 1000 WHERE product_id = 'P-priv'$$, '42501', NULL,
+                 'privileges: app cannot UPDATE hc_stock_parts');
+SELECT throws_ok($$INSERT INTO hc_stock_parts (product_id, stock) VALUES ('P-forged', 5)$$, '42501', NULL,
+                 'privileges: app cannot INSERT into hc_stock_parts');
 SELECT throws_ok($$UPDATE hc_stock_reservations SET status = 'RELEASED', ended_at = now()
                     WHERE buyer_id = 'buyer-app'$$, '42501', NULL,
                  'privileges: app cannot UPDATE hc_stock_reservations');
@@ -678,8 +678,8 @@ SELECT r.* FROM hc_stock_set('P-priv', 20) r \gset opset_
 SELECT is(:'opset_stock'::int, 20, 'privileges: the operator role can call hc_stock_set');
 SELECT r.* FROM hc_stock_adjust('P-priv', 5, 'operator restock') r \gset opadj_
 SELECT is(:'opadj_stock'::int, 25, 'privileges: the operator role can call hc_stock_adjust');
-SELECT throws_ok($$UPDATE hc_inventory SET stock = 1000 WHERE product_id = 'P-priv'$$, '42501', NULL,
-                 'privileges: the operator cannot UPDATE hc_inventory directly either');
+SELECT throws_ok($$UPDATE hc_stock_parts SET stock = 1000 WHERE product_id = 'P-priv'$$, '42501', NULL,
+                 'privileges: the operator cannot UPDATE hc_stock_parts directly either');
 RESET ROLE;
 
 SELECT results_eq(

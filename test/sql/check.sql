@@ -90,7 +90,7 @@ ROLLBACK;
 -- and hc_check() reports the orphans.
 BEGIN;
 DELETE FROM hc_assets WHERE id = 'SHAPE-A';
-DELETE FROM hc_inventory WHERE product_id = 'SHAPE-P';
+DELETE FROM hc_stock_parts WHERE product_id = 'SHAPE-P';
 SELECT outcome(format('SELECT hc_commit(%L)', :'hold_id'));
 SELECT outcome(format('SELECT hc_release(%L)', :'hold_id'));
 SELECT outcome(format('SELECT hc_extend(%L, ''1 hour'')', :'hold_id'));

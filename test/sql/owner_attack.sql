@@ -48,7 +48,7 @@ SELECT n.nspowner::regrole AS public_owner,
  WHERE n.nspname = 'public' AND e.extname = 'holdcommit';
 SELECT holdcommit.hc_grant_app('regress_hc_dbowner'), holdcommit.hc_grant_app('regress_hc_victim_app');
 -- A product without ledger rows: hc_check() reports it, and only it.
-INSERT INTO holdcommit.hc_inventory (product_id, stock) VALUES ('CHECK-CANARY', 7);
+INSERT INTO holdcommit.hc_stock_parts (product_id, stock) VALUES ('CHECK-CANARY', 7);
 
 -- The attacker's kit, in a schema of the attacker's own.
 SET SESSION AUTHORIZATION regress_hc_dbowner;
@@ -323,10 +323,10 @@ SELECT attacker.plant_tables('shop', 'holdcommit', 'table shop');
 SELECT attacker.plant_functions('public', 'holdcommit', 'public function');
 SELECT attacker.plant_functions('shop', 'holdcommit', 'shop function');
 ANALYZE holdcommit.hc_assets, holdcommit.hc_reservations, holdcommit.hc_ledger,
-        holdcommit.hc_inventory, holdcommit.hc_stock_reservations,
+        holdcommit.hc_stock_parts, holdcommit.hc_stock_reservations,
         holdcommit.hc_stock_reservation_lines;
 VACUUM holdcommit.hc_assets, holdcommit.hc_reservations, holdcommit.hc_ledger,
-       holdcommit.hc_inventory, holdcommit.hc_stock_reservations,
+       holdcommit.hc_stock_parts, holdcommit.hc_stock_reservations,
        holdcommit.hc_stock_reservation_lines;
 VACUUM FULL holdcommit.hc_assets, holdcommit.hc_reservations;
 REINDEX DATABASE regress_hc_owned;

@@ -90,6 +90,8 @@ VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expir
        ('operator', 'EXECUTE', 'hc_attempt_reset(text,text)'),
        ('operator', 'EXECUTE', 'hc_sweep(integer)'),
        ('operator', 'EXECUTE', 'hc_sweeper_state()'),
+       ('operator', 'EXECUTE', 'hc_stock_spread(text,integer)'),
+       ('operator', 'SELECT', 'hc_stock_parts'),
        ('operator', 'SELECT', 'hc_reservations'),
        ('operator', 'SELECT', 'hc_stock_reservations'),
        ('operator', 'SELECT', 'hc_idempotency_keys'),
@@ -181,7 +183,7 @@ INSERT INTO hc_assets (id) VALUES ('SEC-3');
 UPDATE hc_assets SET status = 'AVAILABLE' WHERE id = 'SEC-1';
 DELETE FROM hc_reservations;
 UPDATE hc_reservations SET status = 'COMMITTED';
-UPDATE hc_inventory SET reserved = 0;
+UPDATE hc_stock_parts SET reserved = 0;
 DELETE FROM hc_ledger;
 SELECT hc_asset_add('SEC-3', 'not for apps');
 SELECT hc_stock_set('SEC-P', 100);
@@ -253,6 +255,7 @@ CREATE DOMAIN regress_evil.text AS pg_catalog.text CHECK (regress_evil.ran('doma
 CREATE TABLE regress_evil.hc_assets (LIKE holdcommit.hc_assets);
 CREATE TABLE regress_evil.hc_reservations (LIKE holdcommit.hc_reservations);
 CREATE TABLE regress_evil.hc_inventory (LIKE holdcommit.hc_inventory);
+CREATE TABLE regress_evil.hc_stock_parts (LIKE holdcommit.hc_stock_parts);
 CREATE TABLE regress_evil.hc_ledger (LIKE holdcommit.hc_ledger);
 CREATE FUNCTION regress_evil.on_write() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -265,11 +268,13 @@ CREATE TRIGGER on_write BEFORE INSERT OR UPDATE OR DELETE ON regress_evil.hc_res
     FOR EACH STATEMENT EXECUTE FUNCTION regress_evil.on_write();
 CREATE TRIGGER on_write BEFORE INSERT OR UPDATE OR DELETE ON regress_evil.hc_inventory
     FOR EACH STATEMENT EXECUTE FUNCTION regress_evil.on_write();
+CREATE TRIGGER on_write BEFORE INSERT OR UPDATE OR DELETE ON regress_evil.hc_stock_parts
+    FOR EACH STATEMENT EXECUTE FUNCTION regress_evil.on_write();
 CREATE TRIGGER on_write BEFORE INSERT OR UPDATE OR DELETE ON regress_evil.hc_ledger
     FOR EACH STATEMENT EXECUTE FUNCTION regress_evil.on_write();
 GRANT ALL ON ALL TABLES IN SCHEMA regress_evil TO PUBLIC;
 -- A product without ledger rows: hc_check() must report it, and only it.
-INSERT INTO hc_inventory (product_id, stock) VALUES ('CHECK-CANARY', 7);
+INSERT INTO hc_stock_parts (product_id, stock) VALUES ('CHECK-CANARY', 7);
 CREATE ROLE regress_hc_grantee_app;
 CREATE ROLE regress_hc_grantee_op;
 \set ext holdcommit
@@ -281,7 +286,7 @@ CREATE ROLE regress_hc_grantee_op;
 \i test/security/victim_calls.sql
 SELECT what, ran_as, count(*) FROM regress_evil.ran GROUP BY 1, 2 ORDER BY 1, 2;
 RESET search_path;
-DELETE FROM hc_inventory WHERE product_id = 'CHECK-CANARY';
+DELETE FROM hc_stock_parts WHERE product_id = 'CHECK-CANARY';
 SET client_min_messages = warning;
 DROP SCHEMA regress_evil CASCADE;
 RESET client_min_messages;

@@ -192,12 +192,12 @@ SELECT event, stock_delta, detail FROM hc_ledger
 
 -- Invariants hold; broken ones are reported.
 SELECT * FROM hc_check();
-UPDATE hc_inventory SET reserved = reserved + 1 WHERE product_id = 'SKU-B';
+UPDATE hc_stock_parts SET reserved = reserved + 1 WHERE product_id = 'SKU-B';
 SELECT invariant, subject, detail FROM hc_check() ORDER BY 1;
-UPDATE hc_inventory SET reserved = reserved - 1 WHERE product_id = 'SKU-B';
+UPDATE hc_stock_parts SET reserved = reserved - 1 WHERE product_id = 'SKU-B';
 -- The database itself refuses an oversold or negative row.
-UPDATE hc_inventory SET reserved = stock + 1 WHERE product_id = 'SKU-B';
-UPDATE hc_inventory SET reserved = -1 WHERE product_id = 'SKU-B';
+UPDATE hc_stock_parts SET reserved = stock + 1 WHERE product_id = 'SKU-B';
+UPDATE hc_stock_parts SET reserved = -1 WHERE product_id = 'SKU-B';
 SELECT * FROM hc_check();
 -- A line released twice is caught even when the ledger agrees with the
 -- inventory (both releases logged): each line's own ledger rows must add
@@ -209,10 +209,10 @@ SELECT status FROM hc_unreserve(:'d1');
 INSERT INTO hc_ledger (seq, at, kind, entity_id, event, source, function, reservation_id, buyer_id,
                        reserved_delta, actor)
 VALUES (1000, now(), 'product', 'SKU-L', 'release', 'call', 'hc_unreserve', :'d1', 'dora', -1, 'test');
-UPDATE hc_inventory SET reserved = reserved - 1 WHERE product_id = 'SKU-L';
+UPDATE hc_stock_parts SET reserved = reserved - 1 WHERE product_id = 'SKU-L';
 SELECT invariant, subject = :'d1' AS dora, subject = :'d2' AS dirk FROM hc_check() ORDER BY 1;
 DELETE FROM hc_ledger WHERE actor = 'test';
-UPDATE hc_inventory SET reserved = reserved + 1 WHERE product_id = 'SKU-L';
+UPDATE hc_stock_parts SET reserved = reserved + 1 WHERE product_id = 'SKU-L';
 SELECT * FROM hc_check();
 
 -- Results carry the declared row type (hc_inventory), so a stored result
@@ -220,8 +220,8 @@ SELECT * FROM hc_check();
 CREATE TABLE stored_results AS SELECT hc_stock_set('SKU-T', 4) AS r;
 \c
 SELECT (r).product_id, (r).stock, pg_typeof(r) FROM stored_results;
-ALTER TABLE hc_inventory ADD COLUMN scratch integer;
-ALTER TABLE hc_inventory DROP COLUMN scratch;
+ALTER TABLE hc_stock_parts ADD COLUMN scratch integer;
+ALTER TABLE hc_stock_parts DROP COLUMN scratch;
 \c
 SELECT product_id, stock, reserved FROM hc_stock_adjust('SKU-T', 1, 'after a dropped column');
 SELECT (hc_stock_set('SKU-T', 6)).stock;
