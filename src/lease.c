@@ -28,7 +28,6 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -36,6 +35,7 @@
 #include "errors.h"
 #include "lease.h"
 #include "ledger.h"
+#include "subxact.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_lock_acquire);
@@ -437,6 +437,29 @@ lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
 	}
 }
 
+/* The arguments of the take of an existing lease (lease_take). */
+typedef struct LeaseTake
+{
+	HcCall	   *call;
+	HcArgs	   *args;
+	LeaseTaken *taken;
+} LeaseTake;
+
+static bool
+lease_take(void *arg)
+{
+	LeaseTake  *t = (LeaseTake *) arg;
+
+	if (hc_run(t->call, t->args, SPI_OK_UPDATE_RETURNING) != 1)
+		return false;
+	t->taken->token = hc_int64(0, "token");
+	t->taken->previous_owner = hc_text(t->call, 0, "previous_owner");
+	t->taken->previous_token = hc_int64(0, "previous_token");
+	t->taken->version = hc_int64(0, "version");
+	t->taken->logged = false;
+	return true;
+}
+
 /*
  * One acquire attempt at its own instant (the clock is read again).  A new
  * resource is inserted with token 1 and its ledger row in one statement.
@@ -451,10 +474,8 @@ static bool
 lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_after,
 		  bool session, LeaseTaken *taken)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner resowner = CurrentResourceOwner;
 	HcArgs		args;
-	volatile bool got = false;
+	LeaseTake	t = {call, &args, taken};
 
 	call->now = GetCurrentTimestamp();
 	hc_args(&args, &new_lease);
@@ -481,46 +502,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	hc_bind_null(&args, "ended_pid");
 	hc_bind_null(&args, "ended_started");
 	lease_bind_ended_session(call, &args, resource);
-
-	/*
-	 * An error while the subtransaction is open (lock_timeout,
-	 * statement_timeout or a cancel while it waits for the row) must roll it
-	 * back before it goes on, as PL/pgSQL's exception blocks do: left open, it
-	 * would leave an autocommit caller inside a transaction it never began.
-	 */
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		if (hc_run(call, &args, SPI_OK_UPDATE_RETURNING) == 1)
-		{
-			taken->token = hc_int64(0, "token");
-			taken->previous_owner = hc_text(call, 0, "previous_owner");
-			taken->previous_token = hc_int64(0, "previous_token");
-			taken->version = hc_int64(0, "version");
-			taken->logged = false;
-			got = true;
-			ReleaseCurrentSubTransaction();
-		}
-		else
-			RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = resowner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = resowner;
-	return got;
+	return hc_try_in_subxact(lease_take, &t);
 }
 
 /*

@@ -50,7 +50,6 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
-#include "utils/resowner.h"
 
 #include "errors.h"
 #include "fetch.h"
@@ -60,6 +59,7 @@
 #include "ledger.h"
 #include "notify.h"
 #include "result.h"
+#include "subxact.h"
 #include "sweep.h"
 #include "validate.h"
 #include "version.h"
@@ -887,47 +887,39 @@ stock_take_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *
 	return true;
 }
 
+/* The arguments of one try at a part (stock_try_part). */
+typedef struct StockTry
+{
+	HcCall	   *call;
+	HcStatement *stmt;
+	const char *product_id;
+	int16	   *part;
+	int32		qty;
+	const char *reservation_id;
+	const char *buyer_id;
+} StockTry;
+
+static bool
+stock_try(void *arg)
+{
+	StockTry   *t = (StockTry *) arg;
+
+	return stock_take_part(t->call, t->stmt, t->product_id, t->part, t->qty, t->reservation_id,
+						   t->buyer_id);
+}
+
 /*
  * One try of stmt in a subtransaction, rolled back if it took nothing: a
- * row lock that a failed re-check keeps (an UPDATE or FOR UPDATE that
- * found the row changed) goes with it, so that the caller holds no part it
- * did not take before it waits for another.  An error inside rolls it back
- * too, as PL/pgSQL's exception blocks do, before it goes on.
+ * row lock that a failed re-check keeps goes with it, so that the caller
+ * holds no part it did not take before it waits for another (subxact.c).
  */
 static bool
 stock_try_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *part, int32 qty,
 			   const char *reservation_id, const char *buyer_id)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner resowner = CurrentResourceOwner;
-	bool		taken;
+	StockTry	t = {call, stmt, product_id, part, qty, reservation_id, buyer_id};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		taken = stock_take_part(call, stmt, product_id, part, qty, reservation_id, buyer_id);
-		if (taken)
-			ReleaseCurrentSubTransaction();
-		else
-			RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = resowner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = resowner;
-	return taken;
+	return hc_try_in_subxact(stock_try, &t);
 }
 
 /*

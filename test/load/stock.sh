@@ -48,13 +48,14 @@ BEGIN
     END IF;
 END
 \$\$;
-CREATE FUNCTION load_try_reserve(phase text, client int, product text, qty int, buyer text, key text)
+CREATE FUNCTION load_try_reserve(phase text, client int, product text, qty int, buyer text, key text,
+                                 ttl interval DEFAULT '10 minutes')
 RETURNS text LANGUAGE plpgsql AS \$\$
 DECLARE
     r hc_stock_reservation;
     t0 timestamptz := clock_timestamp();
 BEGIN
-    r := hc_reserve(product, qty, buyer, key);
+    r := hc_reserve(product, qty, buyer, key, ttl);
     INSERT INTO load_results (phase, client, idempotency_key, sqlstate, reservation_id, replayed, started_at)
     VALUES (phase, client, key, '00000', r.reservation_id, r.replayed, t0);
     RETURN '00000';
@@ -322,23 +323,6 @@ echo "# ratio holdcommit/baseline calls/s (flash sale): $(awk -v a="$flash_rate"
 ##############################################################################
 q "SELECT count(hc_stock_set('flash-parts', 300)), count(hc_stock_spread('flash-parts', 16))" >/dev/null
 q "
-CREATE FUNCTION load_try_reserve_ttl(phase text, client int, product text, qty int, buyer text, key text,
-                                     ttl interval)
-RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE
-    r hc_stock_reservation;
-    t0 timestamptz := clock_timestamp();
-BEGIN
-    r := hc_reserve(product, qty, buyer, key, ttl);
-    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, reservation_id, replayed, started_at)
-    VALUES (phase, client, key, '00000', r.reservation_id, r.replayed, t0);
-    RETURN '00000';
-EXCEPTION WHEN OTHERS THEN
-    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, started_at)
-    VALUES (phase, client, key, SQLSTATE, t0);
-    RETURN SQLSTATE;
-END
-\$\$;
 CREATE FUNCTION load_unreserve_last(client int) RETURNS text LANGUAGE plpgsql AS \$\$
 DECLARE
     id text := (SELECT reservation_id FROM load_results r
@@ -367,7 +351,7 @@ cat >"$work/parts.sql" <<'SQL'
 \if :r <= 5
 SELECT load_try_reserve('parts', :client_id, 'flash-parts', :q, 'buyer-' || :client_id, 'key-parts-' || :client_id || '-' || :i);
 \elif :r <= 7
-SELECT load_try_reserve_ttl('parts', :client_id, 'flash-parts', :q, 'buyer-' || :client_id, 'key-parts-' || :client_id || '-' || :i, (:ttl || ' milliseconds')::interval);
+SELECT load_try_reserve('parts', :client_id, 'flash-parts', :q, 'buyer-' || :client_id, 'key-parts-' || :client_id || '-' || :i, (:ttl || ' milliseconds')::interval);
 \elif :r <= 8
 BEGIN;
 SELECT load_try_reserve('parts-rolled-back', :client_id, 'flash-parts', :q, 'buyer-' || :client_id, 'key-parts-' || :client_id || '-' || :i);
