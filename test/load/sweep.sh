@@ -170,12 +170,14 @@ check "runs failed for 4 s: one WARNING naming the database, one LOG once it is 
 
 # Now hc_sweeper_status is locked too: the run's record cannot be written.
 q "SELECT count(hc_hold('SWP-14', 'f', 'swp-fail-2', '1 hour'))" >/dev/null
-psql -X -q -d "$db" -c "BEGIN" -c "LOCK hc_sweeper_status, hc_ledger" -c "SELECT pg_sleep(3)" \
+# The locks are held for 6 s, so that a run falls inside them even when runs
+# start late on a loaded machine (3 s once was not enough).
+psql -X -q -d "$db" -c "BEGIN" -c "LOCK hc_sweeper_status, hc_ledger" -c "SELECT pg_sleep(6)" \
     -c "COMMIT" >/dev/null &
 locker=$!
 sleep 0.3
 age_holds "id = 'SWP-14'"
-check "a run that cannot record itself is logged" "$(wait_log 3 "$unrecorded_line" "$unrecorded_before")" "yes"
+check "a run that cannot record itself is logged" "$(wait_log 6 "$unrecorded_line" "$unrecorded_before")" "yes"
 wait $locker
 waited=$(wait_for 3 "SELECT status FROM hc_assets WHERE id = 'SWP-14'" AVAILABLE)
 check "the locks gone, the next run sweeps (${waited} s)" "$waited" "${waited%timeout}"
