@@ -370,3 +370,125 @@ BEGIN
     END IF;
 END
 $$;
+
+------------------------------------------------------------------------------
+-- Scale-out on Citus (doc/scale-out.md)
+------------------------------------------------------------------------------
+
+-- The calls on a hold given its asset, the routing id, which Citus sends to
+-- the node of the asset's rows; on a single node the same as the calls by
+-- reservation id alone, which also check that the hold is of that asset.
+-- No default: hc_commit('res_...', 'true') keeps resolving to
+-- hc_commit(reservation_id, late_ok).
+CREATE FUNCTION @extschema@.hc_commit(asset_id text, reservation_id text, late_ok boolean)
+RETURNS @extschema@.hc_reservation
+AS 'MODULE_PATHNAME', 'hc_commit_asset' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_commit(text, text, boolean) IS
+    'hc_commit given the hold''s asset (on Citus: sent to the asset''s node).';
+CREATE FUNCTION @extschema@.hc_release(asset_id text, reservation_id text)
+RETURNS @extschema@.hc_reservation
+AS 'MODULE_PATHNAME', 'hc_release_asset' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_release(text, text) IS
+    'hc_release given the hold''s asset (on Citus: sent to the asset''s node).';
+CREATE FUNCTION @extschema@.hc_extend(asset_id text, reservation_id text, ttl interval)
+RETURNS @extschema@.hc_reservation
+AS 'MODULE_PATHNAME', 'hc_extend_asset' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_extend(text, text, interval) IS
+    'hc_extend given the hold''s asset (on Citus: sent to the asset''s node).';
+
+-- Run once on the coordinator, after CREATE EXTENSION citus and the workers'
+-- citus_add_node: drop what only a single node can keep (the lookups by
+-- reservation id alone and the one key space of idempotency keys, replaced
+-- by a key space per routing id), distribute the tables by their routing id,
+-- colocated, and have Citus send each call that takes a routing id to the
+-- node of its rows.  Running it again does what is left and returns what it
+-- did; a fresh run returns every step.
+CREATE FUNCTION @extschema@.hc_distribute(shard_count integer DEFAULT NULL)
+RETURNS SETOF text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $distribute$
+DECLARE
+    s text := '@extschema@';
+    t record;
+    f record;
+    first_table text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+        RAISE EXCEPTION 'hc_distribute needs Citus in this database'
+              USING ERRCODE = 'object_not_in_prerequisite_state',
+                    HINT = 'CREATE EXTENSION citus, add the workers with citus_add_node(), then call hc_distribute().';
+    END IF;
+    IF NOT pg_catalog.citus_is_coordinator() THEN
+        RAISE EXCEPTION 'hc_distribute runs on the coordinator'
+              USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+
+    -- Unique indexes without the routing id: Citus refuses them.  A lookup
+    -- by reservation id alone keeps a plain index on each shard.
+    FOR t IN SELECT * FROM (VALUES
+            ('hc_reservations', 'hc_reservations_id', 'hc_reservations_by_id', 'id', 'hc_reservations_key',
+             'hc_reservations_scope_key', 'asset_id'),
+            ('hc_stock_reservations', 'hc_stock_reservations_id', 'hc_stock_reservations_by_id', 'id',
+             'hc_stock_reservations_key', 'hc_stock_reservations_scope_key', 'scope_id'))
+            AS v(tab, id_index, by_id, id_column, key_index, scope_key, scope_column)
+    LOOP
+        IF pg_catalog.to_regclass(pg_catalog.format('%I.%I', s, t.id_index)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (%I)',
+                                      t.by_id, s, t.tab, t.id_column);
+            EXECUTE pg_catalog.format('DROP INDEX %I.%I', s, t.id_index);
+            RETURN NEXT pg_catalog.format('index %s replaced by %s', t.id_index, t.by_id);
+        END IF;
+        IF pg_catalog.to_regclass(pg_catalog.format('%I.%I', s, t.key_index)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE UNIQUE INDEX IF NOT EXISTS %I ON %I.%I (%I, idempotency_key)',
+                                      t.scope_key, s, t.tab, t.scope_column);
+            EXECUTE pg_catalog.format('DROP INDEX %I.%I', s, t.key_index);
+            RETURN NEXT pg_catalog.format('index %s replaced by %s', t.key_index, t.scope_key);
+        END IF;
+    END LOOP;
+
+    FOR t IN SELECT * FROM (VALUES
+            (1, 'hc_assets', 'id'), (2, 'hc_reservations', 'asset_id'), (3, 'hc_ledger', 'entity_id'),
+            (4, 'hc_stock_parts', 'product_id'), (5, 'hc_stock_reservations', 'scope_id'),
+            (6, 'hc_stock_reservation_lines', 'product_id'), (7, 'hc_locks', 'resource'),
+            (8, 'hc_attempts', 'resource')) AS v(n, tab, routing) ORDER BY n
+    LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+                        WHERE logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass) THEN
+            IF first_table IS NULL THEN
+                PERFORM pg_catalog.create_distributed_table(pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass,
+                        t.routing, colocate_with => 'none', shard_count => shard_count);
+            ELSE
+                PERFORM pg_catalog.create_distributed_table(pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass,
+                        t.routing, colocate_with => first_table);
+            END IF;
+            RETURN NEXT pg_catalog.format('table %s distributed by %s', t.tab, t.routing);
+        END IF;
+        first_table := COALESCE(first_table, pg_catalog.format('%I.%I', s, t.tab));
+    END LOOP;
+
+    -- The calls Citus sends to the node of their first argument's rows.
+    FOR f IN SELECT p.oid::pg_catalog.regprocedure AS proc
+               FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) s::pg_catalog.regnamespace
+                AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[
+                    'hc_asset_add', 'hc_hold', 'hc_commit', 'hc_release', 'hc_extend',
+                    'hc_stock_set', 'hc_stock_adjust', 'hc_stock_spread', 'hc_reserve',
+                    'hc_finalize', 'hc_unreserve', 'hc_lock_acquire', 'hc_lock_heartbeat',
+                    'hc_lock_release', 'hc_attempt_begin', 'hc_attempt_complete', 'hc_attempt_reset'])
+                AND p.proargnames[1] OPERATOR(pg_catalog.=) ANY (ARRAY['id', 'asset_id', 'product_id', 'resource'])
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object o
+                                 WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                   AND o.objid OPERATOR(pg_catalog.=) p.oid
+                                   AND o.distribution_argument_index IS NOT NULL)
+              ORDER BY 1::pg_catalog.text
+    LOOP
+        PERFORM pg_catalog.create_distributed_function(f.proc, '$1', colocate_with => first_table,
+                                                       force_delegation => true);
+        RETURN NEXT pg_catalog.format('function %s sent to the node of its first argument', f.proc);
+    END LOOP;
+END
+$distribute$;
+COMMENT ON FUNCTION @extschema@.hc_distribute(integer) IS
+    'Citus: distribute the tables by routing id, colocated, and the calls by their routing argument.';
+REVOKE ALL ON FUNCTION @extschema@.hc_distribute(integer) FROM PUBLIC;

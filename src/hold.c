@@ -23,6 +23,7 @@
 #include "ledger.h"
 #include "notify.h"
 #include "result.h"
+#include "route.h"
 #include "sweep.h"
 #include "validate.h"
 
@@ -31,6 +32,9 @@ PG_FUNCTION_INFO_V1(hc_hold);
 PG_FUNCTION_INFO_V1(hc_commit);
 PG_FUNCTION_INFO_V1(hc_release);
 PG_FUNCTION_INFO_V1(hc_extend);
+PG_FUNCTION_INFO_V1(hc_commit_asset);
+PG_FUNCTION_INFO_V1(hc_release_asset);
+PG_FUNCTION_INFO_V1(hc_extend_asset);
 
 /* A reservation of an asset, as the functions return it (hc_reservation). */
 typedef struct HoldReservation
@@ -302,6 +306,7 @@ hc_asset_add(PG_FUNCTION_ARGS)
 	}
 #endif
 	hc_call_begin(&call, fcinfo, "hc_asset_add");
+	HC_ROUTE(&call, fcinfo, id);
 	hc_args(&args, &add_asset);
 	hc_bind_text(&args, "asset_id", id);
 	hc_bind_text(&args, "name", name);
@@ -375,6 +380,7 @@ hc_hold(PG_FUNCTION_ARGS)
 	HoldReservation r = {0};
 
 	hc_call_begin_keyed(&call, fcinfo, "hc_hold");
+	HC_ROUTE(&call, fcinfo, asset_id);
 	hc_fingerprint_init(&fp, call.function);
 	hc_fingerprint_add(&fp, asset_id);
 	hc_fingerprint_add(&fp, buyer_id);
@@ -457,6 +463,40 @@ hold_is_current(const HoldReservation *r)
 		strcmp(r->asset_reservation_id, r->id) == 0;
 }
 
+/* RS006 for a hold that is not there (or not of asset_id, if given). */
+static void
+hold_not_found(const char *asset_id, const char *reservation_id)
+{
+	if (asset_id == NULL)
+		hc_reservation_not_found(reservation_id, "hold",
+								 "Use the reservation_id that hc_hold() returned.");
+	hc_reservation_not_found(reservation_id, psprintf("hold of asset \"%s\"", asset_id),
+							 "Use the asset_id and reservation_id that hc_hold() returned.");
+}
+
+/*
+ * Start a call on a hold (hc_commit, hc_release, hc_extend), given its
+ * asset (the forms that take it, which Citus sends to the asset's node) or
+ * not.  On Citus a call without it finds the asset across every shard, then
+ * calls the form that takes it: true, with that call's result.
+ */
+static bool
+hold_route(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id,
+		   const char *reservation_id, Datum *result, bool *isnull)
+{
+	Datum		values[1];
+	bool		nulls[1];
+
+	if (asset_id != NULL)
+		return hc_route(call, fcinfo, asset_id, result, isnull);
+	if (!hc_distributed(call))
+		return false;
+	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls))
+		hold_not_found(NULL, reservation_id);
+	*result = hc_route_prefixed(call, fcinfo, TextDatumGetCString(values[0]), isnull);
+	return true;
+}
+
 /*
  * Find a reservation and lock its asset.  What the asset row says cannot
  * change until we commit: if it names the reservation as its live hold, the
@@ -465,14 +505,15 @@ hold_is_current(const HoldReservation *r)
  * reservation is read again under the lock.
  */
 static void
-hold_lock(HcCall *call, const char *reservation_id, HoldReservation *r, bool whole)
+hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldReservation *r,
+		  bool whole)
 {
 	Datum		values[4];
 	bool		nulls[4];
 
-	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls))
-		hc_reservation_not_found(reservation_id, "hold",
-								 "Use the reservation_id that hc_hold() returned.");
+	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls) ||
+		(asset_id != NULL && strcmp(TextDatumGetCString(values[0]), asset_id) != 0))
+		hold_not_found(asset_id, reservation_id);
 	r->id = pstrdup(reservation_id);
 	r->asset_id = TextDatumGetCString(values[0]);
 	if (!hc_fetch(call, &lock_asset, r->asset_id, values, nulls))
@@ -545,18 +586,26 @@ hold_expired(const HoldReservation *r, const char *hint)
  * asset.  A repeat replays; after expiry RS003 unless late_ok and the asset
  * is still free for this reservation.
  */
-Datum
-hc_commit(PG_FUNCTION_ARGS)
+static Datum
+hold_commit(FunctionCallInfo fcinfo, int first)
 {
-	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
-	bool		late_ok = hc_arg_bool(fcinfo, 1, "late_ok");
+	char	   *asset_id = first > 0 ? hc_arg_id(fcinfo, 0, "asset_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
+	bool		late_ok = hc_arg_bool(fcinfo, first + 1, "late_ok");
 	HcCall		call;
 	HoldReservation r = {0};
 	bool		expired;
 	HcArgs		args;
+	Datum		routed;
+	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_commit");
-	hold_lock(&call, reservation_id, &r, false);
+	if (hold_route(&call, fcinfo, asset_id, reservation_id, &routed, &routed_null))
+	{
+		hc_call_end(&call);
+		return routed;
+	}
+	hold_lock(&call, asset_id, reservation_id, &r, false);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		r.replayed = true;
@@ -595,22 +644,43 @@ hc_commit(PG_FUNCTION_ARGS)
 		hc_notify("asset", r.asset_id, "SOLD");
 	}
 	hc_call_end(&call);
-	PG_RETURN_DATUM(hold_result(fcinfo, &r));
+	return hold_result(fcinfo, &r);
+}
+
+/* hc_commit(reservation_id, late_ok), hc_commit(asset_id, reservation_id, late_ok) */
+Datum
+hc_commit(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_commit(fcinfo, 0));
+}
+
+Datum
+hc_commit_asset(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_commit(fcinfo, 1));
 }
 
 /*
  * hc_release(reservation_id): the buyer cancels; the asset is AVAILABLE at
  * once.  A repeat, or an expired hold, is returned unchanged as a replay.
  */
-Datum
-hc_release(PG_FUNCTION_ARGS)
+static Datum
+hold_release(FunctionCallInfo fcinfo, int first)
 {
-	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
+	char	   *asset_id = first > 0 ? hc_arg_id(fcinfo, 0, "asset_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
 	HcCall		call;
 	HoldReservation r = {0};
+	Datum		routed;
+	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_release");
-	hold_lock(&call, reservation_id, &r, false);
+	if (hold_route(&call, fcinfo, asset_id, reservation_id, &routed, &routed_null))
+	{
+		hc_call_end(&call);
+		return routed;
+	}
+	hold_lock(&call, asset_id, reservation_id, &r, false);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		hold_not_active(&r, "A sold asset cannot be released; refund through your payment flow.");
@@ -625,25 +695,46 @@ hc_release(PG_FUNCTION_ARGS)
 	else
 		hold_free(&call, &r, "RELEASED", "release", "call");
 	hc_call_end(&call);
-	PG_RETURN_DATUM(hold_result(fcinfo, &r));
+	return hold_result(fcinfo, &r);
+}
+
+/* hc_release(reservation_id), hc_release(asset_id, reservation_id) */
+Datum
+hc_release(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_release(fcinfo, 0));
+}
+
+Datum
+hc_release_asset(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_release(fcinfo, 1));
 }
 
 /*
  * hc_extend(reservation_id, ttl): keep a live hold for ttl from now, never
  * shortening it and never past created_at + holdcommit.max_hold.
  */
-Datum
-hc_extend(PG_FUNCTION_ARGS)
+static Datum
+hold_extend(FunctionCallInfo fcinfo, int first)
 {
-	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
-	int64		ttl = hc_arg_ttl(fcinfo, 1, "ttl");
+	char	   *asset_id = first > 0 ? hc_arg_id(fcinfo, 0, "asset_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
+	int64		ttl = hc_arg_ttl(fcinfo, first + 1, "ttl");
 	HcCall		call;
 	HoldReservation r = {0};
 	TimestampTz until;
 	TimestampTz cap;
+	Datum		routed;
+	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_extend");
-	hold_lock(&call, reservation_id, &r, true);
+	if (hold_route(&call, fcinfo, asset_id, reservation_id, &routed, &routed_null))
+	{
+		hc_call_end(&call);
+		return routed;
+	}
+	hold_lock(&call, asset_id, reservation_id, &r, true);
 
 	if (strcmp(r.status, "COMMITTED") == 0 || strcmp(r.status, "RELEASED") == 0)
 		hold_not_active(&r, "Only a held reservation can be extended.");
@@ -669,7 +760,20 @@ hc_extend(PG_FUNCTION_ARGS)
 		r.expires_at = until;
 	}
 	hc_call_end(&call);
-	PG_RETURN_DATUM(hold_result(fcinfo, &r));
+	return hold_result(fcinfo, &r);
+}
+
+/* hc_extend(reservation_id, ttl), hc_extend(asset_id, reservation_id, ttl) */
+Datum
+hc_extend(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_extend(fcinfo, 0));
+}
+
+Datum
+hc_extend_asset(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_extend(fcinfo, 1));
 }
 
 /*

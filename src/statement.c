@@ -24,6 +24,7 @@
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
+#include "route.h"
 #include "statement.h"
 
 /* The position of a parameter in the statement, or an error. */
@@ -44,10 +45,11 @@ statement_param(HcStatement *stmt, const char *name, int len)
 
 /*
  * The text as SPI takes it: every :name outside quotes becomes $n (a "::"
- * cast stays as it is).
+ * cast stays as it is); with shards (Citus, route.c), every distributed
+ * table's name becomes its shard's.
  */
 static char *
-statement_sql(HcStatement *stmt)
+statement_sql(HcStatement *stmt, HcShards *shards)
 {
 	StringInfoData buf;
 	const char *p;
@@ -76,59 +78,111 @@ statement_sql(HcStatement *stmt)
 			appendStringInfo(&buf, "$%d", statement_param(stmt, name, len) + 1);
 			p += len;
 		}
+		else if (shards != NULL && (isalpha((unsigned char) *p) || *p == '_') &&
+				 (p == stmt->sql || !(isalnum((unsigned char) p[-1]) || p[-1] == '_' ||
+									  p[-1] == '.' || p[-1] == '$')))
+		{
+			int			len = 0;
+			int			i;
+
+			while (isalnum((unsigned char) p[len]) || p[len] == '_')
+				len++;
+			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+				if (strncmp(p, hc_distributed_tables[i], len) == 0 &&
+					hc_distributed_tables[i][len] == '\0')
+					break;
+			if (i < HC_DISTRIBUTED_TABLES)
+				appendStringInfoString(&buf, shards->names[i]);
+			else
+				appendBinaryStringInfo(&buf, p, len);
+			p += len - 1;
+		}
 		else
 			appendStringInfoChar(&buf, *p);
 	}
 	return buf.data;
 }
 
-/* Prepare the statement for the call's schema if not done yet, keep it. */
+/*
+ * The settings a call's point lookups are planned with, until
+ * AtEOXact_GUC(true, level) for the level returned (0: none).
+ */
+static int
+statement_plan_settings(HcCall *call)
+{
+	int			guc_level;
+
+	if (!call->point_lookups)
+		return 0;
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	/*
+	 * No JIT in the plan kept: compiling takes hundreds of milliseconds,
+	 * which statements of this size never repay, and estimates on tables
+	 * without statistics would otherwise ask for it.
+	 */
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return guc_level;
+}
+
+/*
+ * Plans for one run only, made with the parameters' values: on Citus, whose
+ * planner routes a statement by the values of its routing ids (a generic
+ * plan of a distributed table fails), and on a Citus node's shards
+ * (call->shards), whose names are in the statement's text.
+ */
+static bool
+statement_one_shot(HcCall *call)
+{
+	return call->shards != NULL || hc_distributed(call);
+}
+
+/*
+ * Prepare the statement for the call's schema if not done yet, keep it; or
+ * a plan for this run only (statement_one_shot), which the caller frees.
+ */
 static SPIPlanPtr
-statement_prepare(HcCall *call, HcStatement *stmt)
+statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
 {
 	Oid			argtypes[HC_MAX_PARAMS];
 	SPIPlanPtr	plan;
 	char	   *sql;
 	int			guc_level = 0;
 
-	if (stmt->plan != NULL && stmt->schema == call->schema)
+	if (stmt->plan != NULL && stmt->schema == call->schema && !one_shot)
 		return stmt->plan;
-	if (stmt->plan != NULL)
+	if (stmt->plan != NULL && !one_shot)
+	{
 		SPI_freeplan(stmt->plan);
-	stmt->plan = NULL;
+		stmt->plan = NULL;
+	}
 
 	for (stmt->nparams = 0; stmt->nparams < HC_MAX_PARAMS && stmt->params[stmt->nparams].name;
 		 stmt->nparams++)
 		argtypes[stmt->nparams] = stmt->params[stmt->nparams].type;
-	sql = statement_sql(stmt);
-	if (call->point_lookups)
-	{
-		guc_level = NewGUCNestLevel();
-		(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		/*
-		 * No JIT in the plan kept: compiling takes hundreds of milliseconds,
-		 * which statements of this size never repay, and estimates on
-		 * tables without statistics would otherwise ask for it.
-		 */
-		(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-	}
+	sql = statement_sql(stmt, call->shards);
+	if (!one_shot)
+		guc_level = statement_plan_settings(call);
 	plan = SPI_prepare_cursor(sql, stmt->nparams, argtypes,
+							  one_shot ? CURSOR_OPT_CUSTOM_PLAN :
 							  call->point_lookups ? CURSOR_OPT_GENERIC_PLAN : 0);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
 			 SPI_result_code_string(SPI_result));
+	pfree(sql);
+	if (one_shot)
+		return plan;
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "SPI_keepplan failed");
-	if (call->point_lookups)
+	if (guc_level > 0)
 	{
 		ReleaseCachedPlan(SPI_plan_get_cached_plan(plan), CurrentResourceOwner);
 		AtEOXact_GUC(true, guc_level);
 	}
-	pfree(sql);
 	stmt->plan = plan;
 	stmt->schema = call->schema;
 	return plan;
@@ -186,7 +240,9 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 {
 	HcStatement *stmt = args->stmt;
 	MemoryContext mine = CurrentMemoryContext;
-	SPIPlanPtr	plan = statement_prepare(call, stmt);
+	bool		one_shot = statement_one_shot(call);
+	SPIPlanPtr	plan = statement_prepare(call, stmt, one_shot);
+	int			guc_level;
 	int			rc;
 	int			i;
 
@@ -206,11 +262,17 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}
 	SPI_freetuptable(SPI_tuptable);
+	/* A plan for one run is made now, for these values (statement_prepare). */
+	guc_level = one_shot ? statement_plan_settings(call) : 0;
 	if (call->latest)
 		rc = SPI_execute_snapshot(plan, args->values, args->nulls, GetLatestSnapshot(),
 								  InvalidSnapshot, true, false, 0);
 	else
 		rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
+	if (guc_level > 0)
+		AtEOXact_GUC(true, guc_level);
+	if (one_shot)
+		SPI_freeplan(plan);
 	/* SPI leaves us in its procedure context; stay where the caller was. */
 	MemoryContextSwitchTo(mine);
 	if (rc != expected)

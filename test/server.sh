@@ -4,6 +4,7 @@
 # HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32; HC_SEARCH_PATH:
 # the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default;
 # HC_LISTEN_ADDRESSES: listen_addresses instead of none, the socket only;
+# HC_CONF: more lines for postgresql.conf (a Citus node's, test/citus/cluster.sh);
 # HC_LD_PRELOAD: the server's LD_PRELOAD, a sanitizer's runtime: test/sanitize.sh).
 #   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
 #   test/server.sh stop PORT    stop it and remove its data
@@ -54,6 +55,7 @@ full_page_writes = off
 log_min_messages = warning
 ${search_path:+search_path = '$search_path'}
 log_line_prefix = '%m [%p] %q%a '
+${HC_CONF:-}
 CONF
     # Only the server (pg_ctl and the postmaster it starts) gets HC_LD_PRELOAD; it forks
     # its backends and workers without exec, so they have the runtime too.

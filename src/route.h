@@ -1,0 +1,53 @@
+/*
+ * route.h
+ *		Where a routing id's rows live: this node, or a Citus node (route.c).
+ */
+#ifndef HOLDCOMMIT_ROUTE_H
+#define HOLDCOMMIT_ROUTE_H
+
+#include "fmgr.h"
+
+#include "call.h"
+
+/* The extension's tables that Citus distributes by their routing id. */
+#define HC_DISTRIBUTED_TABLES 8
+extern const char *const hc_distributed_tables[HC_DISTRIBUTED_TABLES];
+
+/*
+ * The shard of each distributed table that holds one routing id's rows, on
+ * this node: names[i] is the shard of hc_distributed_tables[i].
+ */
+typedef struct HcShards
+{
+	const char *routing_id;
+	char	   *names[HC_DISTRIBUTED_TABLES];
+} HcShards;
+
+/*
+ * In a SQL function, after hc_call_begin: on Citus, when routing_id's rows
+ * are on another node, send the call there and return its result.
+ */
+#define HC_ROUTE(call, fcinfo, routing_id) \
+	do { \
+		Datum		hc_routed_; \
+		bool		hc_routed_null_; \
+		\
+		if (hc_route((call), (fcinfo), (routing_id), &hc_routed_, &hc_routed_null_)) \
+		{ \
+			hc_call_end(call); \
+			if (hc_routed_null_) \
+				PG_RETURN_NULL(); \
+			PG_RETURN_DATUM(hc_routed_); \
+		} \
+	} while (0)
+
+extern bool hc_distributed(HcCall *call);
+extern Datum hc_route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
+						  const char *nulls, Oid rettype, bool *isnull);
+extern bool hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
+					 Datum *result, bool *isnull);
+extern Datum hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
+							   bool *isnull);
+extern void hc_require_single_node(HcCall *call, const char *what);
+
+#endif							/* HOLDCOMMIT_ROUTE_H */
