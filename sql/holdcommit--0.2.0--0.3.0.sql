@@ -396,6 +396,19 @@ AS 'MODULE_PATHNAME', 'hc_extend_asset' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_extend(text, text, interval) IS
     'hc_extend given the hold''s asset (on Citus: sent to the asset''s node).';
 
+-- The same for a stock reservation, given its first product (its scope_id,
+-- the routing id of the order).
+CREATE FUNCTION @extschema@.hc_finalize(product_id text, reservation_id text, late_ok boolean)
+RETURNS @extschema@.hc_stock_reservation
+AS 'MODULE_PATHNAME', 'hc_finalize_product' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_finalize(text, text, boolean) IS
+    'hc_finalize given the order''s first product (on Citus: sent to its node).';
+CREATE FUNCTION @extschema@.hc_unreserve(product_id text, reservation_id text)
+RETURNS @extschema@.hc_stock_reservation
+AS 'MODULE_PATHNAME', 'hc_unreserve_product' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_unreserve(text, text) IS
+    'hc_unreserve given the order''s first product (on Citus: sent to its node).';
+
 -- Run once on the coordinator, after CREATE EXTENSION citus and the workers'
 -- citus_add_node: drop what only a single node can keep (the lookups by
 -- reservation id alone and the one key space of idempotency keys, replaced

@@ -25,6 +25,7 @@
 #include "lease.h"
 #include "ledger.h"
 #include "result.h"
+#include "route.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(hc_attempt_begin);
@@ -240,6 +241,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		return hc_autonomous(fcinfo, "hc_attempt_begin");
 
 	hc_call_begin(&call, fcinfo, "hc_attempt_begin");
+	HC_ROUTE(&call, fcinfo, resource);
 	hc_lease_hold(&call, resource, owner, token);
 	attempt_lock(&call, resource, &a);
 
@@ -333,6 +335,7 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	if (!hc_autonomous_here())
 		return hc_autonomous(fcinfo, "hc_attempt_complete");
 	hc_call_begin(&call, fcinfo, "hc_attempt_complete");
+	HC_ROUTE(&call, fcinfo, resource);
 
 	/* A replay: the outcome is already recorded, exactly so. */
 	hc_args(&args, &peek_attempts);
@@ -394,6 +397,7 @@ hc_attempt_reset(PG_FUNCTION_ARGS)
 	if (!hc_autonomous_here())
 		return hc_autonomous(fcinfo, "hc_attempt_reset");
 	hc_call_begin(&call, fcinfo, "hc_attempt_reset");
+	HC_ROUTE(&call, fcinfo, resource);
 
 	hc_args(&args, &lock_attempts);
 	hc_bind_text(&args, "resource", resource);

@@ -175,6 +175,12 @@ hc_known_from_row(HcCall *call, HcKnownKey *known)
 	known->created_at = hc_timestamptz(0, "known_created_at");
 }
 
+/* The key's reservation on Citus, where keys are per routing id. */
+static HcStatement known_key = {
+	"WITH " HC_KNOWN_KEY " SELECT " HC_KNOWN_KEY_COLUMNS " FROM known k",
+	{HC_KNOWN_KEY_PARAMS}
+};
+
 /* The same, looked up directly: one key space for holds and stock. */
 static void
 hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
@@ -182,6 +188,17 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 	Datum		values[5];
 	bool		nulls[5];
 
+	if (call->shards != NULL)
+	{
+		HcArgs		args;
+
+		hc_args(&args, &known_key);
+		hc_bind_text(&args, "key", key);
+		known->kind = NULL;
+		if (hc_run(call, &args, SPI_OK_SELECT) > 0)
+			hc_known_from_row(call, known);
+		return;
+	}
 	if (hc_fetch(call, &hold_key, key, values, nulls))
 		known->kind = "hold";
 	else if (hc_fetch(call, &stock_key, key, values, nulls))

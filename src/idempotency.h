@@ -32,17 +32,21 @@ typedef struct HcKnownKey
 
 /*
  * A CTE "known" with the reservation, of either kind, that holds the key
- * :key (one key space for holds and stock), and the columns that read it
- * from "known k".
+ * :key (one key space for holds and stock; on Citus one per routing id,
+ * :key_scope, which hc_run binds), and the columns that read it from
+ * "known k".
  */
 #define HC_KNOWN_KEY \
 	"known AS (" \
 	"  SELECT 'hold' AS kind, id, asset_id AS scope_id, buyer_id, fingerprint, created_at" \
 	"    FROM hc_reservations WHERE idempotency_key" EQ ":key" \
+	"     AND (:key_scope IS NULL OR asset_id" EQ ":key_scope)" \
 	"  UNION ALL" \
 	"  SELECT 'stock', id, scope_id, buyer_id, fingerprint, created_at" \
 	"    FROM hc_stock_reservations WHERE idempotency_key" EQ ":key" \
+	"     AND (:key_scope IS NULL OR scope_id" EQ ":key_scope)" \
 	"  LIMIT 1)"
+#define HC_KNOWN_KEY_PARAMS	{"key", TEXTOID}, {"key_scope", TEXTOID}
 #define HC_KNOWN_KEY_COLUMNS \
 	"k.kind AS known_kind, k.id AS known_id, k.scope_id AS known_scope_id," \
 	" k.buyer_id AS known_buyer_id, k.fingerprint AS known_fingerprint," \

@@ -35,6 +35,7 @@
 #include "errors.h"
 #include "lease.h"
 #include "ledger.h"
+#include "route.h"
 #include "subxact.h"
 #include "validate.h"
 
@@ -621,6 +622,10 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 			: hc_autonomous(fcinfo, function);
 
 	hc_call_begin(&call, fcinfo, function);
+	/* Whether the binding's session is alive only its own node can say. */
+	if (session)
+		hc_require_single_node(&call, "a lease bound to its session");
+	HC_ROUTE(&call, fcinfo, resource);
 	for (retry = 0; !lease_try(&call, resource, owner, stale_after, session, &taken); retry++)
 	{
 		if (retry >= max_retries || hc_autonomous_caller_gone())
@@ -682,6 +687,7 @@ hc_lock_heartbeat(PG_FUNCTION_ARGS)
 	if (!hc_autonomous_here())
 		return hc_autonomous(fcinfo, "hc_lock_heartbeat");
 	hc_call_begin(&call, fcinfo, "hc_lock_heartbeat");
+	HC_ROUTE(&call, fcinfo, resource);
 	hc_args(&args, &beat_lease);
 	hc_bind_text(&args, "resource", resource);
 	hc_bind_text(&args, "owner", owner);
@@ -717,6 +723,7 @@ hc_lock_release(PG_FUNCTION_ARGS)
 		return released;
 	}
 	hc_call_begin(&call, fcinfo, "hc_lock_release");
+	HC_ROUTE(&call, fcinfo, resource);
 	hc_args(&args, &free_lease);
 	hc_bind_text(&args, "resource", resource);
 	hc_bind_text(&args, "owner", owner);

@@ -258,6 +258,8 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 			hc_bind_text(args, name, call->function);
 		else if (strcmp(name, "actor") == 0)
 			hc_bind_text(args, name, hc_actor(call));
+		else if (strcmp(name, "key_scope") == 0)
+			hc_bind_text(args, name, call->shards != NULL ? call->shards->routing_id : NULL);
 		else
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}

@@ -17,7 +17,9 @@
  * ":asset_id" in the text, {"asset_id", TEXTOID} in params, and
  * hc_bind(&args, "asset_id", ...) where the value is bound.  ":now",
  * ":function" and ":actor" are the call's own (its clock reading, its SQL
- * name, who the ledger names): hc_run binds them unless the caller did.
+ * name, who the ledger names), ":key_scope" the routing id whose keys a
+ * call sees on Citus (NULL on a single node: every key): hc_run binds them
+ * unless the caller did.
  */
 #define HC_MAX_PARAMS 16
 

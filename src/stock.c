@@ -59,6 +59,7 @@
 #include "ledger.h"
 #include "notify.h"
 #include "result.h"
+#include "route.h"
 #include "subxact.h"
 #include "sweep.h"
 #include "validate.h"
@@ -70,6 +71,8 @@ PG_FUNCTION_INFO_V1(hc_reserve);
 PG_FUNCTION_INFO_V1(hc_reserve_items);
 PG_FUNCTION_INFO_V1(hc_finalize);
 PG_FUNCTION_INFO_V1(hc_unreserve);
+PG_FUNCTION_INFO_V1(hc_finalize_product);
+PG_FUNCTION_INFO_V1(hc_unreserve_product);
 PG_FUNCTION_INFO_V1(hc_stock_spread);
 
 /* The most expired lines one call reclaims; the sweeper clears the rest. */
@@ -131,9 +134,21 @@ static HcStatement count_parts = {
 	{{"product_id", TEXTOID}}
 };
 
-/* A product as hc_inventory shows it: its parts' sums. */
+/*
+ * A product as hc_inventory shows it: its parts' sums, read from the parts
+ * (on Citus the view on a node reads that node's empty table, not the
+ * shards).
+ */
 static HcStatement read_product = {
-	"SELECT * FROM hc_inventory WHERE product_id" EQ ":product_id",
+	"SELECT p.product_id,"
+	"       pg_catalog.sum(p.stock)::pg_catalog.int4 AS stock,"
+	"       pg_catalog.sum(p.reserved)::pg_catalog.int4 AS reserved,"
+	"       pg_catalog.sum(p.available)::pg_catalog.int4 AS available,"
+	"       pg_catalog.sum(p.version)::pg_catalog.int4 AS version,"
+	"       pg_catalog.min(p.created_at) AS created_at,"
+	"       pg_catalog.max(p.updated_at) AS updated_at"
+	"  FROM hc_stock_parts p WHERE p.product_id" EQ ":product_id"
+	" GROUP BY p.product_id",
 	{{"product_id", TEXTOID}}
 };
 
@@ -163,7 +178,7 @@ static HcStatement read_order = {
 	"       FROM hc_stock_parts s WHERE s.product_id" EQ "p.product_id) i"
 	"   LEFT JOIN known k ON true"
 	"  ORDER BY p.n",
-	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"key", TEXTOID},
+	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, HC_KNOWN_KEY_PARAMS,
 	 {"now", TIMESTAMPTZOID}}
 };
 
@@ -1207,6 +1222,10 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 
 	hc_call_begin_keyed(&call, fcinfo, function);
 	hc_require_sql_at_least("0.3.0", call.function);
+	if (n == 1)
+		HC_ROUTE(&call, fcinfo, lines[0].product_id);
+	else
+		hc_require_single_node(&call, "an order of several products");
 	hc_fingerprint_init(&fp, function);
 	hc_fingerprint_add(&fp, buyer_id);
 	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
@@ -1329,6 +1348,49 @@ hc_reserve_items(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(stock_reserve(fcinfo, "hc_reserve_items", lines, n, buyer_id, key, ttl));
 }
 
+/* RS006 for a stock reservation that is not there (or not of product_id, if given). */
+static void
+stock_not_found(const char *product_id, const char *reservation_id)
+{
+	if (product_id == NULL)
+		hc_reservation_not_found(reservation_id, "stock reservation",
+								 "Use the reservation_id that hc_reserve() or hc_reserve_items() returned.");
+	hc_reservation_not_found(reservation_id,
+							 psprintf("stock reservation whose first product is \"%s\"", product_id),
+							 "Use the first product of the order and the reservation_id that hc_reserve() or hc_reserve_items() returned.");
+}
+
+/* The order's first product, its routing id, across every shard on Citus. */
+static HcStatement order_scope = {
+	"SELECT scope_id FROM hc_stock_reservations WHERE id" EQ ":reservation_id",
+	{{"reservation_id", TEXTOID}}
+};
+
+/*
+ * Start a call on a stock reservation (hc_finalize, hc_unreserve), given
+ * its first product (the forms that take it, which Citus sends to that
+ * product's node) or not.  On Citus a call without it finds the product
+ * across every shard, then calls the form that takes it: true, with that
+ * call's result.
+ */
+static bool
+stock_route(HcCall *call, FunctionCallInfo fcinfo, const char *product_id,
+			const char *reservation_id, Datum *result, bool *isnull)
+{
+	HcArgs		args;
+
+	if (product_id != NULL)
+		return hc_route(call, fcinfo, product_id, result, isnull);
+	if (!hc_distributed(call))
+		return false;
+	hc_args(&args, &order_scope);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+		stock_not_found(NULL, reservation_id);
+	*result = hc_route_prefixed(call, fcinfo, hc_text(call, 0, "scope_id"), isnull);
+	return true;
+}
+
 /*
  * Lock a reservation for finalize or unreserve: its products one at a time
  * in order, then the reservation row, and read it with its lines under
@@ -1338,7 +1400,8 @@ hc_reserve_items(PG_FUNCTION_ARGS)
  * reserve does (the line's .parts says how many are locked, else 0).
  */
 static void
-stock_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r)
+stock_lock(HcCall *call, const char *product_id, const char *reservation_id, bool retake,
+		   StockReservation *r)
 {
 	HcArgs		args;
 	char	  **products;
@@ -1351,8 +1414,7 @@ stock_lock(HcCall *call, const char *reservation_id, bool retake, StockReservati
 	hc_bind_text(&args, "reservation_id", reservation_id);
 	n = hc_run(call, &args, SPI_OK_SELECT);
 	if (n == 0)
-		hc_reservation_not_found(reservation_id, "stock reservation",
-								 "Use the reservation_id that hc_reserve() or hc_reserve_items() returned.");
+		stock_not_found(NULL, reservation_id);
 	products = palloc(sizeof(char *) * n);
 	parts = palloc(sizeof(int16) * n);
 	locked = palloc0(sizeof(int32) * n);
@@ -1396,6 +1458,8 @@ stock_lock(HcCall *call, const char *reservation_id, bool retake, StockReservati
 		elog(ERROR, "reservation \"%s\" has lines but no row", reservation_id);
 	r->id = pstrdup(reservation_id);
 	r->scope_id = hc_text(call, 0, "scope_id");
+	if (product_id != NULL && strcmp(r->scope_id, product_id) != 0)
+		stock_not_found(product_id, reservation_id);
 	r->buyer_id = hc_text(call, 0, "buyer_id");
 	r->status = hc_text(call, 0, "status");
 	r->expires_at = hc_timestamptz(0, "expires_at");
@@ -1519,18 +1583,26 @@ stock_expired(const StockReservation *r, const char *hint)
  * reserved go down by each line's qty, once.  After expiry RS003, unless
  * late_ok and every line's stock is still there.
  */
-Datum
-hc_finalize(PG_FUNCTION_ARGS)
+static Datum
+stock_finalize(FunctionCallInfo fcinfo, int first)
 {
-	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
-	bool		late_ok = hc_arg_bool(fcinfo, 1, "late_ok");
+	char	   *product_id = first > 0 ? hc_arg_id(fcinfo, 0, "product_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
+	bool		late_ok = hc_arg_bool(fcinfo, first + 1, "late_ok");
 	HcCall		call;
 	StockReservation r;
 	int			i;
+	Datum		routed;
+	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_finalize");
 	hc_require_sql_at_least("0.3.0", call.function);
-	stock_lock(&call, reservation_id, late_ok, &r);
+	if (stock_route(&call, fcinfo, product_id, reservation_id, &routed, &routed_null))
+	{
+		hc_call_end(&call);
+		return routed;
+	}
+	stock_lock(&call, product_id, reservation_id, late_ok, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		r.replayed = true;
@@ -1563,24 +1635,45 @@ hc_finalize(PG_FUNCTION_ARGS)
 							"finalize", "call", i == r.nlines - 1);
 	}
 	hc_call_end(&call);
-	PG_RETURN_DATUM(stock_result(fcinfo, &r));
+	return stock_result(fcinfo, &r);
+}
+
+/* hc_finalize(reservation_id, late_ok), hc_finalize(product_id, reservation_id, late_ok) */
+Datum
+hc_finalize(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(stock_finalize(fcinfo, 0));
+}
+
+Datum
+hc_finalize_product(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(stock_finalize(fcinfo, 1));
 }
 
 /*
  * hc_unreserve(reservation_id): the buyer cancels; reserved goes down once.
  * A repeat, or an expired reservation, is returned unchanged as a replay.
  */
-Datum
-hc_unreserve(PG_FUNCTION_ARGS)
+static Datum
+stock_unreserve(FunctionCallInfo fcinfo, int first)
 {
-	char	   *reservation_id = hc_arg_id(fcinfo, 0, "reservation_id");
+	char	   *product_id = first > 0 ? hc_arg_id(fcinfo, 0, "product_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
 	HcCall		call;
 	StockReservation r;
 	int			i;
+	Datum		routed;
+	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_unreserve");
 	hc_require_sql_at_least("0.3.0", call.function);
-	stock_lock(&call, reservation_id, false, &r);
+	if (stock_route(&call, fcinfo, product_id, reservation_id, &routed, &routed_null))
+	{
+		hc_call_end(&call);
+		return routed;
+	}
+	stock_lock(&call, product_id, reservation_id, false, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		stock_not_active(&r, "A finalized order cannot be cancelled; refund through your payment flow.");
@@ -1598,7 +1691,20 @@ hc_unreserve(PG_FUNCTION_ARGS)
 							"release", "call", i == r.nlines - 1);
 	}
 	hc_call_end(&call);
-	PG_RETURN_DATUM(stock_result(fcinfo, &r));
+	return stock_result(fcinfo, &r);
+}
+
+/* hc_unreserve(reservation_id), hc_unreserve(product_id, reservation_id) */
+Datum
+hc_unreserve(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(stock_unreserve(fcinfo, 0));
+}
+
+Datum
+hc_unreserve_product(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(stock_unreserve(fcinfo, 1));
 }
 
 /*
@@ -1729,6 +1835,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 #endif
 	hc_call_begin(&call, fcinfo, "hc_stock_set");
 	hc_require_sql_at_least("0.3.0", call.function);
+	HC_ROUTE(&call, fcinfo, product_id);
 	hc_args(&args, &create_product);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "stock", Int32GetDatum(new_stock));
@@ -1767,6 +1874,7 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 				 errmsg("reason must not be empty")));
 	hc_call_begin(&call, fcinfo, "hc_stock_adjust");
 	hc_require_sql_at_least("0.3.0", call.function);
+	HC_ROUTE(&call, fcinfo, product_id);
 	stock_lock_product(&call, product_id, &p);
 	row = stock_change(&call, fcinfo, product_id, p.total_stock + delta, &p, "stock_adjust", reason);
 	hc_call_end(&call);
@@ -1799,6 +1907,7 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 				 errmsg("parts must be between 1 and %d", STOCK_MAX_PARTS),
 				 errdetail("parts is %d.", parts)));
 	hc_call_begin(&call, fcinfo, "hc_stock_spread");
+	HC_ROUTE(&call, fcinfo, product_id);
 	stock_lock_product(&call, product_id, &p);
 	if (parts > p.n)
 	{
