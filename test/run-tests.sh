@@ -77,6 +77,8 @@ suite() {
     failed=$((failed + bad))
     if [ "$bad" -eq 0 ]; then
         printf '%-4s %-26s %5d assertions %5d s\n' ok "$name" "$ok" $(($(date +%s) - start))
+        # A suite that could not run here says so on a line of its own.
+        grep -h -m1 -o '# SKIP .*' "$log" | sed "s/^# /     $name: /"
     else
         printf '%-4s %-26s %5d passed, %d failed %5d s\n' FAIL "$name" "$ok" "$bad" $(($(date +%s) - start))
         echo "--- $log"
@@ -178,6 +180,7 @@ done
 suite full  http                     examples/http/test.sh
 suite full  exporter                 "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
                                      --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
+suite full  citus                    test/citus/run.sh
 suite full  dist                     test/dist.sh
 suite full  package                  test/package.sh
 suite full  sanitize                 test/sanitize.sh

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# holdcommit on Citus: a coordinator and two workers on loopback
+# (test/citus/cluster.sh), the extension distributed with hc_distribute().
+# Runs whenever Citus is installed in the PostgreSQL tree (HC_PGROOT or the
+# system's); otherwise prints one SKIP line and passes.  Checks:
+#   - every call's outcomes as on a single node, and the session usable after
+#     each refusal;
+#   - where each call runs (citus.log_remote_commands): a bare SELECT on one
+#     worker, in one phase; PERFORM in PL code and a call in a larger query
+#     sent whole to the worker; a transaction over two workers in two phases;
+#   - 50 concurrent holds of one asset: one winner; 200 reserves of 100 units
+#     from 20 clients: exactly 100;
+#   - what Citus cannot give, as doc/scale-out.md says: keys per routing id,
+#     no session-bound lease.
+# Prints "ok - ..." / "not ok - ..."; exits 0.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. test/tap.bash
+
+port=${HC_CITUS_PORT:-$((${PGPORT:-54330} + 20))}
+lib=${HC_PGROOT:-}/usr/lib/postgresql/15/lib
+if [ ! -f "$lib/citus.so" ]; then
+    echo "ok - # SKIP Citus is not installed in $lib (doc/scale-out.md: how to run this suite)"
+    exit 0
+fi
+work=$(mktemp -d)
+trap 'test/citus/cluster.sh stop "$port" >/dev/null 2>&1; rm -rf "$work"' EXIT
+if ! test/citus/cluster.sh start "$port" >"$work/cluster.log" 2>&1; then
+    echo "not ok - a Citus cluster starts on ports $port-$((port + 2))"
+    cat "$work/cluster.log"
+    exit 0
+fi
+echo "ok - a Citus cluster starts on ports $port-$((port + 2))"
+
+host=${TMPDIR:-/tmp}/holdcommit-$port
+export PGOPTIONS="-c search_path=public,holdcommit"
+# c SQL...: run on the coordinator, rows unaligned; cv: with errors shown tersely, going on.
+c() { psql -X -qAt -v ON_ERROR_STOP=1 -h "$host" -p "$port" -U postgres -d postgres "$@"; }
+cv() { psql -X -qAt -v VERBOSITY=terse -h "$host" -p "$port" -U postgres -d postgres "$@" 2>&1; }
+# sqlstate SQL: the SQLSTATE SQL ends with, then whether the session is still usable.
+sqlstate() {
+    printf '%s\n' '\set VERBOSITY terse' "$1;" '\echo :SQLSTATE' 'SELECT 1;' |
+        psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres 2>/dev/null | tail -2 | tr '\n' ' '
+}
+# remote SQL: what the coordinator sent to the workers for SQL: one line per
+# command, "PORT COMMAND", the shard numbers and literals left out.
+remote() {
+    printf '%s\n' 'SET citus.log_remote_commands = on;' 'SET client_min_messages = notice;' "$1" |
+        psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres 2>&1 >/dev/null |
+        awk '/^NOTICE:  issuing/ { sub(/^NOTICE:  issuing /, ""); cmd = $0 }
+             /^DETAIL:  on server/ { match($0, /:[0-9]+ /); print substr($0, RSTART + 1, RLENGTH - 2), cmd }' |
+        sed -E "s/_[0-9]+ /_N /g; s/'[^']*'/'.'/g"
+}
+
+c -c "CREATE EXTENSION holdcommit" >/dev/null
+steps=$(c -c "SELECT count(*) FROM hc_distribute()")
+again=$(c -c "SELECT count(*) FROM hc_distribute()")
+check "hc_distribute distributes the tables and the calls, then has nothing left to do" \
+    "$([ "$steps" -gt 20 ] && echo yes) $again" "yes 0"
+check "every table of holdcommit is distributed, colocated" \
+    "$(c -c "SELECT count(*), count(DISTINCT colocationid) FROM pg_dist_partition p
+             JOIN pg_class r ON r.oid = p.logicalrelid WHERE r.relnamespace = 'holdcommit'::regnamespace")" "8|1"
+check "the single-node indexes are gone, the keys are unique per routing id" \
+    "$(c -c "SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes
+             WHERE schemaname = 'holdcommit' AND indexname ~ '^hc_(stock_)?reservations_(id|key|scope_key)$'")" \
+    "hc_reservations_scope_key hc_stock_reservations_scope_key"
+
+# Assets on both workers: a1..a16 spread by hash; a_w1, b_w1 on the first worker, a_w2, b_w2 on the second.
+c -c "SELECT count(hc_asset_add('a' || g, 'lot ' || g)) FROM generate_series(1, 16) g" >/dev/null
+# asset_on PORT N: the Nth asset (by id) whose shard is on the worker of PORT.
+asset_on() {
+    c -c "SELECT id FROM hc_assets a JOIN pg_dist_shard_placement p
+             ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_assets', a.id)
+           WHERE p.nodeport = $1 ORDER BY id OFFSET $2 - 1 LIMIT 1"
+}
+a_w1=$(asset_on $((port + 1)) 1); b_w1=$(asset_on $((port + 1)) 2)
+a_w2=$(asset_on $((port + 2)) 1); b_w2=$(asset_on $((port + 2)) 2)
+check "the assets are on both workers" "$([ -n "$b_w1" ] && [ -n "$b_w2" ] && echo yes)" "yes"
+
+# Holds: outcomes as on a single node.
+r1=$(c -c "SELECT reservation_id FROM hc_hold('$a_w1', 'b1', 'k1')")
+check "a hold on Citus" "$(c -c "SELECT status FROM hc_assets WHERE id = '$a_w1'")" "HELD"
+check "the same hold again replays" "$(c -c "SELECT reservation_id = '$r1' AND replayed FROM hc_hold('$a_w1', 'b1', 'k1')")" "t"
+check "a second buyer: RS001, the session goes on" "$(sqlstate "SELECT hc_hold('$a_w1', 'b2', 'k2')")" "RS001 1 "
+check "a key reused for another request: RS005" "$(sqlstate "SELECT hc_hold('$a_w1', 'b9', 'k1')")" "RS005 1 "
+check "no such asset: RS006" "$(sqlstate "SELECT hc_hold('nope', 'b1', 'k3')")" "RS006 1 "
+check "a bad argument: 22023 on the coordinator" "$(sqlstate "SELECT hc_hold('$a_w1', 'b1', 'k4', '-1 s')")" "22023 1 "
+check "hc_extend given the asset" \
+    "$(c -c "SELECT status FROM hc_extend('$a_w1', '$r1', '20 minutes')")" "HELD"
+check "a hold given another asset: RS006" "$(sqlstate "SELECT hc_commit('$a_w2', '$r1', false)")" "RS006 1 "
+check "hc_commit given the asset" "$(c -c "SELECT status FROM hc_commit('$a_w1', '$r1', false)")" "COMMITTED"
+check "hc_commit by reservation id alone replays" "$(c -c "SELECT status, replayed FROM hc_commit('$r1')")" "COMMITTED|t"
+r2=$(c -c "SELECT reservation_id FROM hc_hold('$a_w2', 'b1', 'k5')")
+check "hc_release by reservation id alone" "$(c -c "SELECT status FROM hc_release('$r2')")" "RELEASED"
+check "no such reservation: RS006" "$(sqlstate "SELECT hc_release('res_nope')")" "RS006 1 "
+check "the ledger on Citus" \
+    "$(c -c "SELECT string_agg(event, ' ' ORDER BY seq) FROM hc_ledger WHERE entity_id = '$a_w1'")" \
+    "add hold extend commit"
+
+# Where each call runs.
+check "a bare SELECT hc_hold runs on the asset's worker alone, in one phase" \
+    "$(remote "SELECT hc_hold('$a_w2', 'b1', 'k6')" | sed -E 's/ SELECT holdcommit.hc_hold.*/ hc_hold/')" \
+    "$((port + 2)) hc_hold"
+check "a bare SELECT hc_reserve... after hc_stock_set, each on the product's worker" \
+    "$(remote "SELECT hc_stock_set('p1', 100)" | wc -l)" "1"
+check "PERFORM in PL code: the call is sent whole to the worker" \
+    "$(remote "DO \$\$ BEGIN PERFORM hc_hold('$a_w1', 'b1', 'k7'); END \$\$" | grep -c 'hc_hold(.*HAVING true')" "1"
+check "a call inside a larger query: sent whole" \
+    "$(remote "SELECT h.status FROM hc_hold('$a_w2', 'b1', 'k8') h WHERE h.status IS NOT NULL" | grep -c 'HAVING true')" "1"
+two=$(remote "BEGIN; SELECT hc_hold('$b_w1', 'b1', 'k9'); SELECT hc_hold('$b_w2', 'b1', 'k10'); COMMIT;")
+check "a transaction on two workers commits in two phases" \
+    "$(echo "$two" | grep -c 'PREPARE TRANSACTION')" "2"
+
+# Stock.
+s1=$(c -c "SELECT reservation_id FROM hc_reserve('p1', 3, 'b1', 'sk1')")
+check "a reserve on Citus" "$(c -c "SELECT reserved FROM hc_inventory WHERE product_id = 'p1'")" "3"
+check "the same reserve replays" "$(c -c "SELECT replayed FROM hc_reserve('p1', 3, 'b1', 'sk1')")" "t"
+check "too much: RS002" "$(sqlstate "SELECT hc_reserve('p1', 98, 'b1', 'sk2')")" "RS002 1 "
+check "hc_finalize given the first product" "$(c -c "SELECT status FROM hc_finalize('p1', '$s1', false)")" "FINALIZED"
+s2=$(c -c "SELECT reservation_id FROM hc_reserve_items('[{\"product_id\": \"p1\", \"qty\": 2}]', 'b1', 'sk3')")
+check "hc_unreserve by reservation id alone" "$(c -c "SELECT status FROM hc_unreserve('$s2')")" "RELEASED"
+check "a stock change and a spread" \
+    "$(c -c "SELECT available FROM hc_stock_adjust('p1', 3, 'restock')"; c -c "SELECT available FROM hc_stock_spread('p1', 4)")" \
+    "$(printf '100\n100')"
+check "an order of several products is refused on Citus (0A000)" \
+    "$(sqlstate "SELECT hc_reserve_items('[{\"product_id\": \"p1\", \"qty\": 1}, {\"product_id\": \"p2\", \"qty\": 1}]', 'b1', 'sk4')")" \
+    "0A000 1 "
+
+# Leases and attempts.
+t=$(c -c "SELECT hc_lock_acquire('erp-1', 'w1')")
+check "a lease on Citus" "$t" "1"
+check "a busy lease: NULL at once with max_retries 0" "$(c -c "SELECT hc_lock_acquire('erp-1', 'w2', '3 minutes', 0) IS NULL")" "t"
+check "heartbeat" "$(c -c "SELECT hc_lock_heartbeat('erp-1', 'w1', $t) IS NOT NULL")" "t"
+check "an attempt" "$(c -c "SELECT status FROM hc_attempt_begin('erp-1', 'w1', $t)")" "PROCEED"
+check "the attempt completes" "$(c -c "SELECT status FROM hc_attempt_complete('erp-1', 'w1', $t, 'INV-1')")" "COMPLETED"
+check "the lease is released" "$(c -c "SELECT hc_lock_release('erp-1', 'w1', $t)")" "t"
+check "a session-bound lease is refused on Citus (0A000)" "$(sqlstate "SELECT hc_lock_acquire_session('erp-2', 'w1')")" "0A000 1 "
+
+# What Citus cannot give: one key space.
+check "the same key on assets of two workers is accepted twice (keys are per routing id)" \
+    "$(c -c "SELECT hc_hold('$(asset_on $((port + 1)) 3)', 'b1', 'kx') IS NOT NULL"; c -c "SELECT hc_hold('$(asset_on $((port + 2)) 3)', 'b1', 'kx') IS NOT NULL")" "$(printf 't\nt')"
+
+# Concurrency: 50 holds of one asset, 200 reserves of 100 units.
+c -c "SELECT hc_asset_add('race')" >/dev/null
+for i in $(seq 1 50); do
+    sqlstate "SELECT hc_hold('race', 'b$i', 'race-$i')" >"$work/hold.$i" &
+done
+wait
+check "50 concurrent holds of one asset: one winner, 49 RS001" \
+    "$(cat "$work"/hold.* | tr ' ' '\n' | grep -E '^(00000|RS001)$' | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
+    "00000=1 RS001=49 "
+c -c "SELECT hc_stock_set('flash', 100)" >/dev/null
+for i in $(seq 1 20); do
+    (for j in $(seq 1 10); do sqlstate "SELECT hc_reserve('flash', 1, 'b$i', 'f-$i-$j')"; echo; done) >"$work/reserve.$i" &
+done
+wait
+check "200 reserves of 100 units from 20 clients: exactly 100" \
+    "$(cat "$work"/reserve.* | awk '{print $1}' | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
+    "00000=100 RS002=100 "
+check "the product agrees" "$(c -c "SELECT stock, reserved FROM hc_inventory WHERE product_id = 'flash'")" "100|100"
+check "its ledger agrees" \
+    "$(c -c "SELECT count(*), sum(reserved_delta) FROM hc_ledger WHERE entity_id = 'flash' AND event = 'reserve'")" "100|100"
+exit 0
