@@ -409,6 +409,13 @@ AS 'MODULE_PATHNAME', 'hc_unreserve_product' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_unreserve(text, text) IS
     'hc_unreserve given the order''s first product (on Citus: sent to its node).';
 
+-- Nothing for PUBLIC, as for every function of the extension.
+REVOKE ALL ON FUNCTION @extschema@.hc_commit(text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_release(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_extend(text, text, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_finalize(text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.hc_unreserve(text, text) FROM PUBLIC;
+
 -- Run once on the coordinator, after CREATE EXTENSION citus and the workers'
 -- citus_add_node: drop what only a single node can keep (the lookups by
 -- reservation id alone and the one key space of idempotency keys, replaced

@@ -23,6 +23,12 @@ SELECT status, replayed FROM hc_commit((SELECT id FROM tour_ids WHERE what = 'ho
 SELECT status, replayed FROM hc_commit((SELECT id FROM tour_ids WHERE what = 'hold1'), true);
 SELECT status FROM hc_release((SELECT reservation_id FROM hc_hold('TOUR-A2', 'bob', 'tour-hold-2')));
 SELECT status FROM hc_hold('TOUR-A3', 'carol', 'tour-hold-3', '1 millisecond');
+-- The forms given the asset (the routing id on Citus).
+SELECT id FROM hc_asset_add('TOUR-A4');
+INSERT INTO tour_ids SELECT 'hold4', reservation_id FROM hc_hold('TOUR-A4', 'alice', 'tour-hold-5');
+SELECT status FROM hc_extend('TOUR-A4', (SELECT id FROM tour_ids WHERE what = 'hold4'), '10 minutes');
+SELECT status FROM hc_release('TOUR-A4', (SELECT id FROM tour_ids WHERE what = 'hold4'));
+SELECT status FROM hc_commit('TOUR-A4', (SELECT reservation_id FROM hc_hold('TOUR-A4', 'bob', 'tour-hold-6')), false);
 
 -- Stock: set, adjust, reserve, a multi-item order, finalize, unreserve.
 SELECT product_id, stock, reserved FROM hc_stock_set('TOUR-P1', 10);
@@ -36,6 +42,9 @@ INSERT INTO tour_ids SELECT 'order2', reservation_id
 SELECT status, items FROM hc_finalize((SELECT id FROM tour_ids WHERE what = 'order1'));
 SELECT status, items FROM hc_unreserve((SELECT id FROM tour_ids WHERE what = 'order2'));
 SELECT status FROM hc_reserve('TOUR-P2', 1, 'frank', 'tour-order-3', '1 millisecond');
+-- The forms given the order's first product (the routing id on Citus).
+SELECT status, items FROM hc_finalize('TOUR-P1', (SELECT reservation_id FROM hc_reserve('TOUR-P1', 1, 'dave', 'tour-order-4')), false);
+SELECT status, items FROM hc_unreserve('TOUR-P1', (SELECT reservation_id FROM hc_reserve('TOUR-P1', 1, 'dave', 'tour-order-5')));
 SELECT product_id, stock, reserved, available FROM hc_inventory WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
 SELECT product_id, stock, reserved, available FROM hc_stock_spread('TOUR-P1', 3);
 SELECT part, stock, reserved FROM hc_stock_parts WHERE product_id = 'TOUR-P1' ORDER BY part;
@@ -75,6 +84,8 @@ DROP ROLE hc_tour_role;
 \set ON_ERROR_STOP off
 \set VERBOSITY sqlstate
 CREATE FUNCTION public.hc_hold(varchar) RETURNS int LANGUAGE sql AS 'SELECT 1';
+-- Scale-out needs Citus: without it, a refusal.
+SELECT hc_distribute();
 \set ON_ERROR_STOP on
 
 -- The sweeper's state for this database, and every view.
