@@ -20,6 +20,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -95,7 +96,8 @@ hc_distributed(HcCall *call)
 	distributed_assets = get_relname_relid("hc_assets", call->schema);
 	distributed_value = false;
 	distributed_known = true;
-	if (OidIsValid(distributed_assets) && OidIsValid(get_extension_oid("citus", true)))
+	if (OidIsValid(distributed_assets) && OidIsValid(get_extension_oid("citus", true)) &&
+		OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)))
 	{
 		hc_args(&args, &is_distributed);
 		hc_bind(&args, "assets", ObjectIdGetDatum(distributed_assets));

@@ -78,7 +78,7 @@ suite() {
     if [ "$bad" -eq 0 ]; then
         printf '%-4s %-26s %5d assertions %5d s\n' ok "$name" "$ok" $(($(date +%s) - start))
         # A suite that could not run here says so on a line of its own.
-        grep -h -m1 -o '# SKIP .*' "$log" | sed "s|^# |     $name: |"
+        grep -h -m1 -o '^ok - # SKIP .*' "$log" | sed "s|^ok - # |     $name: |"
     else
         printf '%-4s %-26s %5d passed, %d failed %5d s\n' FAIL "$name" "$ok" "$bad" $(($(date +%s) - start))
         echo "--- $log"
