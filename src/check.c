@@ -14,8 +14,10 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
+#include "route.h"
 #include "statement.h"
 #include "version.h"
 
@@ -187,7 +189,9 @@ static HcStatement checks[] = {
 	 "                         COALESCE(pg_catalog.sum(u.reserved_delta), 0))"
 	 "  FROM (SELECT i.product_id, i.stock, i.reserved, NULL::pg_catalog.int4 AS stock_delta,"
 	 "               NULL::pg_catalog.int4 AS reserved_delta"
-	 "          FROM hc_inventory i"
+	 "          FROM (SELECT product_id, pg_catalog.sum(stock)::pg_catalog.int4 AS stock,"
+	 "                       pg_catalog.sum(reserved)::pg_catalog.int4 AS reserved"
+	 "                  FROM hc_stock_parts GROUP BY product_id) i"
 	 "        UNION ALL"
 	 "        SELECT l.entity_id, NULL, NULL, l.stock_delta, l.reserved_delta"
 	 "          FROM hc_ledger l WHERE l.kind" EQ "'product') u"
@@ -376,37 +380,98 @@ static HcStatement checks[] = {
 /*
  * hc_check(): run every invariant query and return what they find.
  */
-Datum
-hc_check(PG_FUNCTION_ARGS)
+/* The n rows of the last statement (invariant, subject, detail) into rsinfo. */
+static void
+check_put(ReturnSetInfo *rsinfo, uint64 n)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	HcCall		call;
+	uint64		row;
+
+	for (row = 0; row < n; row++)
+	{
+		Datum		out[3];
+		bool		nulls[3];
+		int			col;
+
+		for (col = 0; col < 3; col++)
+			out[col] = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col + 1,
+									 &nulls[col]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+}
+
+/* Every check in the tables (or the shards) of call, its rows into rsinfo. */
+static void
+check_run(HcCall *call, ReturnSetInfo *rsinfo)
+{
 	size_t		i;
 
-	InitMaterializedSRF(fcinfo, 0);
-	hc_call_begin_read(&call, fcinfo, "hc_check");
 	for (i = 0; i < lengthof(checks); i++)
 	{
 		HcArgs		args;
 		uint64		n;
-		uint64		row;
 
 		/* A database still on 0.2.0 SQL has no stock parts to check. */
 		if (strstr(checks[i].sql, "hc_stock_parts") != NULL && !hc_sql_at_least("0.3.0"))
 			continue;
 		hc_args(&args, &checks[i]);
-		n = hc_run(&call, &args, SPI_OK_SELECT);
-		for (row = 0; row < n; row++)
-		{
-			Datum		out[3];
-			bool		nulls[3];
-			int			col;
+		n = hc_run(call, &args, SPI_OK_SELECT);
+		check_put(rsinfo, n);
+	}
+}
 
-			for (col = 0; col < 3; col++)
-				out[col] = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col + 1,
-										 &nulls[col]);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+/*
+ * On a Citus node without shards of its own (the coordinator): every
+ * worker's hc_check, each in a snapshot of its own.
+ */
+static HcStatement workers_check = {
+	"SELECT j.value->>'invariant', j.value->>'subject', j.value->>'detail'"
+	"  FROM pg_catalog.run_command_on_workers(:command) w"
+	" CROSS JOIN LATERAL pg_catalog.json_array_elements("
+	"   CASE WHEN w.success THEN w.result::pg_catalog.json"
+	"        ELSE pg_catalog.json_build_array(pg_catalog.json_build_object("
+	"          'invariant', 'every worker runs hc_check()',"
+	"          'subject', w.nodename || ':' || w.nodeport, 'detail', w.result)) END) j",
+	{{"command", TEXTOID}}
+};
+
+/*
+ * hc_check(): one row per broken invariant.  On Citus each node checks its
+ * shards, one group of colocated shards at a time (an order's rows are all
+ * in one group), and the coordinator gathers what the workers found.
+ */
+Datum
+hc_check(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HcCall		call;
+	HcShards   *groups;
+	int			ngroups;
+	int			g;
+
+	InitMaterializedSRF(fcinfo, 0);
+	hc_call_begin_read(&call, fcinfo, "hc_check");
+	if (!hc_distributed(&call))
+		check_run(&call, rsinfo);
+	else if ((ngroups = hc_local_shard_groups(&call, &groups)) > 0)
+	{
+		for (g = 0; g < ngroups; g++)
+		{
+			call.shards = &groups[g];
+			check_run(&call, rsinfo);
 		}
+		call.shards = NULL;
+	}
+	else
+	{
+		HcArgs		args;
+		uint64		n;
+
+		hc_args(&args, &workers_check);
+		hc_bind_text(&args, "command",
+					 psprintf("SELECT COALESCE(pg_catalog.json_agg(c), '[]') FROM %s.hc_check() c",
+							  quote_identifier(get_namespace_name(call.schema))));
+		n = hc_run(&call, &args, SPI_OK_SELECT);
+		check_put(rsinfo, n);
 	}
 	hc_call_end(&call);
 	return (Datum) 0;

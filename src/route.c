@@ -288,6 +288,65 @@ hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *r
 	return true;
 }
 
+/*
+ * This node's shards, grouped by the range of routing ids they hold (a
+ * group has one shard of each distributed table), in range order: what a
+ * sweep of this node goes through.
+ */
+static HcStatement local_shards = {
+	"SELECT s.shardminvalue::pg_catalog.int4 AS range, c.relname::pg_catalog.text AS relname,"
+	"       s.shardid"
+	"  FROM pg_catalog.pg_dist_shard s"
+	"  JOIN pg_catalog.pg_class c ON c.oid" EQ "s.logicalrelid"
+	"  JOIN pg_catalog.pg_dist_placement p ON p.shardid" EQ "s.shardid"
+	" WHERE c.relnamespace" EQ ":schema"
+	"   AND p.groupid" EQ "(SELECT groupid FROM pg_catalog.pg_dist_local_group)"
+	" ORDER BY 1, 2",
+	{{"schema", OIDOID}}
+};
+
+/* The groups of this node's shards (none on a node without shards). */
+int
+hc_local_shard_groups(HcCall *call, HcShards **groups)
+{
+	HcArgs		args;
+	uint64		n;
+	uint64		row;
+	int			ngroups = 0;
+	int32		range = 0;
+
+	hc_args(&args, &local_shards);
+	hc_bind(&args, "schema", ObjectIdGetDatum(call->schema));
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * Max(n, 1));
+	for (row = 0; row < n; row++)
+	{
+		char	   *table = hc_text(call, (int) row, "relname");
+		int			i;
+
+		if (ngroups == 0 || hc_int32((int) row, "range") != range)
+		{
+			range = hc_int32((int) row, "range");
+			ngroups++;
+		}
+		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+			if (strcmp(table, hc_distributed_tables[i]) == 0)
+				(*groups)[ngroups - 1].names[i] =
+					MemoryContextStrdup(call->outer,
+										psprintf("%s_" INT64_FORMAT, table,
+												 hc_int64((int) row, "shardid")));
+	}
+	for (row = 0; row < (uint64) ngroups; row++)
+		for (int i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+			if ((*groups)[row].names[i] == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("a range of routing ids on this node has no shard of %s",
+								hc_distributed_tables[i]),
+						 errhint("Distribute every table of holdcommit with hc_distribute(), colocated.")));
+	return ngroups;
+}
+
 /* Refuse, on Citus, what needs every row on this node. */
 void
 hc_require_single_node(HcCall *call, const char *what)

@@ -48,6 +48,7 @@ extern bool hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_
 					 Datum *result, bool *isnull);
 extern Datum hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 							   bool *isnull);
+extern int	hc_local_shard_groups(HcCall *call, HcShards **groups);
 extern void hc_require_single_node(HcCall *call, const char *what);
 
 #endif							/* HOLDCOMMIT_ROUTE_H */

@@ -27,9 +27,11 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
+#include "route.h"
 #include "statement.h"
 #include "sweep.h"
 #include "validate.h"
@@ -75,13 +77,9 @@ static HcStatement record_sqlstate = {
 	{{"sqlstate", TEXTOID}}
 };
 
-/*
- * One batch of every kind of work, at the call's clock reading, each done
- * by the domain that owns it.  Adds what it did to *counts and says whether
- * it did anything.
- */
-bool
-hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
+/* One batch of every kind in the tables (or shards) of call. */
+static bool
+sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
 	HcSweepCounts before = *counts;
 
@@ -92,6 +90,88 @@ hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 		counts->expired_reservations != before.expired_reservations ||
 		counts->released_units != before.released_units ||
 		counts->purged_keys != before.purged_keys;
+}
+
+/*
+ * hc_sweep on a Citus node without shards of its own (the coordinator):
+ * each worker sweeps its shards, in a transaction of its own, and the
+ * counts are summed.  false on any other node.
+ */
+static bool
+sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	HcShards   *groups;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	uint64		i;
+	int			rc;
+
+	if (!hc_distributed(call) || hc_local_shard_groups(call, &groups) > 0)
+		return false;
+	values[0] = CStringGetTextDatum(psprintf(
+		"SELECT expired_holds || ' ' || expired_reservations || ' ' || purged_keys"
+		"  FROM %s.hc_sweep(%d)", quote_identifier(get_namespace_name(call->schema)), batch_size));
+	rc = SPI_execute_with_args("SELECT nodeport, success, result"
+							   "  FROM pg_catalog.run_command_on_workers($1)",
+							   1, types, values, NULL, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "run_command_on_workers failed: %s", SPI_result_code_string(rc));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		char	   *port = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *success = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		char	   *result = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+		long long	holds,
+					reservations,
+					keys;
+
+		if (success == NULL || strcmp(success, "t") != 0 || result == NULL ||
+			sscanf(result, "%lld %lld %lld", &holds, &reservations, &keys) != 3)
+			ereport(ERROR,
+					(errmsg("hc_sweep failed on the worker of port %s", port ? port : "?"),
+					 errdetail("%s", result ? result : "no answer")));
+		counts->expired_holds += holds;
+		counts->expired_reservations += reservations;
+		counts->purged_keys += keys;
+	}
+	return true;
+}
+
+/*
+ * One batch of each kind: up to batch_size expired holds, products with
+ * expired lines, and keys past retention.  Returns whether it found
+ * anything to do (then the caller runs another batch).  On Citus the
+ * batches go through this node's shards one group after the other
+ * (counts->shard_group), each group from its beginning.
+ */
+bool
+hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	HcShards   *groups;
+	int			ngroups;
+
+	if (!hc_distributed(call))
+		return sweep_batch(call, batch_size, counts);
+	ngroups = hc_local_shard_groups(call, &groups);
+	while (counts->shard_group < ngroups)
+	{
+		HcSweepCounts done = {0};
+		bool		more;
+
+		call->shards = &groups[counts->shard_group];
+		more = sweep_batch(call, batch_size, counts);
+		call->shards = NULL;
+		if (more)
+			return true;
+		/* This group is swept: the next starts where its rows start. */
+		done.expired_holds = counts->expired_holds;
+		done.expired_reservations = counts->expired_reservations;
+		done.released_units = counts->released_units;
+		done.purged_keys = counts->purged_keys;
+		done.shard_group = counts->shard_group + 1;
+		*counts = done;
+	}
+	return false;
 }
 
 /*
@@ -154,6 +234,11 @@ hc_sweep(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	hc_call_begin(&call, fcinfo, "hc_sweep");
+	if (sweep_on_workers(&call, batch_size, &counts))
+	{
+		hc_call_end(&call);
+		goto done;
+	}
 	/* What outlives the batches (the ledger's actor) is made before them. */
 	(void) hc_actor(&call);
 	outer = call.outer;
@@ -173,6 +258,7 @@ hc_sweep(PG_FUNCTION_ARGS)
 	call.outer = outer;
 	hc_call_end(&call);
 
+done:
 	out[0] = Int64GetDatum(counts.expired_holds);
 	out[1] = Int64GetDatum(counts.expired_reservations);
 	out[2] = Int64GetDatum(counts.purged_keys);

@@ -38,6 +38,8 @@ typedef struct HcSweepCounts
 	bool		orders_resumed; /* orders left RESERVED: from orders_from (expires_at) */
 	TimestampTz orders_from;
 	bool		orders_done;	/* no order is left RESERVED with no counted line */
+	/* on Citus: the group of this node's shards being swept (route.c) */
+	int			shard_group;
 } HcSweepCounts;
 
 /* Each domain sweeps its own (hold.c, stock.c, idempotency.c). */

@@ -164,4 +164,44 @@ check "200 reserves of 100 units from 20 clients: exactly 100" \
 check "the product agrees" "$(c -c "SELECT stock, reserved FROM hc_inventory WHERE product_id = 'flash'")" "100|100"
 check "its ledger agrees" \
     "$(c -c "SELECT count(*), sum(reserved_delta) FROM hc_ledger WHERE entity_id = 'flash' AND event = 'reserve'")" "100|100"
+
+# The sweep: hc_sweep() on the coordinator has each worker sweep its shards;
+# the background sweeper of each worker sweeps its own.
+w() { local p=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -h "${TMPDIR:-/tmp}/holdcommit-$p" -p "$p" -U postgres -d postgres "$@"; }
+c -c "SELECT count(hc_asset_add('sw-' || g)) FROM generate_series(1, 20) g" >/dev/null
+c -c "SELECT count(hc_hold('sw-' || g, 'b1', 'sw-' || g, '1 millisecond')) FROM generate_series(1, 20) g" >/dev/null
+c -c "SELECT count(hc_reserve('flash-' || g, 1, 'b1', 'swr-' || g, '1 millisecond'))
+        FROM generate_series(1, 4) g, LATERAL hc_stock_set('flash-' || g, 5)" >/dev/null
+sleep 0.1
+check "hc_sweep() on the coordinator: every worker sweeps its shards" \
+    "$(c -c "SELECT expired_holds, expired_reservations FROM hc_sweep()")" "20|4"
+check "... on both workers" \
+    "$(c -c "SELECT count(DISTINCT nodeport) FROM hc_assets a JOIN pg_dist_shard_placement p
+             ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_assets', a.id)
+             WHERE a.id LIKE 'sw-%' AND a.status = 'AVAILABLE'")" "2"
+for p in $((port + 1)) $((port + 2)); do
+    w $p -c "ALTER SYSTEM SET holdcommit.sweep_interval = 1" -c "SELECT pg_reload_conf()" >/dev/null
+done
+c -c "SELECT count(hc_hold('sw-' || g, 'b1', 'sw2-' || g, '1 millisecond')) FROM generate_series(1, 20) g" >/dev/null
+for i in $(seq 1 100); do
+    [ "$(c -c "SELECT count(*) FROM hc_assets WHERE id LIKE 'sw-%' AND status = 'HELD'")" = 0 ] && break
+    sleep 0.1
+done
+check "the background sweeper of each worker sweeps its shards" \
+    "$(c -c "SELECT count(*) FROM hc_assets WHERE id LIKE 'sw-%' AND status = 'HELD'")
+$(w $((port + 1)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_status")
+$(w $((port + 2)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_status")" "$(printf '0\nt\nt')"
+
+# hc_check on the coordinator: every worker checks its shards.
+check "hc_check() on the coordinator is empty after all of it" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
+shard=$(w $((port + 1)) -c "SET citus.override_table_visibility = off" \
+          -c "SELECT relname FROM pg_class WHERE relname LIKE 'hc\_assets\_%' AND relkind = 'r' LIMIT 1")
+w $((port + 1)) -c "UPDATE holdcommit.$shard SET status = 'HELD'
+                    WHERE id = (SELECT min(id) FROM holdcommit.$shard WHERE status = 'AVAILABLE')" >/dev/null
+check "... and reports a row broken on a worker" \
+    "$(c -c "SELECT string_agg(DISTINCT invariant, '; ') FROM hc_check()")" \
+    "asset has the shape of its status; held asset has its one held reservation"
+w $((port + 1)) -c "UPDATE holdcommit.$shard SET status = 'AVAILABLE'
+                    WHERE status = 'HELD' AND current_reservation_id IS NULL" >/dev/null
+check "... and is empty again once it is mended" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
 exit 0
