@@ -55,7 +55,7 @@ RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
 BUILD_DIR = build
 
-.PHONY: run stop test check-quick installcheck-server sanitize bench bench-notify deps deb dist version
+.PHONY: run stop test check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version
 deps:
 	@test/deps.sh
 
@@ -88,6 +88,10 @@ installcheck-server:
 # on its own throwaway server: bench/results/latest.md and latest.png.
 bench:
 	@bench/run.sh
+
+# Through a Citus coordinator against a single node (bench/citus.sh): needs Citus installed.
+bench-citus:
+	@bench/citus.sh
 
 # Against the server of make run: what holdcommit.notify costs on hold throughput.
 bench-notify:

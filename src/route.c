@@ -20,16 +20,19 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 
 #include "route.h"
@@ -47,11 +50,43 @@ static Oid	distributed_schema = InvalidOid;
 static Oid	distributed_assets = InvalidOid;
 static bool distributed_callback = false;
 
+/*
+ * The shards of the distributed tables, by range of the routing ids' hash,
+ * in range order; each range has one shard of every table.  Kept until
+ * Citus changes the metadata of one of the tables (it invalidates the
+ * table's relcache entry when a shard is made, moved or dropped).
+ */
+typedef struct RouteRange
+{
+	int32		min;			/* the hashes of the range: min..max */
+	int32		max;
+	bool		here;			/* on this node */
+	char	   *names[HC_DISTRIBUTED_TABLES];
+} RouteRange;
+
+static RouteRange *ranges = NULL;
+static int	nranges = 0;
+static Oid	range_tables[HC_DISTRIBUTED_TABLES];
+static uint64 range_invalidations = 0;	/* a load that saw one loads again */
+
 static void
 route_invalidate(Datum arg, Oid relid)
 {
+	int			i;
+
 	if (relid == InvalidOid || relid == distributed_assets)
 		distributed_known = false;
+	for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+		if (relid == InvalidOid || relid == range_tables[i])
+		{
+			if (ranges != NULL)
+				pfree(ranges);	/* one chunk: the names live in it too */
+			ranges = NULL;
+			nranges = 0;
+			range_invalidations++;
+			hc_forget_shard_plans();
+			break;
+		}
 }
 
 static HcStatement is_distributed = {
@@ -59,20 +94,17 @@ static HcStatement is_distributed = {
 	{{"assets", OIDOID}}
 };
 
-/*
- * The shard of each distributed table that holds :routing_id's rows, and
- * whether this node has it.
- */
-static HcStatement routing_shards = {
-	"SELECT c.relname::pg_catalog.text AS relname, s.shardid,"
-	"       p.groupid" EQ "(SELECT groupid FROM pg_catalog.pg_dist_local_group) AS here"
+/* Every shard of the tables :tables, and whether this node has it. */
+static HcStatement all_shards = {
+	"SELECT s.logicalrelid, s.shardid, s.shardminvalue::pg_catalog.int4 AS min,"
+	"       s.shardmaxvalue::pg_catalog.int4 AS max,"
+	"       EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement p"
+	"                WHERE p.shardid" EQ "s.shardid"
+	"                  AND p.groupid" EQ "(SELECT groupid FROM pg_catalog.pg_dist_local_group)) AS here"
 	"  FROM pg_catalog.pg_dist_shard s"
-	"  JOIN pg_catalog.pg_class c ON c.oid" EQ "s.logicalrelid"
-	"  JOIN pg_catalog.pg_dist_placement p ON p.shardid" EQ "s.shardid"
-	" WHERE c.relnamespace" EQ ":schema"
-	"   AND s.shardminvalue::pg_catalog.int4" LE "pg_catalog.worker_hash(:routing_id)"
-	"   AND s.shardmaxvalue::pg_catalog.int4" GE "pg_catalog.worker_hash(:routing_id)",
-	{{"schema", OIDOID}, {"routing_id", TEXTOID}}
+	" WHERE s.logicalrelid" EQ "ANY (:tables)"
+	" ORDER BY 3, 1",
+	{{"tables", OIDARRAYOID}}
 };
 
 /*
@@ -104,6 +136,94 @@ hc_distributed(HcCall *call)
 		distributed_value = hc_run(call, &args, SPI_OK_SELECT) > 0;
 	}
 	return distributed_value;
+}
+
+/*
+ * Load the ranges of the distributed tables' shards if they are not known:
+ * one range per group of colocated shards, each with a shard of every
+ * table, on one node.
+ */
+static void
+route_load(HcCall *call)
+{
+	Datum		tables[HC_DISTRIBUTED_TABLES];
+	HcArgs		args;
+	uint64		n;
+	uint64		row;
+	int			count = 0;
+	RouteRange *loaded;
+	char	   *names;
+	Size		names_size = 0;
+	int			i;
+
+	uint64		invalidations;
+
+again:
+	if (ranges != NULL)
+		return;
+	invalidations = range_invalidations;
+	for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+	{
+		range_tables[i] = get_relname_relid(hc_distributed_tables[i], call->schema);
+		tables[i] = ObjectIdGetDatum(range_tables[i]);
+	}
+	hc_args(&args, &all_shards);
+	hc_bind(&args, "tables", PointerGetDatum(construct_array(tables, HC_DISTRIBUTED_TABLES,
+															 OIDOID, sizeof(Oid), true,
+															 TYPALIGN_INT)));
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	for (row = 0; row < n; row++)
+		if (row == 0 || hc_int32((int) row, "min") != hc_int32((int) row - 1, "min"))
+			count++;
+	for (row = 0; row < n; row++)
+		names_size += NAMEDATALEN;
+	/* One chunk, so that an invalidation frees it at once. */
+	loaded = MemoryContextAllocZero(CacheMemoryContext,
+									sizeof(RouteRange) * Max(count, 1) + names_size);
+	names = (char *) (loaded + Max(count, 1));
+	count = 0;
+	for (row = 0; row < n; row++)
+	{
+		bool		isnull;
+		Oid			relid = DatumGetObjectId(hc_datum((int) row, "logicalrelid", &isnull));
+		RouteRange *range;
+
+		if (row == 0 || hc_int32((int) row, "min") != hc_int32((int) row - 1, "min"))
+		{
+			range = &loaded[count++];
+			range->min = hc_int32((int) row, "min");
+			range->max = hc_int32((int) row, "max");
+			range->here = true;
+		}
+		range = &loaded[count - 1];
+		range->here = range->here && DatumGetBool(hc_datum((int) row, "here", &isnull));
+		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+			if (range_tables[i] == relid)
+			{
+				snprintf(names, NAMEDATALEN, "%s_" INT64_FORMAT, hc_distributed_tables[i],
+						 hc_int64((int) row, "shardid"));
+				range->names[i] = names;
+				names += NAMEDATALEN;
+			}
+	}
+	for (row = 0; row < (uint64) count; row++)
+		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+			if (loaded[row].names[i] == NULL)
+			{
+				pfree(loaded);
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("a range of routing ids has no shard of %s",
+								hc_distributed_tables[i]),
+						 errhint("Distribute every table of holdcommit with hc_distribute(), colocated.")));
+			}
+	if (invalidations != range_invalidations)
+	{
+		pfree(loaded);
+		goto again;
+	}
+	ranges = loaded;
+	nranges = count;
 }
 
 /*
@@ -239,112 +359,64 @@ bool
 hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *result,
 		 bool *isnull)
 {
-	HcArgs		args;
-	HcShards   *shards;
-	uint64		n;
-	uint64		row;
-	int			here = 0;
+	int32		hash;
+	int			lo;
+	int			hi;
 	int			i;
 
 	if (!hc_distributed(call))
 		return false;
-	hc_args(&args, &routing_shards);
-	hc_bind(&args, "schema", ObjectIdGetDatum(call->schema));
-	hc_bind_text(&args, "routing_id", routing_id);
-	n = hc_run(call, &args, SPI_OK_SELECT);
-	shards = MemoryContextAllocZero(call->outer, sizeof(HcShards));
-	shards->routing_id = MemoryContextStrdup(call->outer, routing_id);
-	for (row = 0; row < n; row++)
+	route_load(call);
+	/* Citus hashes a text routing id with text's hash function, as hashtext. */
+	hash = DatumGetInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID,
+												 CStringGetTextDatum(routing_id)));
+	lo = 0;
+	hi = nranges - 1;
+	while (lo <= hi)
 	{
-		char	   *table = hc_text(call, (int) row, "relname");
-		bool		isnull;
+		int			mid = (lo + hi) / 2;
 
-		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-			if (strcmp(table, hc_distributed_tables[i]) == 0)
-				break;
-		if (i == HC_DISTRIBUTED_TABLES)
-			continue;
-		if (DatumGetBool(hc_datum((int) row, "here", &isnull)))
+		if (hash < ranges[mid].min)
+			hi = mid - 1;
+		else if (hash > ranges[mid].max)
+			lo = mid + 1;
+		else
 		{
-			shards->names[i] = MemoryContextStrdup(call->outer,
-												   psprintf("%s_" INT64_FORMAT, table,
-															hc_int64((int) row, "shardid")));
-			here++;
+			HcShards   *shards;
+
+			if (!ranges[mid].here)
+				break;
+			shards = MemoryContextAllocZero(call->outer, sizeof(HcShards));
+			shards->routing_id = MemoryContextStrdup(call->outer, routing_id);
+			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+				shards->names[i] = MemoryContextStrdup(call->outer, ranges[mid].names[i]);
+			call->shards = shards;
+			return false;
 		}
-	}
-	for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-		if (shards->names[i] == NULL && here > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("the shards of \"%s\" are not all on this node", routing_id),
-					 errdetail("%s has no shard here for it.", hc_distributed_tables[i]),
-					 errhint("Distribute every table of holdcommit with hc_distribute(), colocated.")));
-	if (here > 0)
-	{
-		call->shards = shards;
-		return false;
 	}
 	*result = route_forward(call, fcinfo, routing_id, isnull);
 	return true;
 }
 
-/*
- * This node's shards, grouped by the range of routing ids they hold (a
- * group has one shard of each distributed table), in range order: what a
- * sweep of this node goes through.
- */
-static HcStatement local_shards = {
-	"SELECT s.shardminvalue::pg_catalog.int4 AS range, c.relname::pg_catalog.text AS relname,"
-	"       s.shardid"
-	"  FROM pg_catalog.pg_dist_shard s"
-	"  JOIN pg_catalog.pg_class c ON c.oid" EQ "s.logicalrelid"
-	"  JOIN pg_catalog.pg_dist_placement p ON p.shardid" EQ "s.shardid"
-	" WHERE c.relnamespace" EQ ":schema"
-	"   AND p.groupid" EQ "(SELECT groupid FROM pg_catalog.pg_dist_local_group)"
-	" ORDER BY 1, 2",
-	{{"schema", OIDOID}}
-};
-
-/* The groups of this node's shards (none on a node without shards). */
+/* The groups of this node's shards, one per range, in range order. */
 int
 hc_local_shard_groups(HcCall *call, HcShards **groups)
 {
-	HcArgs		args;
-	uint64		n;
-	uint64		row;
-	int			ngroups = 0;
-	int32		range = 0;
+	int			n = 0;
+	int			r;
+	int			i;
 
-	hc_args(&args, &local_shards);
-	hc_bind(&args, "schema", ObjectIdGetDatum(call->schema));
-	n = hc_run(call, &args, SPI_OK_SELECT);
-	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * Max(n, 1));
-	for (row = 0; row < n; row++)
+	route_load(call);
+	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * Max(nranges, 1));
+	for (r = 0; r < nranges; r++)
 	{
-		char	   *table = hc_text(call, (int) row, "relname");
-		int			i;
-
-		if (ngroups == 0 || hc_int32((int) row, "range") != range)
-		{
-			range = hc_int32((int) row, "range");
-			ngroups++;
-		}
+		if (!ranges[r].here)
+			continue;
 		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-			if (strcmp(table, hc_distributed_tables[i]) == 0)
-				(*groups)[ngroups - 1].names[i] =
-					MemoryContextStrdup(call->outer,
-										psprintf("%s_" INT64_FORMAT, table,
-												 hc_int64((int) row, "shardid")));
+			(*groups)[n].names[i] = MemoryContextStrdup(call->outer, ranges[r].names[i]);
+		n++;
 	}
-	for (row = 0; row < (uint64) ngroups; row++)
-		for (int i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-			if ((*groups)[row].names[i] == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("a range of routing ids on this node has no shard of %s",
-								hc_distributed_tables[i]),
-						 errhint("Distribute every table of holdcommit with hc_distribute(), colocated.")));
-	return ngroups;
+	return n;
 }
 
 /* Refuse, on Citus, what needs every row on this node. */

@@ -20,6 +20,7 @@
 
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -130,36 +131,111 @@ statement_plan_settings(HcCall *call)
 }
 
 /*
- * Plans for one run only, made with the parameters' values: on Citus, whose
- * planner routes a statement by the values of its routing ids (a generic
- * plan of a distributed table fails), and on a Citus node's shards
- * (call->shards), whose names are in the statement's text.
+ * Plans for one run only, made with the parameters' values: on Citus, for
+ * a statement over the distributed tables themselves, which Citus' planner
+ * routes by the values of their routing ids (a generic plan of a
+ * distributed table fails).
  */
 static bool
 statement_one_shot(HcCall *call)
 {
-	return call->shards != NULL || hc_distributed(call);
+	return call->shards == NULL && hc_distributed(call);
 }
 
 /*
- * Prepare the statement for the call's schema if not done yet, keep it; or
- * a plan for this run only (statement_one_shot), which the caller frees.
+ * The plans of statements over a Citus node's shards (call->shards), kept as
+ * single-node plans are, one per statement and range of shards; at most
+ * HC_MAX_SHARD_PLANS of them, all dropped when there would be more, and
+ * when Citus changes its shards (hc_forget_shard_plans).
+ */
+#define HC_MAX_SHARD_PLANS 256
+
+typedef struct ShardPlanKey
+{
+	HcStatement *stmt;
+	char		shard[NAMEDATALEN];	/* the range's shard of hc_assets */
+} ShardPlanKey;
+
+typedef struct ShardPlan
+{
+	ShardPlanKey key;
+	SPIPlanPtr	plan;
+} ShardPlan;
+
+static HTAB *shard_plans = NULL;
+static bool shard_plans_stale = false;
+
+/* Citus changed its shards: drop the plans before the next statement. */
+void
+hc_forget_shard_plans(void)
+{
+	shard_plans_stale = true;
+}
+
+/* Where the plan of stmt over the call's shards is kept (NULL: none yet). */
+static SPIPlanPtr *
+statement_shard_slot(HcCall *call, HcStatement *stmt)
+{
+	ShardPlanKey key = {0};
+	ShardPlan  *entry;
+	bool		found;
+
+	if (shard_plans != NULL &&
+		(shard_plans_stale || hash_get_num_entries(shard_plans) >= HC_MAX_SHARD_PLANS))
+	{
+		HASH_SEQ_STATUS seq;
+
+		hash_seq_init(&seq, shard_plans);
+		while ((entry = hash_seq_search(&seq)) != NULL)
+			if (entry->plan != NULL)
+				SPI_freeplan(entry->plan);
+		hash_destroy(shard_plans);
+		shard_plans = NULL;
+	}
+	shard_plans_stale = false;
+	if (shard_plans == NULL)
+	{
+		HASHCTL		ctl = {0};
+
+		ctl.keysize = sizeof(ShardPlanKey);
+		ctl.entrysize = sizeof(ShardPlan);
+		shard_plans = hash_create("holdcommit shard plans", HC_MAX_SHARD_PLANS, &ctl,
+								  HASH_ELEM | HASH_BLOBS);
+	}
+	key.stmt = stmt;
+	strlcpy(key.shard, call->shards->names[0], NAMEDATALEN);
+	entry = hash_search(shard_plans, &key, HASH_ENTER, &found);
+	if (!found)
+		entry->plan = NULL;
+	return &entry->plan;
+}
+
+/*
+ * The plan of the statement: kept for the call's schema (or its shards) once
+ * made; or, one_shot, a plan for this run only, which the caller frees.
  */
 static SPIPlanPtr
 statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
 {
 	Oid			argtypes[HC_MAX_PARAMS];
+	SPIPlanPtr *slot = NULL;
 	SPIPlanPtr	plan;
 	char	   *sql;
 	int			guc_level = 0;
 
-	if (stmt->plan != NULL && stmt->schema == call->schema && !one_shot)
-		return stmt->plan;
-	if (stmt->plan != NULL && !one_shot)
+	if (call->shards != NULL)
+		slot = statement_shard_slot(call, stmt);
+	else if (!one_shot)
 	{
-		SPI_freeplan(stmt->plan);
-		stmt->plan = NULL;
+		slot = &stmt->plan;
+		if (stmt->plan != NULL && stmt->schema != call->schema)
+		{
+			SPI_freeplan(stmt->plan);
+			stmt->plan = NULL;
+		}
 	}
+	if (slot != NULL && *slot != NULL)
+		return *slot;
 
 	for (stmt->nparams = 0; stmt->nparams < HC_MAX_PARAMS && stmt->params[stmt->nparams].name;
 		 stmt->nparams++)
@@ -183,8 +259,9 @@ statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
 		ReleaseCachedPlan(SPI_plan_get_cached_plan(plan), CurrentResourceOwner);
 		AtEOXact_GUC(true, guc_level);
 	}
-	stmt->plan = plan;
-	stmt->schema = call->schema;
+	*slot = plan;
+	if (call->shards == NULL)
+		stmt->schema = call->schema;
 	return plan;
 }
 
