@@ -192,6 +192,38 @@ check "the background sweeper of each worker sweeps its shards" \
 $(w $((port + 1)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_status")
 $(w $((port + 2)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_status")" "$(printf '0\nt\nt')"
 
+# A transaction over both workers whose second worker stops after Citus'
+# PREPARE TRANSACTION and before its COMMIT PREPARED (the coordinator held
+# there under gdb): the commit stands, and Citus' recovery commits the
+# prepared transaction once the worker is back.
+bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
+as_server() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+w2data=${TMPDIR:-/tmp}/holdcommit-$((port + 2))/data
+if command -v gdb >/dev/null; then
+    x1=$(asset_on $((port + 1)) 4); x2=$(asset_on $((port + 2)) 4)
+    printf '%s\n' '\set VERBOSITY terse' 'SELECT pg_backend_pid() \g '"$work/pid" 'SELECT pg_sleep(3);' \
+        'BEGIN;' "SELECT hc_hold('$x1', 'b1', 'two-1');" "SELECT hc_hold('$x2', 'b1', 'two-2');" 'COMMIT;' \
+        '\echo commit :SQLSTATE' |
+        psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres >"$work/two.out" 2>&1 &
+    two=$!
+    for i in $(seq 1 50); do [ -s "$work/pid" ] && break; sleep 0.1; done
+    gdb -p "$(cat "$work/pid")" -batch -ex 'break CoordinatedRemoteTransactionsCommit' -ex continue \
+        -ex "shell runuser -u postgres -- $bin/pg_ctl -D $w2data stop -m immediate >/dev/null 2>&1 || $bin/pg_ctl -D $w2data stop -m immediate >/dev/null" \
+        -ex detach >"$work/gdb.log" 2>&1
+    wait $two
+    check "the commit over both workers stands when one stops after PREPARE" \
+        "$(grep -c '^commit 00000' "$work/two.out") $(grep -c 'failed to commit' "$work/two.out")" "1 1"
+    as_server "$bin/pg_ctl" -D "$w2data" -l "$w2data/../server.log" -w start >/dev/null
+    check "... its prepared transaction waits on the stopped worker" \
+        "$(w $((port + 2)) -c "SELECT count(*) FROM pg_prepared_xacts")" "1"
+    c -c "SELECT recover_prepared_transactions()" >/dev/null
+    check "... and Citus' recovery commits it: both holds are there" \
+        "$(c -c "SELECT string_agg(status, ' ') FROM hc_assets WHERE id IN ('$x1', '$x2')")
+$(w $((port + 2)) -c "SELECT count(*) FROM pg_prepared_xacts")" "$(printf 'HELD HELD\n0')"
+else
+    echo "ok - # SKIP gdb is not installed: the stop between PREPARE and COMMIT PREPARED needs it"
+fi
+
 # hc_check on the coordinator: every worker checks its shards.
 check "hc_check() on the coordinator is empty after all of it" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
 shard=$(w $((port + 1)) -c "SET citus.override_table_visibility = off" \
