@@ -27,6 +27,7 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -61,6 +62,7 @@ typedef struct RouteRange
 	int32		min;			/* the hashes of the range: min..max */
 	int32		max;
 	bool		here;			/* on this node */
+	int64		anchor;			/* the range's shard of hc_assets */
 	char	   *names[HC_DISTRIBUTED_TABLES];
 } RouteRange;
 
@@ -68,6 +70,7 @@ static RouteRange *ranges = NULL;
 static int	nranges = 0;
 static Oid	range_tables[HC_DISTRIBUTED_TABLES];
 static uint64 range_invalidations = 0;	/* a load that saw one loads again */
+static uint32 range_colocation = 0;		/* the tables' colocation id */
 
 static void
 route_invalidate(Datum arg, Oid relid)
@@ -105,6 +108,11 @@ static HcStatement all_shards = {
 	" WHERE s.logicalrelid" EQ "ANY (:tables)"
 	" ORDER BY 3, 1",
 	{{"tables", OIDARRAYOID}}
+};
+
+static HcStatement colocation = {
+	"SELECT colocationid FROM pg_catalog.pg_dist_partition WHERE logicalrelid" EQ ":assets",
+	{{"assets", OIDOID}}
 };
 
 /*
@@ -167,6 +175,11 @@ again:
 		range_tables[i] = get_relname_relid(hc_distributed_tables[i], call->schema);
 		tables[i] = ObjectIdGetDatum(range_tables[i]);
 	}
+	hc_args(&args, &colocation);
+	hc_bind(&args, "assets", ObjectIdGetDatum(range_tables[0]));
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+		elog(ERROR, "hc_assets is not distributed");
+	range_colocation = (uint32) hc_int32(0, "colocationid");
 	hc_args(&args, &all_shards);
 	hc_bind(&args, "tables", PointerGetDatum(construct_array(tables, HC_DISTRIBUTED_TABLES,
 															 OIDOID, sizeof(Oid), true,
@@ -202,6 +215,8 @@ again:
 			{
 				snprintf(names, NAMEDATALEN, "%s_" INT64_FORMAT, hc_distributed_tables[i],
 						 hc_int64((int) row, "shardid"));
+				if (i == 0)
+					range->anchor = hc_int64((int) row, "shardid");
 				range->names[i] = names;
 				names += NAMEDATALEN;
 			}
@@ -350,6 +365,39 @@ hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 }
 
 /*
+ * Citus' lock on the placement metadata of a group of colocated shards
+ * (resource_lock.h: ADV_LOCKTAG_CLASS_CITUS_COLOCATED_SHARDS_METADATA, keyed
+ * by the colocation id and the group's index among the shards): its
+ * executor takes it in ShareLock for each write to a shard, and a shard
+ * move or split takes it in ExclusiveLock on every node to block writes to
+ * the shards it is moving while it switches them over.
+ */
+#define HC_CITUS_COLOCATED_SHARDS_METADATA_LOCK 8
+
+/*
+ * Lock a range of this node's shards for the writes of a call, as Citus'
+ * executor does, so that no move of them can lose a write; then whether
+ * they are still here, with the metadata as it is once locked.  The lock
+ * is held until the transaction ends.
+ */
+static bool
+route_lock(HcCall *call, int range)
+{
+	LOCKTAG		tag;
+	int64		anchor = ranges[range].anchor;
+	int32		min = ranges[range].min;
+
+	/* The ranges are in the order of the shards' index. */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) range, (uint32) range_colocation,
+						 HC_CITUS_COLOCATED_SHARDS_METADATA_LOCK);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	AcceptInvalidationMessages();
+	route_load(call);
+	return range < nranges && ranges[range].anchor == anchor && ranges[range].min == min &&
+		ranges[range].here;
+}
+
+/*
  * Route a call by its routing id (asset, product or resource).  On a single
  * node, false: run here.  On Citus, false with call->shards set if this
  * node has the id's shards; else true, with the result of the call sent to
@@ -384,7 +432,7 @@ hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *r
 		{
 			HcShards   *shards;
 
-			if (!ranges[mid].here)
+			if (!ranges[mid].here || !route_lock(call, mid))
 				break;
 			shards = MemoryContextAllocZero(call->outer, sizeof(HcShards));
 			shards->routing_id = MemoryContextStrdup(call->outer, routing_id);
@@ -398,19 +446,25 @@ hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *r
 	return true;
 }
 
-/* The groups of this node's shards, one per range, in range order. */
+/*
+ * The groups of this node's shards, one per range, in range order, each
+ * locked as a call's shards are (route_lock): what the sweep writes.
+ */
 int
 hc_local_shard_groups(HcCall *call, HcShards **groups)
 {
 	int			n = 0;
+	int			size;
 	int			r;
 	int			i;
 
 	route_load(call);
-	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * Max(nranges, 1));
-	for (r = 0; r < nranges; r++)
+	size = Max(nranges, 1);
+	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * size);
+	/* A lock may bring new metadata, and new ranges: r goes through the latest. */
+	for (r = 0; r < nranges && n < size; r++)
 	{
-		if (!ranges[r].here)
+		if (!ranges[r].here || !route_lock(call, r))
 			continue;
 		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
 			(*groups)[n].names[i] = MemoryContextStrdup(call->outer, ranges[r].names[i]);

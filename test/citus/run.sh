@@ -224,6 +224,36 @@ else
     echo "ok - # SKIP gdb is not installed: the stop between PREPARE and COMMIT PREPARED needs it"
 fi
 
+# A shard moved to the other worker while 8 clients hold and release assets
+# of it through the coordinator: Citus blocks the writes to it while it
+# switches over, the calls made on that worker's shards take the lock that
+# blocks them, and no write is lost (every call that succeeded is there).
+if cc -O2 -o "$work/driver" bench/driver.c -I"$(pg_config --includedir)" -L"$(pg_config --libdir)" -lpq -pthread; then
+    c -c "SELECT count(hc_asset_add('mv-' || g)) FROM generate_series(1, 4000) g" >/dev/null
+    shard=$(c -c "SELECT get_shard_id_for_distribution_column('holdcommit.hc_assets', 'mv-1')")
+    from=$(c -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $shard")
+    to=$((from == port + 1 ? port + 2 : port + 1))
+    printf '%s\n' "- SELECT reservation_id FROM holdcommit.hc_hold(:'{p1}', :'b{c}', :'mv-{c}-{i}')" \
+        "- SELECT status FROM holdcommit.hc_release(:'{p1}', :'{s1.1}')" >"$work/move.steps"
+    (sleep 2; c -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $from, '127.0.0.1', $to,
+                                                     shard_transfer_mode => 'force_logical')" >"$work/move.out" 2>&1) &
+    mover=$!
+    "$work/driver" -d "host=$host port=$port user=postgres dbname=postgres" -c 8 -T 8 -C \
+        -P "SELECT id FROM holdcommit.hc_assets WHERE id LIKE 'mv-%'
+              AND get_shard_id_for_distribution_column('holdcommit.hc_assets', id) = $shard
+              AND abs(hashtext(id)) % 8 = \$1" "$work/move.steps" >"$work/move.driver"
+    wait $mover
+    ok_calls=$(sed -n 's/.*outcomes=00000:\([0-9]*\).*/\1/p' "$work/move.driver")
+    check "a shard moves to the other worker under load" \
+        "$(c -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $shard") $(grep -c ERROR "$work/move.out")" "$to 0"
+    check "... and every hold and release that succeeded meanwhile is there ($ok_calls calls)" \
+        "$(c -c "SELECT count(*) FROM hc_reservations WHERE idempotency_key LIKE 'mv-%' AND status = 'RELEASED'")
+$(sed -n 's/.*outcomes=\([^ ]*\).*/\1/p' "$work/move.driver")" "$ok_calls
+00000:$ok_calls"
+else
+    echo "not ok - the load driver builds (bench/driver.c)"
+fi
+
 # hc_check on the coordinator: every worker checks its shards.
 check "hc_check() on the coordinator is empty after all of it" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
 shard=$(w $((port + 1)) -c "SET citus.override_table_visibility = off" \
