@@ -108,7 +108,7 @@ done
     echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') at commit \`$(git rev-parse --short HEAD)\` on $(nproc) cores, $(node $port -d postgres -c "SELECT citus_version()" | sed 's/ on .*//'),"
     echo "PostgreSQL $(node $port -d postgres -c 'SHOW server_version')."
     echo "A coordinator and two workers on this one machine, fsync and \`synchronous_commit\` on; the single node is a database"
-    echo "of the coordinator without Citus. $clients clients, $rounds rounds of $seconds s; figures are the medians of the rounds."
+    echo "of the coordinator without Citus. $clients clients, $rounds rounds of $seconds s; each row is the round of the median ratio."
     echo
     echo "| call | single node, calls/s | through the coordinator, calls/s | ratio (rounds min–max) | goal |"
     echo "|---|---|---|---|---|"
