@@ -248,9 +248,9 @@ again:
  * schema in the query it sends if the schema is on the path here.  Returns
  * the function's result, copied into the call's memory.
  */
-Datum
-hc_route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
-			 const char *nulls, Oid rettype, bool *isnull)
+static Datum
+route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
+		  const char *nulls, Oid rettype, bool *isnull)
 {
 	OverrideSearchPath path = {0};
 	Oid			owner;
@@ -281,12 +281,18 @@ hc_route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values
 }
 
 /*
- * Send the call whole to the node of routing_id's rows: the same function
- * with the same arguments, in a query that Citus plans for that one shard
- * (HAVING true: one row, whether or not an asset of that id exists).
+ * Run this call's function again with its arguments, on the node of
+ * routing_id's rows, and return its result.  Not prefixed: the same
+ * function, in a query that Citus plans for that one shard (HAVING true: one
+ * row, whether or not an asset of that id exists).  Prefixed: the form of
+ * the function that takes the routing id as its first argument
+ * (hc_commit(asset_id, reservation_id, late_ok) for hc_commit(reservation_id,
+ * late_ok)), which Citus sends to that node itself: a call by reservation
+ * id alone, once the routing id is found.
  */
 static Datum
-route_forward(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool *isnull)
+route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool prefixed,
+		   bool *isnull)
 {
 	HeapTuple	proctup;
 	Form_pg_proc proc;
@@ -294,8 +300,9 @@ route_forward(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, boo
 	Oid			types[FUNC_MAX_ARGS + 1];
 	Datum		values[FUNC_MAX_ARGS + 1];
 	char		nulls[FUNC_MAX_ARGS + 1];
-	int			nargs = fcinfo->nargs;
 	const char *schema = quote_identifier(get_namespace_name(call->schema));
+	int			routing = prefixed ? 0 : fcinfo->nargs;	/* where routing_id goes */
+	int			shift = prefixed ? 1 : 0;
 	Oid			rettype;
 	int			i;
 
@@ -304,64 +311,32 @@ route_forward(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, boo
 		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
 	proc = (Form_pg_proc) GETSTRUCT(proctup);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s.%s(", schema, quote_identifier(NameStr(proc->proname)));
-	for (i = 0; i < nargs; i++)
+	appendStringInfo(&sql, "SELECT %s.%s(%s", schema, quote_identifier(NameStr(proc->proname)),
+					 prefixed ? "$1" : "");
+	for (i = 0; i < fcinfo->nargs; i++)
 	{
-		types[i] = proc->proargtypes.values[i];
-		values[i] = fcinfo->args[i].value;
-		nulls[i] = fcinfo->args[i].isnull ? 'n' : ' ';
-		appendStringInfo(&sql, "%s$%d", i > 0 ? ", " : "", i + 1);
+		types[i + shift] = proc->proargtypes.values[i];
+		values[i + shift] = fcinfo->args[i].value;
+		nulls[i + shift] = fcinfo->args[i].isnull ? 'n' : ' ';
+		appendStringInfo(&sql, "%s$%d", i + shift > 0 ? ", " : "", i + shift + 1);
 	}
 	rettype = proc->prorettype;
 	ReleaseSysCache(proctup);
-	types[nargs] = TEXTOID;
-	values[nargs] = CStringGetTextDatum(routing_id);
-	nulls[nargs] = ' ';
-	appendStringInfo(&sql, ") FROM %s.hc_assets WHERE id" EQ "$%d HAVING true", schema, nargs + 1);
-	return hc_route_run(call, sql.data, nargs + 1, types, values, nulls, rettype, isnull);
+	types[routing] = TEXTOID;
+	values[routing] = CStringGetTextDatum(routing_id);
+	nulls[routing] = ' ';
+	appendStringInfoChar(&sql, ')');
+	if (!prefixed)
+		appendStringInfo(&sql, " FROM %s.hc_assets WHERE id" EQ "$%d HAVING true", schema,
+						 routing + 1);
+	return route_run(call, sql.data, fcinfo->nargs + 1, types, values, nulls, rettype, isnull);
 }
 
-/*
- * Call the form of this function that takes the routing id as its first
- * argument (hc_commit(asset_id, reservation_id, late_ok) for
- * hc_commit(reservation_id, late_ok)), which Citus sends to the node of
- * routing_id's rows.  For a call by reservation id alone on Citus, once
- * the routing id is found.
- */
+/* The prefixed form of route_call, for a call by reservation id alone. */
 Datum
 hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool *isnull)
 {
-	HeapTuple	proctup;
-	Form_pg_proc proc;
-	StringInfoData sql;
-	Oid			types[FUNC_MAX_ARGS + 1];
-	Datum		values[FUNC_MAX_ARGS + 1];
-	char		nulls[FUNC_MAX_ARGS + 1];
-	int			nargs = fcinfo->nargs;
-	Oid			rettype;
-	int			i;
-
-	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(proctup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(proctup);
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s.%s($1", quote_identifier(get_namespace_name(call->schema)),
-					 quote_identifier(NameStr(proc->proname)));
-	types[0] = TEXTOID;
-	values[0] = CStringGetTextDatum(routing_id);
-	nulls[0] = ' ';
-	for (i = 0; i < nargs; i++)
-	{
-		types[i + 1] = proc->proargtypes.values[i];
-		values[i + 1] = fcinfo->args[i].value;
-		nulls[i + 1] = fcinfo->args[i].isnull ? 'n' : ' ';
-		appendStringInfo(&sql, ", $%d", i + 2);
-	}
-	appendStringInfoChar(&sql, ')');
-	rettype = proc->prorettype;
-	ReleaseSysCache(proctup);
-	return hc_route_run(call, sql.data, nargs + 1, types, values, nulls, rettype, isnull);
+	return route_call(call, fcinfo, routing_id, true, isnull);
 }
 
 /*
@@ -442,7 +417,7 @@ hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *r
 			return false;
 		}
 	}
-	*result = route_forward(call, fcinfo, routing_id, isnull);
+	*result = route_call(call, fcinfo, routing_id, false, isnull);
 	return true;
 }
 

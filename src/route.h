@@ -42,8 +42,7 @@ typedef struct HcShards
 	} while (0)
 
 extern bool hc_distributed(HcCall *call);
-extern Datum hc_route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
-						  const char *nulls, Oid rettype, bool *isnull);
+
 extern bool hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 					 Datum *result, bool *isnull);
 extern Datum hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
