@@ -74,7 +74,7 @@ P -c "CREATE EXTENSION holdcommit" -c "ALTER DATABASE shop SET search_path = hol
 # the same calls must succeed.
 P >"$work/setup.out" 2>&1 <<'SQL'
 SELECT count(hc_asset_add(id, 'lot ' || id)) FROM unnest(ARRAY['A-FREE', 'A-LIVE', 'A-SOLD', 'A-REL',
-    'A-EXP', 'A-HOLD', 'A-COMMIT', 'A-RELEASE', 'A-EXTEND']) id;
+    'A-EXP', 'A-HOLD', 'A-COMMIT', 'A-RELEASE', 'A-EXTEND', 'A-COMMIT2', 'A-RELEASE2', 'A-EXTEND2']) id;
 SELECT count(hc_stock_set(p, 100)) FROM unnest(ARRAY['P-1', 'P-2', 'P-EXP', 'P-SET', 'P-ADJ']) p;
 -- holds: live, committed, released (and one each for commit, release, extend)
 SELECT count(*) FROM hc_hold('A-LIVE', 'alice', 'k-live', '1 hour');
@@ -82,7 +82,8 @@ SELECT count(*) FROM hc_hold('A-SOLD', 'bob', 'k-sold', '1 hour');
 SELECT count(*) FROM hc_commit((SELECT current_reservation_id FROM hc_assets WHERE id = 'A-SOLD'));
 SELECT count(*) FROM hc_hold('A-REL', 'carol', 'k-rel', '1 hour');
 SELECT count(*) FROM hc_release((SELECT current_reservation_id FROM hc_assets WHERE id = 'A-REL'));
-SELECT count(hc_hold(a, 'dave', 'k-' || a, '1 hour')) FROM unnest(ARRAY['A-COMMIT', 'A-RELEASE', 'A-EXTEND']) a;
+SELECT count(hc_hold(a, 'dave', 'k-' || a, '1 hour'))
+  FROM unnest(ARRAY['A-COMMIT', 'A-RELEASE', 'A-EXTEND', 'A-COMMIT2', 'A-RELEASE2', 'A-EXTEND2']) a;
 -- stock: reserved, finalized, unreserved (and one each for finalize, unreserve)
 SELECT count(*) FROM hc_reserve('P-1', 2, 'erin', 'k-order-live', '1 hour');
 SELECT count(*) FROM hc_reserve_items('[{"product_id": "P-1", "qty": 1}, {"product_id": "P-2", "qty": 3}]',
@@ -93,6 +94,8 @@ SELECT count(*) FROM hc_reserve('P-2', 1, 'heidi', 'k-order-gone', '1 hour');
 SELECT count(*) FROM hc_unreserve((SELECT id FROM hc_stock_reservations WHERE buyer_id = 'heidi'));
 SELECT count(*) FROM hc_reserve('P-1', 1, 'b-fin', 'k-order-fin', '1 hour');
 SELECT count(*) FROM hc_reserve('P-1', 1, 'b-unr', 'k-order-unr', '1 hour');
+SELECT count(*) FROM hc_reserve('P-1', 1, 'b-fin2', 'k-order-fin2', '1 hour');
+SELECT count(*) FROM hc_reserve('P-1', 1, 'b-unr2', 'k-order-unr2', '1 hour');
 SELECT count(*) FROM hc_stock_adjust('P-ADJ', -5, 'breakage');
 -- leases: held, released, taken over several times; attempts open, in
 -- cooldown, awaiting review, completed
@@ -178,8 +181,12 @@ hc_attempt_complete|'L-DONE2', 'w1', 1, 'INV-2'|write
 hc_attempt_reset|'L-REVIEW', 'checked by hand'|write
 hc_check||read
 hc_commit|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-COMMIT'), false|write
+hc_commit|'A-COMMIT2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-COMMIT2'), false|write
+hc_distribute||citus
 hc_extend|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-EXTEND'), '2 hours'|write
+hc_extend|'A-EXTEND2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-EXTEND2'), '2 hours'|write
 hc_finalize|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-fin'), false|write
+hc_finalize|'P-1', (SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-fin2'), false|write
 hc_grant_app|'shop_app'|write
 hc_grant_monitor|'shop_mon'|write
 hc_grant_operator|'shop_ops'|write
@@ -189,6 +196,7 @@ hc_lock_acquire_session|'L-FREE-S', 'w-new', '3 minutes', 0|write
 hc_lock_heartbeat|'L-HELD', 'w1', 1|write
 hc_lock_release|'L-REL', 'w1', 1|write
 hc_release|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-RELEASE')|write
+hc_release|'A-RELEASE2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-RELEASE2')|write
 hc_reserve|'P-1', 1, 'liam', 'k-new-reserve', '1 hour'|write
 hc_reserve_items|'[{"product_id": "P-1", "qty": 1}, {"product_id": "P-2", "qty": 1}]', 'mia', 'k-new-items', '1 hour'|write
 hc_stock_adjust|'P-ADJ', 10, 'delivery'|write
@@ -197,6 +205,7 @@ hc_stock_spread|'P-SET', 2|write
 hc_sweep|100|write
 hc_sweeper_state||read
 hc_unreserve|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-unr')|write
+hc_unreserve|'P-1', (SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-unr2')|write
 CALLS
 # The functions a caller can call (not the event trigger's).
 catalog="SELECT p.proname FROM pg_proc p
@@ -240,6 +249,8 @@ check "and each of the $writes writes is refused: 25006 \"NAME cannot run on a s
     "$(awk -F'|' '$3 == "write" { print $1 ":25006:1:1" }' "$work/calls" | paste -sd' ')"
 awk -F'|' '$2 == "write" && $3 != "25006" { print "#   " $0 }' "$work/matrix.standby"
 grep '^hc_hold|' "$work/matrix.standby" | sed 's/^/# a refusal: /'
+check "hc_distribute on the standby: Citus is missing (55000), before anything else" \
+    "$(awk -F'|' '$2 == "citus" { print $1 ":" $3 }' "$work/matrix.standby")" "hc_distribute:55000"
 
 # At top level, in one session: a lease call (bound to the session, and
 # not), a hold with a new key, a sweep: refused at once, and the session is
@@ -352,9 +363,9 @@ promoted_s=$(elapsed "$t0")
 # The old primary's tokens, before any write here.
 S -c "SELECT resource || ':' || token FROM hc_locks ORDER BY resource" >"$work/tokens.before"
 matrix S >"$work/matrix.promoted"
-check "every call refused on the standby works now, with the same arguments" \
+check "every call refused on the standby works now, with the same arguments (hc_distribute needs Citus)" \
     "$(awk -F'|' '{ print $1 ":" $3 }' "$work/matrix.promoted" | paste -sd' ')" \
-    "$(cut -d'|' -f1 "$work/calls" | sed 's/$/:00000/' | paste -sd' ')"
+    "$(awk -F'|' '{ print $1 ":" ($3 == "citus" ? "55000" : "00000") }' "$work/calls" | paste -sd' ')"
 awk -F'|' '$3 != "00000" { print "#   " $0 }' "$work/matrix.promoted"
 check "new holds and reserves work (the ones refused at top level)" \
     "$(S -c "SELECT status FROM hc_assets WHERE id = 'A-HOLD'") $(S -c "SELECT count(*) FROM hc_stock_reservations WHERE buyer_id IN ('liam', 'mia') AND status = 'RESERVED'")" \
