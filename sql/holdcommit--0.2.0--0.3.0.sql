@@ -375,6 +375,17 @@ $$;
 -- Scale-out on Citus (doc/scale-out.md)
 ------------------------------------------------------------------------------
 
+-- On Citus a call that Citus did not send to the node of its rows sends
+-- itself there in a query that also updates no row of this empty table, so
+-- that Citus counts the call as a write and commits it in two phases with
+-- the transaction's other writes.  Never written; applications may update
+-- it (nothing to update) but not insert into it.
+CREATE TABLE @extschema@.hc_routes (
+    routing_id  text PRIMARY KEY
+);
+COMMENT ON TABLE @extschema@.hc_routes IS
+    'Empty: on Citus the write that makes a call sent to another node part of two-phase commit.';
+
 -- The calls on a hold given its asset, the routing id, which Citus sends to
 -- the node of the asset's rows; on a single node the same as the calls by
 -- reservation id alone, which also check that the hold is of that asset.
@@ -443,15 +454,24 @@ BEGIN
         RAISE EXCEPTION 'hc_distribute runs on the coordinator'
               USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    -- An order of several products would have its lines on several nodes,
+    -- where no call sees them together (doc/scale-out.md).
+    IF EXISTS (SELECT 1 FROM @extschema@.hc_stock_reservation_lines
+                GROUP BY reservation_id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN
+        RAISE EXCEPTION 'hc_distribute cannot distribute orders of several products'
+              USING ERRCODE = 'object_not_in_prerequisite_state',
+                    HINT = 'Archive and delete those orders (hc_stock_reservations and their lines) once they have ended, then call hc_distribute() again.';
+    END IF;
 
     -- Unique indexes without the routing id: Citus refuses them.  A lookup
     -- by reservation id alone keeps a plain index on each shard.
     FOR t IN SELECT * FROM (VALUES
             ('hc_reservations', 'hc_reservations_id', 'hc_reservations_by_id', 'id', 'hc_reservations_key',
-             'hc_reservations_scope_key', 'asset_id'),
+             'hc_reservations_scope_key', 'asset_id', 'hc_reservations_by_key'),
             ('hc_stock_reservations', 'hc_stock_reservations_id', 'hc_stock_reservations_by_id', 'id',
-             'hc_stock_reservations_key', 'hc_stock_reservations_scope_key', 'scope_id'))
-            AS v(tab, id_index, by_id, id_column, key_index, scope_key, scope_column)
+             'hc_stock_reservations_key', 'hc_stock_reservations_scope_key', 'scope_id',
+             'hc_stock_reservations_by_key'))
+            AS v(tab, id_index, by_id, id_column, key_index, scope_key, scope_column, by_key)
     LOOP
         IF pg_catalog.to_regclass(pg_catalog.format('%I.%I', s, t.id_index)) IS NOT NULL THEN
             EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (%I)',
@@ -459,11 +479,16 @@ BEGIN
             EXECUTE pg_catalog.format('DROP INDEX %I.%I', s, t.id_index);
             RETURN NEXT pg_catalog.format('index %s replaced by %s', t.id_index, t.by_id);
         END IF;
+        -- The key's lookup, which a plan kept for every routing id reads by
+        -- the key alone; the unique index keeps a key to one request per
+        -- routing id.
         IF pg_catalog.to_regclass(pg_catalog.format('%I.%I', s, t.key_index)) IS NOT NULL THEN
             EXECUTE pg_catalog.format('CREATE UNIQUE INDEX IF NOT EXISTS %I ON %I.%I (%I, idempotency_key)',
                                       t.scope_key, s, t.tab, t.scope_column);
+            EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (idempotency_key)',
+                                      t.by_key, s, t.tab);
             EXECUTE pg_catalog.format('DROP INDEX %I.%I', s, t.key_index);
-            RETURN NEXT pg_catalog.format('index %s replaced by %s', t.key_index, t.scope_key);
+            RETURN NEXT pg_catalog.format('index %s replaced by %s and %s', t.key_index, t.scope_key, t.by_key);
         END IF;
     END LOOP;
 
@@ -471,7 +496,7 @@ BEGIN
             (1, 'hc_assets', 'id'), (2, 'hc_reservations', 'asset_id'), (3, 'hc_ledger', 'entity_id'),
             (4, 'hc_stock_parts', 'product_id'), (5, 'hc_stock_reservations', 'scope_id'),
             (6, 'hc_stock_reservation_lines', 'product_id'), (7, 'hc_locks', 'resource'),
-            (8, 'hc_attempts', 'resource')) AS v(n, tab, routing) ORDER BY n
+            (8, 'hc_attempts', 'resource'), (9, 'hc_routes', 'routing_id')) AS v(n, tab, routing) ORDER BY n
     LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
                         WHERE logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass) THEN

@@ -424,13 +424,13 @@ check_run(HcCall *call, ReturnSetInfo *rsinfo)
  * worker's hc_check, each in a snapshot of its own.
  */
 static HcStatement workers_check = {
-	"SELECT j.value->>'invariant', j.value->>'subject', j.value->>'detail'"
+	"SELECT j.value" FIELD "'invariant', j.value" FIELD "'subject', j.value" FIELD "'detail'"
 	"  FROM pg_catalog.run_command_on_workers(:command) w"
 	" CROSS JOIN LATERAL pg_catalog.json_array_elements("
 	"   CASE WHEN w.success THEN w.result::pg_catalog.json"
 	"        ELSE pg_catalog.json_build_array(pg_catalog.json_build_object("
 	"          'invariant', 'every worker runs hc_check()',"
-	"          'subject', w.nodename || ':' || w.nodeport, 'detail', w.result)) END) j",
+	"          'subject', pg_catalog.concat(w.nodename, ':', w.nodeport), 'detail', w.result)) END) j",
 	{{"command", TEXTOID}}
 };
 
@@ -452,8 +452,11 @@ hc_check(PG_FUNCTION_ARGS)
 	hc_call_begin_read(&call, fcinfo, "hc_check");
 	if (!hc_distributed(&call))
 		check_run(&call, rsinfo);
-	else if ((ngroups = hc_local_shard_groups(&call, &groups)) > 0)
+	else if (!hc_citus_coordinator(&call) ||
+			 (ngroups = hc_local_shard_groups(&call, &groups)) > 0)
 	{
+		ngroups = hc_local_shard_groups(&call, &groups);
+		/* Read only: no lock, a group that moves meanwhile is read where it was. */
 		for (g = 0; g < ngroups; g++)
 		{
 			call.shards = &groups[g];

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -75,6 +76,9 @@ static const char *const operator_tables_0_3[] = {"hc_sweeper_databases", "hc_st
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};
 
+/* Are the grants of this call run on Citus' workers too (grant_execute)? */
+static bool grant_on_workers = false;
+
 typedef struct GrantTarget
 {
 	Oid			role;
@@ -91,6 +95,42 @@ grant_execute(const char *sql)
 {
 	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not run \"%s\"", sql);
+}
+
+/*
+ * EXECUTE on a function.  On Citus also on every worker, for a function
+ * Citus did not distribute: Citus passes on the grants of the tables, the
+ * schema and the functions it distributed (in this transaction), not those
+ * of the functions that a query it sends to a worker may call there
+ * (hc_commit(reservation_id) in a query on one shard).  Run apart, on each
+ * worker, in a transaction of its own.
+ */
+static void
+grant_execute_function(Oid function, const char *sql)
+{
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		values[1];
+
+	grant_execute(sql);
+	if (!grant_on_workers)
+		return;
+	values[0] = ObjectIdGetDatum(function);
+	if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_dist_object"
+							  " WHERE classid" EQ "'pg_catalog.pg_proc'::pg_catalog.regclass"
+							  "   AND objid" EQ "$1", 1, types + 1, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read Citus' catalog");
+	if (SPI_processed > 0)
+		return;
+	/* Citus refuses a GRANT on a worker unless it does not look at it. */
+	values[0] = CStringGetTextDatum(psprintf("SET citus.enable_ddl_propagation TO off; %s", sql));
+	if (SPI_execute_with_args("SELECT w.result FROM pg_catalog.run_command_on_workers($1) w"
+							  " WHERE NOT w.success", 1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not run \"%s\" on the workers", sql);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errmsg("could not run \"%s\" on every worker", sql),
+				 errdetail("%s", SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+				 errhint("Check that every worker is up, then grant again.")));
 }
 
 /* Find the extension's member functions and relations. */
@@ -142,8 +182,10 @@ grant_functions(GrantTarget *t, const char *const *names)
 
 			if (name == NULL || strcmp(name, *names) != 0)
 				continue;
-			grant_execute(psprintf("GRANT EXECUTE ON FUNCTION %s TO %s",
-								   format_procedure_qualified(t->functions[i]), t->role_name));
+			grant_execute_function(t->functions[i],
+								   psprintf("GRANT EXECUTE ON FUNCTION %s TO %s",
+											format_procedure_qualified(t->functions[i]),
+											t->role_name));
 			found = true;
 		}
 		if (!found)
@@ -210,6 +252,25 @@ grant_select(GrantTarget *t, const char *const *names, bool keyless)
 	}
 }
 
+/* Is this the coordinator of a Citus cluster that the extension is distributed on? */
+static bool
+grant_citus_coordinator(Oid schema)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+
+	values[0] = ObjectIdGetDatum(get_relname_relid("hc_assets", schema));
+	if (!OidIsValid(get_extension_oid("citus", true)) ||
+		!OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)) ||
+		!OidIsValid(DatumGetObjectId(values[0])))
+		return false;
+	if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_dist_partition p, pg_catalog.pg_dist_local_group g"
+							  " WHERE p.logicalrelid" EQ "$1 AND g.groupid" EQ "0",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read Citus' catalog");
+	return SPI_processed > 0;
+}
+
 /* Connect, find the members, grant USAGE on the schema of the function called. */
 static void
 grant_begin(GrantTarget *t, FunctionCallInfo fcinfo, const char *function)
@@ -222,6 +283,7 @@ grant_begin(GrantTarget *t, FunctionCallInfo fcinfo, const char *function)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	grant_find_members(t);
+	grant_on_workers = grant_citus_coordinator(get_func_namespace(fcinfo->flinfo->fn_oid));
 	grant_execute(psprintf("GRANT USAGE ON SCHEMA %s TO %s",
 						   quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid))),
 						   t->role_name));
@@ -233,6 +295,14 @@ grant_app(GrantTarget *t)
 	grant_functions(t, app_functions);
 	grant_select(t, app_tables, false);
 	grant_select(t, app_keyless_tables, true);
+	/*
+	 * On Citus a call sent to another node updates no row of the empty
+	 * hc_routes, so that Citus counts it as a write (route.c).
+	 */
+	if (hc_sql_at_least("0.3.0"))
+		grant_execute(psprintf("GRANT SELECT, UPDATE ON TABLE %s TO %s",
+							   grant_relation_name(grant_relation(t, "hc_routes")),
+							   t->role_name));
 }
 
 /*

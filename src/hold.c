@@ -484,16 +484,16 @@ static bool
 hold_route(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id,
 		   const char *reservation_id, Datum *result, bool *isnull)
 {
-	Datum		values[1];
-	bool		nulls[1];
+	char	   *found;
 
 	if (asset_id != NULL)
 		return hc_route(call, fcinfo, asset_id, result, isnull);
 	if (!hc_distributed(call))
 		return false;
-	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls))
+	found = hc_route_lookup(call, "hc_reservations", "asset_id", reservation_id);
+	if (found == NULL)
 		hold_not_found(NULL, reservation_id);
-	*result = hc_route_prefixed(call, fcinfo, TextDatumGetCString(values[0]), isnull);
+	*result = hc_route_prefixed(call, fcinfo, found, isnull);
 	return true;
 }
 

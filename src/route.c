@@ -115,6 +115,8 @@ static HcStatement colocation = {
 	{{"assets", OIDOID}}
 };
 
+static bool route_is_distributed(HcCall *call);
+
 /*
  * Are the extension's tables distributed by Citus?  Citus invalidates a
  * table's relcache entry when it distributes it, so the answer is kept
@@ -123,8 +125,6 @@ static HcStatement colocation = {
 bool
 hc_distributed(HcCall *call)
 {
-	HcArgs		args;
-
 	if (distributed_known && distributed_schema == call->schema)
 		return distributed_value;
 	if (!distributed_callback)
@@ -135,15 +135,35 @@ hc_distributed(HcCall *call)
 	distributed_schema = call->schema;
 	distributed_assets = get_relname_relid("hc_assets", call->schema);
 	distributed_value = false;
+	/* Known while it is looked up: the look runs statements, which ask again. */
 	distributed_known = true;
+	PG_TRY();
+	{
+		distributed_value = route_is_distributed(call);
+	}
+	PG_CATCH();
+	{
+		distributed_known = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return distributed_value;
+}
+
+/* Is hc_assets in Citus' catalog of distributed tables? */
+static bool
+route_is_distributed(HcCall *call)
+{
+	HcArgs		args;
+
 	if (OidIsValid(distributed_assets) && OidIsValid(get_extension_oid("citus", true)) &&
 		OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)))
 	{
 		hc_args(&args, &is_distributed);
 		hc_bind(&args, "assets", ObjectIdGetDatum(distributed_assets));
-		distributed_value = hc_run(call, &args, SPI_OK_SELECT) > 0;
+		return hc_run(call, &args, SPI_OK_SELECT) > 0;
 	}
-	return distributed_value;
+	return false;
 }
 
 /*
@@ -268,9 +288,14 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 	rc = SPI_execute_with_args(sql, nargs, types, (Datum *) values, nulls, false, 2);
 	SetUserIdAndSecContext(owner, owner_context);
 	PopOverrideSearchPath();
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+	if (rc != SPI_OK_SELECT || SPI_processed > 1)
 		elog(ERROR, "%s: \"%s\" answered %s with " UINT64_FORMAT " rows",
 			 call->function, sql, SPI_result_code_string(rc), SPI_processed);
+	if (SPI_processed == 0)
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
 	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
 	get_typlenbyval(rettype, &typlen, &typbyval);
 	old = MemoryContextSwitchTo(call->outer);
@@ -287,8 +312,8 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
  * row, whether or not an asset of that id exists).  Prefixed: the form of
  * the function that takes the routing id as its first argument
  * (hc_commit(asset_id, reservation_id, late_ok) for hc_commit(reservation_id,
- * late_ok)), which Citus sends to that node itself: a call by reservation
- * id alone, once the routing id is found.
+ * late_ok)), called here, which sends itself on: a call by reservation id
+ * alone, once the routing id is found.
  */
 static Datum
 route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool prefixed,
@@ -327,9 +352,48 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 	nulls[routing] = ' ';
 	appendStringInfoChar(&sql, ')');
 	if (!prefixed)
+	{
+		/*
+		 * Citus counts a SELECT as a read, whatever its function writes: a
+		 * transaction whose writes went that way to two nodes would commit
+		 * on each in one phase, not all or nothing.  The update of no row
+		 * of hc_routes (empty, colocated; the caller may update it) on the
+		 * same shard makes it a write, so that Citus commits it in two
+		 * phases with the transaction's other writes.  (No "AND false":
+		 * Citus would prune the update to no shard, and send the query to
+		 * any node.)
+		 */
+		char	   *counted = psprintf("WITH counted_as_a_write AS (UPDATE %s.hc_routes"
+									   " SET routing_id = routing_id WHERE routing_id" EQ "$%d"
+									   " RETURNING 1) ", schema, routing + 1);
+
 		appendStringInfo(&sql, " FROM %s.hc_assets WHERE id" EQ "$%d HAVING true", schema,
 						 routing + 1);
+		sql.data = psprintf("%s%s", counted, sql.data);
+	}
 	return route_run(call, sql.data, fcinfo->nargs + 1, types, values, nulls, rettype, isnull);
+}
+
+/*
+ * The routing id of a reservation, looked up by its id alone across every
+ * shard (column of table, the reservation's table), as the caller: Citus
+ * uses one connection per node and user within a transaction, and the
+ * caller's forwarded and delegated calls of the same transaction went as
+ * the caller.  NULL if there is no such reservation.
+ */
+char *
+hc_route_lookup(HcCall *call, const char *table, const char *column, const char *reservation_id)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		isnull;
+	Datum		found;
+
+	values[0] = CStringGetTextDatum(reservation_id);
+	found = route_run(call, psprintf("SELECT %s FROM %s.%s WHERE id" EQ "$1", column,
+									 quote_identifier(get_namespace_name(call->schema)), table),
+					  1, types, values, NULL, TEXTOID, &isnull);
+	return isnull ? NULL : TextDatumGetCString(found);
 }
 
 /* The prefixed form of route_call, for a call by reservation id alone. */
@@ -407,45 +471,91 @@ hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *r
 		{
 			HcShards   *shards;
 
-			if (!ranges[mid].here || !route_lock(call, mid))
+			if (!ranges[mid].here)
 				break;
+			if (!route_lock(call, mid))
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("the shards of \"%s\" moved to another node while %s waited for them",
+								routing_id, call->function),
+						 errhint("Call again: Citus sends the call to their new node.")));
 			shards = MemoryContextAllocZero(call->outer, sizeof(HcShards));
 			shards->routing_id = MemoryContextStrdup(call->outer, routing_id);
+			shards->anchor = ranges[mid].anchor;
 			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
 				shards->names[i] = MemoryContextStrdup(call->outer, ranges[mid].names[i]);
 			call->shards = shards;
 			return false;
 		}
 	}
+	/*
+	 * Citus opens the other node's transaction read-only only for BEGIN READ
+	 * ONLY: sent there, the call could write.
+	 */
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("%s cannot be sent to the node of \"%s\" in a read-only transaction",
+						call->function, routing_id),
+				 errhint("Call it in a read-write transaction.")));
 	*result = route_call(call, fcinfo, routing_id, false, isnull);
 	return true;
 }
 
-/*
- * The groups of this node's shards, one per range, in range order, each
- * locked as a call's shards are (route_lock): what the sweep writes.
- */
+/* The groups of this node's shards, one per range, in range order. */
 int
 hc_local_shard_groups(HcCall *call, HcShards **groups)
 {
 	int			n = 0;
-	int			size;
 	int			r;
 	int			i;
 
 	route_load(call);
-	size = Max(nranges, 1);
-	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * size);
-	/* A lock may bring new metadata, and new ranges: r goes through the latest. */
-	for (r = 0; r < nranges && n < size; r++)
+	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * Max(nranges, 1));
+	for (r = 0; r < nranges; r++)
 	{
-		if (!ranges[r].here || !route_lock(call, r))
+		if (!ranges[r].here)
 			continue;
+		(*groups)[n].anchor = ranges[r].anchor;
 		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
 			(*groups)[n].names[i] = MemoryContextStrdup(call->outer, ranges[r].names[i]);
 		n++;
 	}
 	return n;
+}
+
+/*
+ * Lock a group of this node's shards for writes (route_lock), as the sweep
+ * does before it sweeps it: false if the group has left this node.
+ */
+bool
+hc_lock_shard_group(HcCall *call, HcShards *group)
+{
+	int			r;
+
+	route_load(call);
+	for (r = 0; r < nranges; r++)
+		if (ranges[r].anchor == group->anchor)
+			return ranges[r].here && route_lock(call, r);
+	return false;
+}
+
+static HcStatement local_group = {
+	"SELECT groupid FROM pg_catalog.pg_dist_local_group", {{NULL}}
+};
+
+/*
+ * Is this node Citus' coordinator (group 0)?  hc_sweep and hc_check there
+ * run on every worker; on a worker, whether or not it has shards yet, they
+ * go through its own.
+ */
+bool
+hc_citus_coordinator(HcCall *call)
+{
+	HcArgs		args;
+
+	hc_args(&args, &local_group);
+	return hc_run(call, &args, SPI_OK_SELECT) == 1 && hc_int32(0, "groupid") == 0;
 }
 
 /* Refuse, on Citus, what needs every row on this node. */

@@ -20,6 +20,7 @@ extern const char *const hc_distributed_tables[HC_DISTRIBUTED_TABLES];
 typedef struct HcShards
 {
 	const char *routing_id;
+	int64		anchor;			/* the shard of hc_assets */
 	char	   *names[HC_DISTRIBUTED_TABLES];
 } HcShards;
 
@@ -45,9 +46,13 @@ extern bool hc_distributed(HcCall *call);
 
 extern bool hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 					 Datum *result, bool *isnull);
+extern char *hc_route_lookup(HcCall *call, const char *table, const char *column,
+							 const char *reservation_id);
 extern Datum hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 							   bool *isnull);
+extern bool hc_citus_coordinator(HcCall *call);
 extern int	hc_local_shard_groups(HcCall *call, HcShards **groups);
+extern bool hc_lock_shard_group(HcCall *call, HcShards *group);
 extern void hc_require_single_node(HcCall *call, const char *what);
 
 #endif							/* HOLDCOMMIT_ROUTE_H */

@@ -144,11 +144,12 @@ statement_one_shot(HcCall *call)
 
 /*
  * The plans of statements over a Citus node's shards (call->shards), kept as
- * single-node plans are, one per statement and range of shards; at most
+ * single-node plans are, one per statement and range of shards (about 70
+ * statements, 16 ranges a node for 32 shards on 2 nodes); at most
  * HC_MAX_SHARD_PLANS of them, all dropped when there would be more, and
  * when Citus changes its shards (hc_forget_shard_plans).
  */
-#define HC_MAX_SHARD_PLANS 256
+#define HC_MAX_SHARD_PLANS 1024
 
 typedef struct ShardPlanKey
 {

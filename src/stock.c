@@ -1360,12 +1360,6 @@ stock_not_found(const char *product_id, const char *reservation_id)
 							 "Use the first product of the order and the reservation_id that hc_reserve() or hc_reserve_items() returned.");
 }
 
-/* The order's first product, its routing id, across every shard on Citus. */
-static HcStatement order_scope = {
-	"SELECT scope_id FROM hc_stock_reservations WHERE id" EQ ":reservation_id",
-	{{"reservation_id", TEXTOID}}
-};
-
 /*
  * Start a call on a stock reservation (hc_finalize, hc_unreserve), given
  * its first product (the forms that take it, which Citus sends to that
@@ -1377,17 +1371,16 @@ static bool
 stock_route(HcCall *call, FunctionCallInfo fcinfo, const char *product_id,
 			const char *reservation_id, Datum *result, bool *isnull)
 {
-	HcArgs		args;
+	char	   *found;
 
 	if (product_id != NULL)
 		return hc_route(call, fcinfo, product_id, result, isnull);
 	if (!hc_distributed(call))
 		return false;
-	hc_args(&args, &order_scope);
-	hc_bind_text(&args, "reservation_id", reservation_id);
-	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+	found = hc_route_lookup(call, "hc_stock_reservations", "scope_id", reservation_id);
+	if (found == NULL)
 		stock_not_found(NULL, reservation_id);
-	*result = hc_route_prefixed(call, fcinfo, hc_text(call, 0, "scope_id"), isnull);
+	*result = hc_route_prefixed(call, fcinfo, found, isnull);
 	return true;
 }
 

@@ -106,10 +106,12 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 	uint64		i;
 	int			rc;
 
-	if (!hc_distributed(call) || hc_local_shard_groups(call, &groups) > 0)
+	if (!hc_distributed(call) || !hc_citus_coordinator(call) ||
+		hc_local_shard_groups(call, &groups) > 0)
 		return false;
+	/* Run by the owner on each worker, whatever its search_path: all qualified. */
 	values[0] = CStringGetTextDatum(psprintf(
-		"SELECT expired_holds || ' ' || expired_reservations || ' ' || purged_keys"
+		"SELECT pg_catalog.format('%%s %%s %%s', expired_holds, expired_reservations, purged_keys)"
 		"  FROM %s.hc_sweep(%d)", quote_identifier(get_namespace_name(call->schema)), batch_size));
 	rc = SPI_execute_with_args("SELECT nodeport, success, result"
 							   "  FROM pg_catalog.run_command_on_workers($1)",
@@ -158,9 +160,14 @@ hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 		HcSweepCounts done = {0};
 		bool		more;
 
-		call->shards = &groups[counts->shard_group];
-		more = sweep_batch(call, batch_size, counts);
-		call->shards = NULL;
+		/* A group that has left this node meanwhile is its new node's to sweep. */
+		more = false;
+		if (hc_lock_shard_group(call, &groups[counts->shard_group]))
+		{
+			call->shards = &groups[counts->shard_group];
+			more = sweep_batch(call, batch_size, counts);
+			call->shards = NULL;
+		}
 		if (more)
 			return true;
 		/* This group is swept: the next starts where its rows start. */
