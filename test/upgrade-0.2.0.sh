@@ -194,7 +194,7 @@ fi
 # id: the update lost nothing.
 check "the update kept every privilege of the operator" "$(role_privileges $old $ops)" \
     "$(role_privileges $new $ops | tr ' ' '\n' |
-       grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT|f:hc_stock_(set|adjust|spread)\(.*\)|hc_stock_parts:SELECT|hc_inventory:SELECT|f:hc_(commit|release|extend|finalize|unreserve)\(text,text(,boolean|,interval)?\))$' |
+       grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT|f:hc_stock_(set|adjust|spread)\(.*\)|hc_stock_parts:SELECT|hc_inventory:SELECT|f:hc_(commit|release|extend|finalize|unreserve)\(text,text(,boolean|,interval)?\)|hc_routes:(SELECT|UPDATE))$' |
        tr '\n' ' ' | sed 's/ $//')"
 check "... and the roles that read the table hc_inventory was" \
     "$(grep -o 'cannot read hc_inventory until they are granted again: .*' "$work/update.log")" \

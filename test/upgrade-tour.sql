@@ -48,6 +48,8 @@ SELECT status, items FROM hc_unreserve('TOUR-P1', (SELECT reservation_id FROM hc
 SELECT product_id, stock, reserved, available FROM hc_inventory WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
 SELECT product_id, stock, reserved, available FROM hc_stock_spread('TOUR-P1', 3);
 SELECT part, stock, reserved FROM hc_stock_parts WHERE product_id = 'TOUR-P1' ORDER BY part;
+-- Citus' routing table: always empty.
+SELECT count(*) FROM hc_routes;
 
 -- Leases and attempts: acquire, heartbeat, a session-bound one, an attempt
 -- begun and completed, a reset, release.

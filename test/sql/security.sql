@@ -85,7 +85,8 @@ SELECT g, p, o
                ('SELECT', 'hc_stock_reservation_lines'),
                ('SELECT', 'hc_locks'),
                ('SELECT', 'hc_attempts'), ('SELECT', 'hc_lease_status'),
-               ('SELECT', 'hc_attempt_status'), ('SELECT', 'hc_sweeper_status')) v (p, o)
+               ('SELECT', 'hc_attempt_status'), ('SELECT', 'hc_sweeper_status'),
+               ('SELECT', 'hc_routes'), ('UPDATE', 'hc_routes')) v (p, o)
 UNION ALL
 VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expires_at, created_at, ended_at)'),
        ('app', 'SELECT', 'hc_stock_reservations (scope_id, id, buyer_id, status, expires_at, created_at, ended_at)'),
