@@ -475,29 +475,6 @@ hold_not_found(const char *asset_id, const char *reservation_id)
 }
 
 /*
- * Start a call on a hold (hc_commit, hc_release, hc_extend), given its
- * asset (the forms that take it, which Citus sends to the asset's node) or
- * not.  On Citus a call without it finds the asset across every shard, then
- * calls the form that takes it: true, with that call's result.
- */
-static bool
-hold_route(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id,
-		   const char *reservation_id, Datum *result, bool *isnull)
-{
-	char	   *found;
-
-	if (asset_id != NULL)
-		return hc_route(call, fcinfo, asset_id, result, isnull);
-	if (!hc_distributed(call))
-		return false;
-	found = hc_route_lookup(call, "hc_reservations", "asset_id", reservation_id);
-	if (found == NULL)
-		hold_not_found(NULL, reservation_id);
-	*result = hc_route_prefixed(call, fcinfo, found, isnull);
-	return true;
-}
-
-/*
  * Find a reservation and lock its asset.  What the asset row says cannot
  * change until we commit: if it names the reservation as its live hold, the
  * reservation is HELD until the asset's hold_expires_at (its buyer and
@@ -596,15 +573,10 @@ hold_commit(FunctionCallInfo fcinfo, int first)
 	HoldReservation r = {0};
 	bool		expired;
 	HcArgs		args;
-	Datum		routed;
-	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_commit");
-	if (hold_route(&call, fcinfo, asset_id, reservation_id, &routed, &routed_null))
-	{
-		hc_call_end(&call);
-		return routed;
-	}
+	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
+						 hold_not_found);
 	hold_lock(&call, asset_id, reservation_id, &r, false);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
@@ -671,15 +643,10 @@ hold_release(FunctionCallInfo fcinfo, int first)
 	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
 	HcCall		call;
 	HoldReservation r = {0};
-	Datum		routed;
-	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_release");
-	if (hold_route(&call, fcinfo, asset_id, reservation_id, &routed, &routed_null))
-	{
-		hc_call_end(&call);
-		return routed;
-	}
+	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
+						 hold_not_found);
 	hold_lock(&call, asset_id, reservation_id, &r, false);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
@@ -725,15 +692,10 @@ hold_extend(FunctionCallInfo fcinfo, int first)
 	HoldReservation r = {0};
 	TimestampTz until;
 	TimestampTz cap;
-	Datum		routed;
-	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_extend");
-	if (hold_route(&call, fcinfo, asset_id, reservation_id, &routed, &routed_null))
-	{
-		hc_call_end(&call);
-		return routed;
-	}
+	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
+						 hold_not_found);
 	hold_lock(&call, asset_id, reservation_id, &r, true);
 
 	if (strcmp(r.status, "COMMITTED") == 0 || strcmp(r.status, "RELEASED") == 0)

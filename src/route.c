@@ -381,8 +381,8 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
  * caller's forwarded and delegated calls of the same transaction went as
  * the caller.  NULL if there is no such reservation.
  */
-char *
-hc_route_lookup(HcCall *call, const char *table, const char *column, const char *reservation_id)
+static char *
+route_lookup(HcCall *call, const char *table, const char *column, const char *reservation_id)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
@@ -396,11 +396,24 @@ hc_route_lookup(HcCall *call, const char *table, const char *column, const char 
 	return isnull ? NULL : TextDatumGetCString(found);
 }
 
-/* The prefixed form of route_call, for a call by reservation id alone. */
-Datum
-hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool *isnull)
+/* Route a call on a reservation (HC_ROUTE_RESERVATION). */
+bool
+hc_route_reservation(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
+					 const char *table, const char *column, const char *reservation_id,
+					 HcNotFound not_found, Datum *result)
 {
-	return route_call(call, fcinfo, routing_id, true, isnull);
+	char	   *found;
+	bool		isnull;
+
+	if (routing_id != NULL)
+		return hc_route(call, fcinfo, routing_id, result, &isnull);
+	if (!hc_distributed(call))
+		return false;
+	found = route_lookup(call, table, column, reservation_id);
+	if (found == NULL)
+		not_found(NULL, reservation_id);
+	*result = route_call(call, fcinfo, found, true, &isnull);
+	return true;
 }
 
 /*

@@ -42,14 +42,35 @@ typedef struct HcShards
 		} \
 	} while (0)
 
+/*
+ * The same for a call on a reservation (hc_commit, hc_finalize, ...), given
+ * its routing id or not (NULL): on Citus a call by reservation id alone
+ * finds the routing id across every shard, then calls the form that takes
+ * it; not_found(NULL, reservation_id) raises the domain's RS006 if there is
+ * no such reservation.
+ */
+typedef void (*HcNotFound) (const char *routing_id, const char *reservation_id);
+
+#define HC_ROUTE_RESERVATION(call, fcinfo, routing_id, table, column, reservation_id, not_found) \
+	do { \
+		Datum		hc_routed_; \
+		\
+		if (hc_route_reservation((call), (fcinfo), (routing_id), (table), (column), \
+								 (reservation_id), (not_found), &hc_routed_)) \
+		{ \
+			hc_call_end(call); \
+			PG_RETURN_DATUM(hc_routed_); \
+		} \
+	} while (0)
+
 extern bool hc_distributed(HcCall *call);
+extern bool hc_route_reservation(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
+								 const char *table, const char *column,
+								 const char *reservation_id, HcNotFound not_found,
+								 Datum *result);
 
 extern bool hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 					 Datum *result, bool *isnull);
-extern char *hc_route_lookup(HcCall *call, const char *table, const char *column,
-							 const char *reservation_id);
-extern Datum hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
-							   bool *isnull);
 extern bool hc_citus_coordinator(HcCall *call);
 extern int	hc_local_shard_groups(HcCall *call, HcShards **groups);
 extern bool hc_lock_shard_group(HcCall *call, HcShards *group);

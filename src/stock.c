@@ -1361,30 +1361,6 @@ stock_not_found(const char *product_id, const char *reservation_id)
 }
 
 /*
- * Start a call on a stock reservation (hc_finalize, hc_unreserve), given
- * its first product (the forms that take it, which Citus sends to that
- * product's node) or not.  On Citus a call without it finds the product
- * across every shard, then calls the form that takes it: true, with that
- * call's result.
- */
-static bool
-stock_route(HcCall *call, FunctionCallInfo fcinfo, const char *product_id,
-			const char *reservation_id, Datum *result, bool *isnull)
-{
-	char	   *found;
-
-	if (product_id != NULL)
-		return hc_route(call, fcinfo, product_id, result, isnull);
-	if (!hc_distributed(call))
-		return false;
-	found = hc_route_lookup(call, "hc_stock_reservations", "scope_id", reservation_id);
-	if (found == NULL)
-		stock_not_found(NULL, reservation_id);
-	*result = hc_route_prefixed(call, fcinfo, found, isnull);
-	return true;
-}
-
-/*
  * Lock a reservation for finalize or unreserve: its products one at a time
  * in order, then the reservation row, and read it with its lines under
  * those locks.  Of each product, the line's part; for a late finalize
@@ -1585,16 +1561,11 @@ stock_finalize(FunctionCallInfo fcinfo, int first)
 	HcCall		call;
 	StockReservation r;
 	int			i;
-	Datum		routed;
-	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_finalize");
 	hc_require_sql_at_least("0.3.0", call.function);
-	if (stock_route(&call, fcinfo, product_id, reservation_id, &routed, &routed_null))
-	{
-		hc_call_end(&call);
-		return routed;
-	}
+	HC_ROUTE_RESERVATION(&call, fcinfo, product_id, "hc_stock_reservations", "scope_id", reservation_id,
+						 stock_not_found);
 	stock_lock(&call, product_id, reservation_id, late_ok, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
@@ -1656,16 +1627,11 @@ stock_unreserve(FunctionCallInfo fcinfo, int first)
 	HcCall		call;
 	StockReservation r;
 	int			i;
-	Datum		routed;
-	bool		routed_null;
 
 	hc_call_begin(&call, fcinfo, "hc_unreserve");
 	hc_require_sql_at_least("0.3.0", call.function);
-	if (stock_route(&call, fcinfo, product_id, reservation_id, &routed, &routed_null))
-	{
-		hc_call_end(&call);
-		return routed;
-	}
+	HC_ROUTE_RESERVATION(&call, fcinfo, product_id, "hc_stock_reservations", "scope_id", reservation_id,
+						 stock_not_found);
 	stock_lock(&call, product_id, reservation_id, false, &r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
