@@ -156,6 +156,27 @@ ALTER TABLE @extschema@.hc_stock_reservation_lines ADD COLUMN part smallint NOT 
 COMMENT ON COLUMN @extschema@.hc_stock_reservation_lines.part IS
     'The part of the product whose reserved counts the line.';
 
+-- An order names its products, and each line its order's first product
+-- (scope_id): on Citus an order's lines are on the nodes of their products,
+-- so that a call on the order finds them from its row, and a line is known
+-- to have its order's row on its own node when scope_id is its product.
+ALTER TABLE @extschema@.hc_stock_reservations ADD COLUMN products text[];
+UPDATE @extschema@.hc_stock_reservations r
+   SET products = COALESCE(NULLIF(ARRAY(
+           SELECT l.product_id FROM @extschema@.hc_stock_reservation_lines l
+            WHERE l.reservation_id OPERATOR(pg_catalog.=) r.id
+            ORDER BY l.product_id COLLATE "C"), '{}'), ARRAY[r.scope_id]);
+ALTER TABLE @extschema@.hc_stock_reservations ALTER COLUMN products SET NOT NULL;
+COMMENT ON COLUMN @extschema@.hc_stock_reservations.products IS
+    'The products of the order''s lines, in lock order (bytewise); the first is scope_id.';
+ALTER TABLE @extschema@.hc_stock_reservation_lines ADD COLUMN scope_id text;
+UPDATE @extschema@.hc_stock_reservation_lines l
+   SET scope_id = COALESCE((SELECT r.scope_id FROM @extschema@.hc_stock_reservations r
+                             WHERE r.id OPERATOR(pg_catalog.=) l.reservation_id), l.product_id);
+ALTER TABLE @extschema@.hc_stock_reservation_lines ALTER COLUMN scope_id SET NOT NULL;
+COMMENT ON COLUMN @extschema@.hc_stock_reservation_lines.scope_id IS
+    'The scope_id of the line''s reservation: its first product.';
+
 CREATE VIEW @extschema@.hc_inventory AS
     SELECT p.product_id,
            pg_catalog.sum(p.stock)::pg_catalog.int4 AS stock,
@@ -427,6 +448,16 @@ REVOKE ALL ON FUNCTION @extschema@.hc_extend(text, text, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.hc_finalize(text, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.hc_unreserve(text, text) FROM PUBLIC;
 
+-- On Citus a call on an order of several products runs each of its steps on
+-- the node of the rows the step changes: this, sent there as the caller.
+-- Refused on a single node.
+CREATE FUNCTION @extschema@.hc_order_step(routing_id text, step text, args text[])
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'hc_order_step' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_order_step(text, text, text[]) IS
+    'Citus: one step of a call on an order of several products, on the node of its routing id (internal).';
+REVOKE ALL ON FUNCTION @extschema@.hc_order_step(text, text, text[]) FROM PUBLIC;
+
 -- Run once on the coordinator, after CREATE EXTENSION citus and the workers'
 -- citus_add_node: drop what only a single node can keep (the lookups by
 -- reservation id alone and the one key space of idempotency keys, replaced
@@ -454,15 +485,6 @@ BEGIN
         RAISE EXCEPTION 'hc_distribute runs on the coordinator'
               USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    -- An order of several products would have its lines on several nodes,
-    -- where no call sees them together (doc/scale-out.md).
-    IF EXISTS (SELECT 1 FROM @extschema@.hc_stock_reservation_lines
-                GROUP BY reservation_id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN
-        RAISE EXCEPTION 'hc_distribute cannot distribute orders of several products'
-              USING ERRCODE = 'object_not_in_prerequisite_state',
-                    HINT = 'Archive and delete those orders (hc_stock_reservations and their lines) once they have ended, then call hc_distribute() again.';
-    END IF;
-
     -- Unique indexes without the routing id: Citus refuses them.  A lookup
     -- by reservation id alone keeps a plain index on each shard.
     FOR t IN SELECT * FROM (VALUES
@@ -513,7 +535,7 @@ BEGIN
     END LOOP;
 
     -- The calls Citus sends to the node of their first argument's rows.
-    FOR f IN SELECT p.oid::pg_catalog.regprocedure AS proc
+    FOR f IN SELECT p.oid::pg_catalog.regprocedure AS proc, p.proname AS name
                FROM pg_catalog.pg_proc p
               WHERE p.pronamespace OPERATOR(pg_catalog.=) s::pg_catalog.regnamespace
                 AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[
@@ -528,8 +550,11 @@ BEGIN
                                    AND o.distribution_argument_index IS NOT NULL)
               ORDER BY 1::pg_catalog.text
     LOOP
+        -- A call on an order may have to reach the nodes of its other
+        -- products, which Citus allows a delegated call only outside a
+        -- transaction block when it is not forced.
         PERFORM pg_catalog.create_distributed_function(f.proc, '$1', colocate_with => first_table,
-                                                       force_delegation => true);
+                force_delegation => f.name OPERATOR(pg_catalog.<>) ALL (ARRAY['hc_finalize', 'hc_unreserve']::pg_catalog.name[]));
         RETURN NEXT pg_catalog.format('function %s sent to the node of its first argument', f.proc);
     END LOOP;
 END

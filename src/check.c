@@ -301,15 +301,46 @@ static HcStatement checks[] = {
 	/* Every line belongs to a reservation (no foreign key says so). */
 	{"SELECT 'line has its reservation', w.reservation_id,"
 	 "       pg_catalog.format('line of %s has no reservation', w.product_id)"
-	 "  FROM (SELECT u.reservation_id, u.product_id,"
+	 "  FROM (SELECT u.reservation_id, u.product_id, u.scope_id,"
 	 "               pg_catalog.bool_or(u.product_id IS NULL) OVER r AS reservation_exists"
-	 "          FROM (SELECT o.id AS reservation_id, NULL::pg_catalog.text AS product_id"
+	 "          FROM (SELECT o.id AS reservation_id, NULL::pg_catalog.text AS product_id,"
+	 "                       NULL::pg_catalog.text AS scope_id"
 	 "                  FROM hc_stock_reservations o"
 	 "                UNION ALL"
-	 "                SELECT l.reservation_id, l.product_id FROM hc_stock_reservation_lines l) u"
+	 "                SELECT l.reservation_id, l.product_id, l.scope_id"
+	 "                  FROM hc_stock_reservation_lines l) u"
 	 "        WINDOW r AS (PARTITION BY u.reservation_id)) w"
-	 " WHERE w.product_id IS NOT NULL AND NOT w.reservation_exists",
-	{{"now", TIMESTAMPTZOID}}},
+	 " WHERE w.product_id IS NOT NULL AND NOT w.reservation_exists"
+	 "   AND (:whole OR w.scope_id" EQ "w.product_id)",
+	{{"now", TIMESTAMPTZOID}, {"whole", BOOLOID}}},
+	/*
+	 * A reservation names its lines' products, in lock order, the first its
+	 * scope, which each line names too.  Of an order of several products on
+	 * Citus, a group of shards holds the order's row, its first product's
+	 * line and perhaps others: those must be among its products.
+	 */
+	{"SELECT 'reservation lists its lines', w.id,"
+	 "       pg_catalog.format('scope %s, products %s; lines of %s, naming scope %s',"
+	 "                         w.scope_id, w.products, w.lines, w.line_scopes)"
+	 "  FROM (SELECT u.id, pg_catalog.max(u.scope_id) AS scope_id,"
+	 "               pg_catalog.max(u.products) AS products,"
+	 "               pg_catalog.array_agg(u.product_id ORDER BY u.product_id COLLATE \"C\")"
+	 "                 FILTER (WHERE u.product_id IS NOT NULL) AS lines,"
+	 "               pg_catalog.array_agg(DISTINCT u.line_scope)"
+	 "                 FILTER (WHERE u.product_id IS NOT NULL) AS line_scopes"
+	 "          FROM (SELECT o.id, o.scope_id, o.products, NULL::pg_catalog.text AS product_id,"
+	 "                       NULL::pg_catalog.text AS line_scope"
+	 "                  FROM hc_stock_reservations o"
+	 "                UNION ALL"
+	 "                SELECT l.reservation_id, NULL, NULL, l.product_id, l.scope_id"
+	 "                  FROM hc_stock_reservation_lines l) u"
+	 "         GROUP BY u.id HAVING pg_catalog.count(u.products)" EQ "1) w"
+	 " WHERE w.products[1] IS DISTINCT FROM w.scope_id"
+	 "    OR w.line_scopes IS DISTINCT FROM ARRAY[w.scope_id]"
+	 "    OR CASE WHEN :whole THEN w.lines IS DISTINCT FROM w.products"
+	 "            ELSE NOT (w.lines OPERATOR(pg_catalog.<@) w.products"
+	 "                      AND w.scope_id" EQ "ANY (w.lines)) END",
+	{{"now", TIMESTAMPTZOID}, {"whole", BOOLOID}}},
 	/*
 	 * A lease's token is the last one the ledger handed out for it: a token
 	 * never goes back, whatever was released, taken over or restored.
@@ -410,10 +441,17 @@ check_run(HcCall *call, ReturnSetInfo *rsinfo)
 		HcArgs		args;
 		uint64		n;
 
-		/* A database still on 0.2.0 SQL has no stock parts to check. */
-		if (strstr(checks[i].sql, "hc_stock_parts") != NULL && !hc_sql_at_least("0.3.0"))
+		/*
+		 * A database still on 0.2.0 SQL has no stock parts to check, nor the
+		 * products and scopes of orders (:whole).
+		 */
+		if ((strstr(checks[i].sql, "hc_stock_parts") != NULL ||
+			 strstr(checks[i].sql, ":whole") != NULL) && !hc_sql_at_least("0.3.0"))
 			continue;
 		hc_args(&args, &checks[i]);
+		/* On Citus a group of shards may hold part of an order of several products. */
+		if (strstr(checks[i].sql, ":whole") != NULL)
+			hc_bind(&args, "whole", BoolGetDatum(call->shards == NULL));
 		n = hc_run(call, &args, SPI_OK_SELECT);
 		check_put(rsinfo, n);
 	}

@@ -40,6 +40,11 @@ static const char *const app_functions[] = {
 	"hc_attempt_begin", "hc_attempt_complete",
 	"hc_check", NULL
 };
+/*
+ * What 0.3.0 added for applications: on Citus the steps of a call on an
+ * order of several products, which reach the other nodes as the caller.
+ */
+static const char *const app_functions_0_3[] = {"hc_order_step", NULL};
 static const char *const app_tables[] = {
 	"hc_assets", "hc_inventory", "hc_stock_reservation_lines",
 	"hc_locks", "hc_attempts", "hc_lease_status", "hc_attempt_status",
@@ -300,9 +305,12 @@ grant_app(GrantTarget *t)
 	 * hc_routes, so that Citus counts it as a write (route.c).
 	 */
 	if (hc_sql_at_least("0.3.0"))
+	{
+		grant_functions(t, app_functions_0_3);
 		grant_execute(psprintf("GRANT SELECT, UPDATE ON TABLE %s TO %s",
 							   grant_relation_name(grant_relation(t, "hc_routes")),
 							   t->role_name));
+	}
 }
 
 /*

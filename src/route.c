@@ -381,8 +381,8 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
  * caller's forwarded and delegated calls of the same transaction went as
  * the caller.  NULL if there is no such reservation.
  */
-static char *
-route_lookup(HcCall *call, const char *table, const char *column, const char *reservation_id)
+char *
+hc_route_lookup(HcCall *call, const char *table, const char *column, const char *reservation_id)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
@@ -394,6 +394,19 @@ route_lookup(HcCall *call, const char *table, const char *column, const char *re
 									 quote_identifier(get_namespace_name(call->schema)), table),
 					  1, types, values, NULL, TEXTOID, &isnull);
 	return isnull ? NULL : TextDatumGetCString(found);
+}
+
+/*
+ * The form of this call that takes the routing id first, run here with
+ * routing_id, which sends itself on (route_call): a call by reservation id
+ * alone once its routing id is known.
+ */
+Datum
+hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id)
+{
+	bool		isnull;
+
+	return route_call(call, fcinfo, routing_id, true, &isnull);
 }
 
 /* Route a call on a reservation (HC_ROUTE_RESERVATION). */
@@ -409,10 +422,10 @@ hc_route_reservation(HcCall *call, FunctionCallInfo fcinfo, const char *routing_
 		return hc_route(call, fcinfo, routing_id, result, &isnull);
 	if (!hc_distributed(call))
 		return false;
-	found = route_lookup(call, table, column, reservation_id);
+	found = hc_route_lookup(call, table, column, reservation_id);
 	if (found == NULL)
 		not_found(NULL, reservation_id);
-	*result = route_call(call, fcinfo, found, true, &isnull);
+	*result = hc_route_prefixed(call, fcinfo, found);
 	return true;
 }
 
@@ -450,22 +463,17 @@ route_lock(HcCall *call, int range)
 }
 
 /*
- * Route a call by its routing id (asset, product or resource).  On a single
- * node, false: run here.  On Citus, false with call->shards set if this
- * node has the id's shards; else true, with the result of the call sent to
- * the node that has them.
+ * This node's shards of routing_id, locked for the call's writes (and the
+ * call's shards from then on); NULL if another node has them.
  */
-bool
-hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *result,
-		 bool *isnull)
+HcShards *
+hc_route_local(HcCall *call, const char *routing_id)
 {
 	int32		hash;
 	int			lo;
 	int			hi;
 	int			i;
 
-	if (!hc_distributed(call))
-		return false;
 	route_load(call);
 	/* Citus hashes a text routing id with text's hash function, as hashtext. */
 	hash = DatumGetInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID,
@@ -498,7 +506,7 @@ hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *r
 			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
 				shards->names[i] = MemoryContextStrdup(call->outer, ranges[mid].names[i]);
 			call->shards = shards;
-			return false;
+			return shards;
 		}
 	}
 	/*
@@ -511,8 +519,55 @@ hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *r
 				 errmsg("%s cannot be sent to the node of \"%s\" in a read-only transaction",
 						call->function, routing_id),
 				 errhint("Call it in a read-write transaction.")));
+	return NULL;
+}
+
+/*
+ * Route a call by its routing id (asset, product or resource).  On a single
+ * node, false: run here.  On Citus, false with call->shards set if this
+ * node has the id's shards; else true, with the result of the call sent to
+ * the node that has them.
+ */
+bool
+hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *result,
+		 bool *isnull)
+{
+	if (!hc_distributed(call) || hc_route_local(call, routing_id) != NULL)
+		return false;
 	*result = route_call(call, fcinfo, routing_id, false, isnull);
 	return true;
+}
+
+/*
+ * schema.function(routing_id, args...) run on the node of routing_id's rows,
+ * as the caller, in a query Citus plans for that one shard and counts as a
+ * write (route_call): a step of a call whose rows are on several nodes.
+ */
+Datum
+hc_route_send(HcCall *call, const char *routing_id, const char *function, int nargs,
+			  const Oid *types, const Datum *values, Oid rettype, bool *isnull)
+{
+	const char *schema = quote_identifier(get_namespace_name(call->schema));
+	StringInfoData sql;
+	Oid			all_types[FUNC_MAX_ARGS];
+	Datum		all_values[FUNC_MAX_ARGS];
+	int			i;
+
+	Assert(nargs < FUNC_MAX_ARGS);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "WITH counted_as_a_write AS (UPDATE %s.hc_routes"
+					 " SET routing_id = routing_id WHERE routing_id" EQ "$1 RETURNING 1)"
+					 " SELECT %s.%s($1", schema, schema, quote_identifier(function));
+	all_types[0] = TEXTOID;
+	all_values[0] = CStringGetTextDatum(routing_id);
+	for (i = 0; i < nargs; i++)
+	{
+		all_types[i + 1] = types[i];
+		all_values[i + 1] = values[i];
+		appendStringInfo(&sql, ", $%d", i + 2);
+	}
+	appendStringInfo(&sql, ") FROM %s.hc_assets WHERE id" EQ "$1 HAVING true", schema);
+	return route_run(call, sql.data, nargs + 1, all_types, all_values, NULL, rettype, isnull);
 }
 
 /* The groups of this node's shards, one per range, in range order. */

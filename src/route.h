@@ -71,6 +71,13 @@ extern bool hc_route_reservation(HcCall *call, FunctionCallInfo fcinfo, const ch
 
 extern bool hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 					 Datum *result, bool *isnull);
+extern char *hc_route_lookup(HcCall *call, const char *table, const char *column,
+							 const char *reservation_id);
+extern Datum hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id);
+extern HcShards *hc_route_local(HcCall *call, const char *routing_id);
+extern Datum hc_route_send(HcCall *call, const char *routing_id, const char *function,
+						   int nargs, const Oid *types, const Datum *values, Oid rettype,
+						   bool *isnull);
 extern bool hc_citus_coordinator(HcCall *call);
 extern int	hc_local_shard_groups(HcCall *call, HcShards **groups);
 extern bool hc_lock_shard_group(HcCall *call, HcShards *group);

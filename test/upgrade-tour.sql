@@ -86,8 +86,10 @@ DROP ROLE hc_tour_role;
 \set ON_ERROR_STOP off
 \set VERBOSITY sqlstate
 CREATE FUNCTION public.hc_hold(varchar) RETURNS int LANGUAGE sql AS 'SELECT 1';
--- Scale-out needs Citus: without it, a refusal.
+-- Scale-out needs Citus: without it, a refusal; and so does a step of an
+-- order of several products there.
 SELECT hc_distribute();
+SELECT hc_order_step('TOUR-P1', 'header', '{res_x,read}');
 \set ON_ERROR_STOP on
 
 -- The sweeper's state for this database, and every view.

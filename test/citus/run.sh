@@ -150,9 +150,70 @@ check "hc_unreserve by reservation id alone" "$(c -c "SELECT status FROM hc_unre
 check "a stock change and a spread" \
     "$(c -c "SELECT available FROM hc_stock_adjust('p1', 3, 'restock')"; c -c "SELECT available FROM hc_stock_spread('p1', 4)")" \
     "$(printf '100\n100')"
-check "an order of several products is refused on Citus (0A000)" \
-    "$(sqlstate "SELECT hc_reserve_items('[{\"product_id\": \"p1\", \"qty\": 1}, {\"product_id\": \"p2\", \"qty\": 1}]', 'b1', 'sk4')")" \
-    "0A000 1 "
+
+# Orders of several products: each line on the worker of its product, the
+# order's row on its first product's, every step of a call sent where its
+# rows are, in one transaction that Citus commits in two phases.
+m1=$(asset_on $((port + 1)) 9); m2=$(asset_on $((port + 2)) 9)
+c -c "SELECT hc_stock_set('$m1', 10), hc_stock_set('$m2', 10)" >/dev/null
+mscope=$(printf '%s\n%s\n' "$m1" "$m2" | LC_ALL=C sort | head -1)
+items="[{\"product_id\": \"$m2\", \"qty\": 2}, {\"product_id\": \"$m1\", \"qty\": 3}]"
+out=$(remote "SELECT reservation_id FROM hc_reserve_items('$items', 'b1', 'mk1')")
+o1=$(c -c "SELECT id FROM hc_stock_reservations WHERE idempotency_key = 'mk1'")
+check "an order of two products on two workers: a line on each, counted there" \
+    "$(c -c "SELECT string_agg(p.nodeport || ' ' || l.status || ' ' || i.reserved, ', ' ORDER BY p.nodeport)
+             FROM hc_stock_reservation_lines l JOIN hc_inventory i USING (product_id)
+             JOIN pg_dist_shard_placement p
+               ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_stock_reservation_lines', l.product_id)
+            WHERE l.reservation_id = '$o1'")" "$((port + 1)) RESERVED 3, $((port + 2)) RESERVED 2"
+check "... its row names its products, on its first product's shard" \
+    "$(c -c "SELECT scope_id = '$mscope', products = ARRAY(SELECT p FROM unnest(ARRAY['$m1', '$m2']) p ORDER BY p COLLATE \"C\")
+             FROM hc_stock_reservations WHERE id = '$o1'")" "t|t"
+check "... and it commits in two phases" "$(echo "$out" | grep -c 'PREPARE TRANSACTION')" "2"
+check "the same order replays" "$(c -c "SELECT reservation_id = '$o1' AND replayed FROM hc_reserve_items('$items', 'b1', 'mk1')")" "t"
+check "the key with other items: RS005" \
+    "$(sqlstate "SELECT hc_reserve_items('[{\"product_id\": \"$m1\", \"qty\": 1}, {\"product_id\": \"$m2\", \"qty\": 1}]', 'b1', 'mk1')")" "RS005 1 "
+check "an unknown product is RS006 even after a line too large for its stock" \
+    "$(sqlstate "SELECT hc_reserve_items('[{\"product_id\": \"$m1\", \"qty\": 99}, {\"product_id\": \"zz-none\", \"qty\": 1}]', 'b1', 'mk2')")" "RS006 1 "
+check "too much of one product: RS002, and nothing changed on either worker" \
+    "$(sqlstate "SELECT hc_reserve_items('[{\"product_id\": \"$m1\", \"qty\": 1}, {\"product_id\": \"$m2\", \"qty\": 9}]', 'b1', 'mk3')")$(c -c "SELECT string_agg(reserved::text, ' ' ORDER BY product_id = '$m1') FROM hc_inventory WHERE product_id IN ('$m1', '$m2')")" \
+    "RS002 1 2 3"
+check "hc_finalize by reservation id alone: every line and the row, once" \
+    "$(c -c "SELECT status FROM hc_finalize('$o1')"; c -c "SELECT string_agg(status || ' ' || stock || ' ' || reserved, ', ' ORDER BY status, stock)
+             FROM hc_stock_reservation_lines JOIN hc_inventory USING (product_id) WHERE reservation_id = '$o1'")" \
+    "$(printf 'FINALIZED\nFINALIZED 7 0, FINALIZED 8 0')"
+check "... again given its first product: a replay" "$(c -c "SELECT status, replayed FROM hc_finalize('$mscope', '$o1', false)")" "FINALIZED|t"
+check "... and hc_unreserve then: RS004" "$(sqlstate "SELECT hc_unreserve('$o1')")" "RS004 1 "
+o2=$(c -c "SELECT reservation_id FROM hc_reserve_items('$items', 'b1', 'mk4')")
+o3=$(c -c "SELECT reservation_id FROM hc_reserve_items('$items', 'b1', 'mk5')")
+check "hc_unreserve in PL code and given its first product in a transaction block" \
+    "$(c -c "BEGIN" -c "DO \$\$ BEGIN PERFORM hc_unreserve('$o2'); END \$\$" \
+         -c "SELECT status FROM hc_unreserve('$mscope', '$o3')" -c "COMMIT";
+       c -c "SELECT string_agg(DISTINCT status, ' ') FROM hc_stock_reservation_lines WHERE reservation_id IN ('$o2', '$o3')";
+       c -c "SELECT sum(reserved) FROM hc_inventory WHERE product_id IN ('$m1', '$m2')")" "$(printf 'RELEASED\nRELEASED\n0')"
+o4=$(c -c "SELECT reservation_id FROM hc_reserve_items('$items', 'b1', 'mk6', '1 millisecond')")
+o5=$(c -c "SELECT reservation_id FROM hc_reserve_items('$items', 'b1', 'mk7', '1 millisecond')")
+sleep 0.1
+check "an expired order: RS003 for hc_finalize, then a late finalize finds its stock" \
+    "$(sqlstate "SELECT hc_finalize('$o4')")$(c -c "SELECT status FROM hc_finalize('$o4', true)")" "RS003 1 FINALIZED"
+check "hc_unreserve of an expired order: EXPIRED, replayed, both lines" \
+    "$(c -c "SELECT status, replayed FROM hc_unreserve('$o5')"; c -c "SELECT string_agg(status, ' ') FROM hc_stock_reservation_lines WHERE reservation_id = '$o5'")" \
+    "$(printf 'EXPIRED|t\nEXPIRED EXPIRED')"
+c -c "SELECT reservation_id FROM hc_reserve_items('$items', 'b1', 'mk8', '1 millisecond')" >/dev/null
+sleep 0.1
+check "hc_sweep() expires an order's lines on each worker, and its row" \
+    "$(c -c "SELECT expired_reservations FROM hc_sweep()" >/dev/null;
+       c -c "SELECT status FROM hc_stock_reservations WHERE idempotency_key = 'mk8'";
+       c -c "SELECT string_agg(status, ' ') FROM hc_stock_reservation_lines
+              WHERE reservation_id = (SELECT id FROM hc_stock_reservations WHERE idempotency_key = 'mk8')")" \
+    "$(printf 'EXPIRED\nEXPIRED EXPIRED')"
+check "an application role: an order of two products, then its finalize" \
+    "$(printf '%s\n' "SELECT reservation_id AS r FROM hc_reserve_items('$items', 'b1', 'mk9') \\gset" \
+        "SELECT status FROM hc_finalize(:'r');" |
+        psql -X -qAt -v ON_ERROR_STOP=1 -h "$host" -p "$port" -U shop_app -d postgres 2>&1 | tr '\n' ' ')" "FINALIZED "
+check "a step of an order is refused when its rows are on another node" \
+    "$(printf '%s\n' '\set VERBOSITY sqlstate' "SELECT hc_order_step('$m1', 'header', '{res_x,read}')" |
+        psql -X -qAt -h 127.0.0.1 -p $((port + 2)) -U postgres -d postgres 2>&1)" "ERROR:  40001"
 
 # Leases and attempts.
 t=$(c -c "SELECT hc_lock_acquire('erp-1', 'w1')")
@@ -189,6 +250,26 @@ check "the product agrees" "$(c -c "SELECT stock, reserved FROM hc_inventory WHE
 check "its ledger agrees" \
     "$(c -c "SELECT count(*), sum(reserved_delta) FROM hc_ledger WHERE entity_id = 'flash' AND event = 'reserve'")" "100|100"
 
+# 100 orders of two products, one on each worker, from 20 clients, their
+# items in either order: exactly as many as the scarcer product has, each
+# all or nothing, and no deadlock.
+n1=$(asset_on $((port + 1)) 10); n2=$(asset_on $((port + 2)) 10)
+c -c "SELECT hc_stock_set('$n1', 30), hc_stock_set('$n2', 40)" >/dev/null
+for i in $(seq 1 20); do
+    (for j in $(seq 1 5); do
+        if [ $((j % 2)) = 0 ]; then a=$n1 b=$n2; else a=$n2 b=$n1; fi
+        sqlstate "SELECT hc_reserve_items('[{\"product_id\": \"$a\", \"qty\": 1}, {\"product_id\": \"$b\", \"qty\": 1}]', 'b$i', 'mo-$i-$j')"
+        echo
+    done) >"$work/order.$i" &
+done
+wait
+check "100 orders of two products over both workers from 20 clients: exactly 30, no deadlock" \
+    "$(cat "$work"/order.* | awk '{print $1}' | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
+    "00000=30 RS002=70 "
+check "both products agree" \
+    "$(c -c "SELECT string_agg(stock || ' ' || reserved, ', ' ORDER BY stock) FROM hc_inventory WHERE product_id IN ('$n1', '$n2')")" \
+    "30 30, 40 30"
+
 # The sweep: hc_sweep() on the coordinator has each worker sweep its shards;
 # the background sweeper of each worker sweeps its own.
 w() { local p=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -h "${TMPDIR:-/tmp}/holdcommit-$p" -p "$p" -U postgres -d postgres "$@"; }
@@ -216,17 +297,20 @@ check "the background sweeper of each worker sweeps its shards" \
 $(w $((port + 1)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_status")
 $(w $((port + 2)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_status")" "$(printf '0\nt\nt')"
 
-# A transaction over both workers whose second worker stops after Citus'
-# PREPARE TRANSACTION and before its COMMIT PREPARED (the coordinator held
-# there under gdb): the commit stands, and Citus' recovery commits the
-# prepared transaction once the worker is back.
+# An order of two products, one on each worker, whose second worker stops
+# after Citus' PREPARE TRANSACTION and before its COMMIT PREPARED (the
+# coordinator held there under gdb): the commit stands, and Citus' recovery
+# commits the prepared transaction once the worker is back.
 bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
 as_server() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 w2data=${TMPDIR:-/tmp}/holdcommit-$((port + 2))/data
 if command -v gdb >/dev/null; then
     x1=$(asset_on $((port + 1)) 4); x2=$(asset_on $((port + 2)) 4)
+    c -c "SELECT hc_stock_set('$x1', 5), hc_stock_set('$x2', 5)" >/dev/null
     printf '%s\n' '\set VERBOSITY terse' 'SELECT pg_backend_pid() \g '"$work/pid" 'SELECT pg_sleep(3);' \
-        'BEGIN;' "SELECT hc_hold('$x1', 'b1', 'two-1');" "SELECT hc_hold('$x2', 'b1', 'two-2');" 'COMMIT;' \
+        'BEGIN;' "SELECT hc_hold('$x1', 'b1', 'two-1');" \
+        "SELECT hc_reserve_items('[{\"product_id\": \"$x1\", \"qty\": 1}, {\"product_id\": \"$x2\", \"qty\": 1}]', 'b1', 'two-2');" \
+        'COMMIT;' \
         '\echo commit :SQLSTATE' |
         psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres >"$work/two.out" 2>&1 &
     two=$!
@@ -241,9 +325,10 @@ if command -v gdb >/dev/null; then
     check "... its prepared transaction waits on the stopped worker" \
         "$(w $((port + 2)) -c "SELECT count(*) FROM pg_prepared_xacts")" "1"
     c -c "SELECT recover_prepared_transactions()" >/dev/null
-    check "... and Citus' recovery commits it: both holds are there" \
-        "$(c -c "SELECT string_agg(status, ' ') FROM hc_assets WHERE id IN ('$x1', '$x2')")
-$(w $((port + 2)) -c "SELECT count(*) FROM pg_prepared_xacts")" "$(printf 'HELD HELD\n0')"
+    check "... and Citus' recovery commits it: the hold and both lines of the order are there" \
+        "$(c -c "SELECT status FROM hc_assets WHERE id = '$x1'") $(c -c "SELECT string_agg(status, ' ')
+                   FROM hc_stock_reservation_lines WHERE product_id IN ('$x1', '$x2')")
+$(w $((port + 2)) -c "SELECT count(*) FROM pg_prepared_xacts")" "$(printf 'HELD RESERVED RESERVED\n0')"
 else
     echo "ok - # SKIP gdb is not installed: the stop between PREPARE and COMMIT PREPARED needs it"
 fi

@@ -73,6 +73,7 @@ SELECT g, p, o
                ('EXECUTE', 'hc_extend(text,text,interval)'),
                ('EXECUTE', 'hc_finalize(text,text,boolean)'),
                ('EXECUTE', 'hc_unreserve(text,text)'),
+               ('EXECUTE', 'hc_order_step(text,text,text[])'),
                ('EXECUTE', 'hc_check()'),
                ('EXECUTE', 'hc_lock_acquire(text,text,interval,integer)'),
                ('EXECUTE', 'hc_lock_acquire_session(text,text,interval,integer)'),
@@ -89,7 +90,7 @@ SELECT g, p, o
                ('SELECT', 'hc_routes'), ('UPDATE', 'hc_routes')) v (p, o)
 UNION ALL
 VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expires_at, created_at, ended_at)'),
-       ('app', 'SELECT', 'hc_stock_reservations (scope_id, id, buyer_id, status, expires_at, created_at, ended_at)'),
+       ('app', 'SELECT', 'hc_stock_reservations (scope_id, id, buyer_id, status, expires_at, created_at, ended_at, products)'),
        ('operator', 'EXECUTE', 'hc_asset_add(text,text)'),
        ('operator', 'EXECUTE', 'hc_stock_set(text,integer)'),
        ('operator', 'EXECUTE', 'hc_stock_adjust(text,integer,text)'),
