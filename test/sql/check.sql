@@ -101,6 +101,21 @@ SELECT r.status, o.status FROM hc_reservations r, hc_stock_reservations o
 SELECT * FROM shape_findings(:'hold_id', :'order_id');
 ROLLBACK;
 
+-- An order that names a product it has no line of, or lacks one it has; a
+-- line that names another order's scope.
+BEGIN;
+UPDATE hc_stock_reservations SET products = '{SHAPE-P,SHAPE-Q}' WHERE id = :'order_id';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_stock_reservations SET products = '{SHAPE-O}' WHERE id = :'order_id';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+BEGIN;
+UPDATE hc_stock_reservation_lines SET scope_id = 'SHAPE-O' WHERE reservation_id = :'order_id';
+SELECT * FROM shape_findings(:'hold_id', :'order_id');
+ROLLBACK;
+
 -- Rolled back: nothing to report.
 SELECT * FROM shape_findings(:'hold_id', :'order_id');
 DROP FUNCTION shape_findings(text, text);
