@@ -7,8 +7,9 @@ packages=(build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
           postgresql-15-cron libtap-parser-sourcehandler-pgtap-perl
           # the example HTTP service (examples/http) and PgBouncer in front of it
           python3-fastapi python3-uvicorn python3-psycopg python3-psycopg-pool curl pgbouncer
-          # the driver snippets of doc/locking.md (psycopg, SQLAlchemy, node-postgres from npm)
-          python3-sqlalchemy python3-psycopg2
+          # the driver snippets of doc/locking.md and doc/clients.md (psycopg, SQLAlchemy,
+          # Django, node-postgres from npm)
+          python3-sqlalchemy python3-psycopg2 python3-django
           # make deb (pg_buildext), make dist, the postgres_exporter queries check
           postgresql-server-dev-all debhelper dpkg-dev git python3-yaml prometheus-postgres-exporter
           # the benchmark's load driver (bench/driver.c)

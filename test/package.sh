@@ -6,7 +6,9 @@
 # into the system's PostgreSQL directories: the package is extracted
 # (dpkg-deb -x) over a private copy of the PostgreSQL 15 tree, with any
 # holdcommit files of that tree removed first, and a throwaway server runs
-# from that copy.
+# from that copy.  The package also ships the documentation and the examples
+# (README.md and what it links to, in the tree's layout), and its description,
+# META.json's and debian/changelog name every family of functions.
 # Prints "ok - ..." / "not ok - ..." lines and "# ..." figures; exits 0.
 #   HC_PKG_PORT  the throwaway server's port (default 54337)
 set -uo pipefail
@@ -25,6 +27,34 @@ cleanup() {
 }
 trap cleanup EXIT
 trap "exit 1" INT TERM
+
+# What the extension does today, family by family: each must be named (case-insensitive
+# extended regular expressions) by every text that describes it.
+families=("holds:\\bholds?\\b" "stock reservations:stock reservations?" "idempotency keys:idempotency keys?"
+          "leases with fencing tokens:\\bleases?\\b.*fencing token" "the attempt guard:attempt guard"
+          "the sweeper:\\bsweep" "the ledger:\\bledger\\b" "hc_check:hc_check" "Citus:\\bcitus\\b")
+names_every_family() {  # names_every_family WHAT TEXT
+    local f missing=
+    for f in "${families[@]}"; do
+        grep -qiE "${f#*:}" <<<"$(tr '\n' ' ' <<<"$2")" || missing="$missing, ${f%%:*}"
+    done
+    check "$1 names every family of functions" "${missing#, }" ""
+}
+meta_text=$(perl -MJSON::PP -0777 -ne '$m = decode_json($_); print "$m->{abstract}\n$m->{description}\n"' META.json)
+names_every_family "META.json's abstract and description" "$meta_text"
+names_every_family "debian/changelog" "$(cat debian/changelog)"
+check "debian/control is debian/control.in for PostgreSQL 15" \
+    "$(sed 's/PGVERSION/15/g' debian/control.in | cmp - debian/control >/dev/null && echo yes)" "yes"
+# The project has no public home yet: no made-up homepage, one maintainer everywhere.
+maintainer=$(dpkg-parsechangelog -l debian/changelog -S Maintainer)
+check "debian/control's maintainer is debian/changelog's" \
+    "$(sed -n 's/^Maintainer: //p' debian/control)" "$maintainer"
+check "META.json's maintainer is debian/changelog's" \
+    "$(perl -MJSON::PP -0777 -ne 'print join(",", @{decode_json($_)->{maintainer}})' META.json)" "$maintainer"
+check "no placeholder maintainer or homepage (example.org, github.com/holdcommit)" \
+    "$(grep -lE 'holdcommit@example\.org|github\.com/holdcommit' debian/control debian/control.in debian/copyright META.json)" ""
+check "the latest changelog entry's maintainer is not a placeholder" \
+    "$(grep -c 'example\.org' <<<"$maintainer")" "0"
 
 status_before=$(git status --porcelain --untracked-files=all)
 t0=$(date +%s)
@@ -49,6 +79,34 @@ for f in /usr/lib/postgresql/15/lib/holdcommit.so /usr/share/postgresql/15/exten
     check "the package has $f" "$(grep -cx "$f" <<<"$contents")" "1"
 done
 check "the package has no JIT bitcode" "$(grep -c '/bitcode/' <<<"$contents")" "0"
+names_every_family "the package's description" "$(dpkg-deb -f "$deb" Description)"
+check "the package names no homepage" "$(dpkg-deb -f "$deb" Homepage)" ""
+check "the package's maintainer is debian/changelog's" "$(dpkg-deb -f "$deb" Maintainer)" "$maintainer"
+
+# The README and what it links to, uncompressed, in the tree's layout.
+docdir=/usr/share/doc/postgresql-15-holdcommit
+shipped=(README.md CHANGELOG.md doc/*.md clients/sqlstates.json $(git ls-files examples))
+missing=
+for f in "${shipped[@]}"; do
+    grep -qx "$docdir/$f" <<<"$contents" || missing="$missing $f"
+done
+check "the package has README.md, CHANGELOG.md, doc/, examples/ and clients/sqlstates.json in $docdir (${#shipped[@]} files)" \
+    "${missing# }" ""
+# Every relative link of those documents into what is shipped resolves in the package; links
+# into the source tree's bench/ and test/, and LICENSE (the package's copyright), do not.
+unresolved= elsewhere=
+for f in README.md doc/*.md; do
+    for l in $(grep -oE '\]\([^)#]+' "$f" | sed 's/^](//' | grep -vE '^[a-z]+:'); do
+        t=$(realpath -m --relative-to=. "$(dirname "$f")/$l")
+        case $t in
+        bench/* | test/* | LICENSE) elsewhere="$elsewhere $t" ;;
+        *) grep -qx "$docdir/$t" <<<"$contents" || unresolved="$unresolved $f:$l" ;;
+        esac
+    done
+done
+check "every link of the shipped documents to README, CHANGELOG, doc/, examples/ and clients/ resolves in the package" \
+    "${unresolved# }" ""
+echo "# links to the source tree, not shipped: $(tr ' ' '\n' <<<"$elsewhere" | sort -u | tr '\n' ' ')"
 check "building it left the working tree as it was" "$(git status --porcelain --untracked-files=all)" "$status_before"
 
 # The private tree: the system's PostgreSQL 15, minus holdcommit, plus the package.

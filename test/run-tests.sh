@@ -167,6 +167,7 @@ suite quick regression               regression
 suite quick isolation                isolation
 suite quick snippets                 test/snippets.sh
 suite quick docs                     test/docs.sh
+suite quick sqlstates                bash test/sqlstates.sh
 suite quick versions                 test/versions.sh
 suite quick upgrade                  test/upgrade.sh
 suite quick upgrade-0.2.0            test/upgrade-0.2.0.sh
