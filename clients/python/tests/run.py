@@ -27,7 +27,9 @@ class TapResult(unittest.TestResult):
         doc = test.shortDescription()
         label = f"{module}: {doc or method}"
         if subtest is not None:
-            label += f" [{subtest._subDescription().strip('[]() ')}]"
+            parts = [] if subtest._message is unittest.case._subtest_msg_sentinel else [str(subtest._message)]
+            parts += [f"{k}={v!r}" for k, v in subtest.params.items()]
+            label += f" [{', '.join(parts)}]"
         return label
 
     def emit(self, ok, label, err=None):
