@@ -6,8 +6,8 @@ any size or a str always reaches the one function meant.
 
 Transactions: a call made while no transaction is open is committed when it returns (in
 autocommit mode and in psycopg's default mode alike); a call made inside a transaction runs
-in a savepoint of it, so that a refusal (RS001, ...) leaves the transaction usable and
-whatever it did before, and is committed with it.
+in a savepoint of it: a refusal (RS001, ...) rolls back only the call and leaves the
+transaction usable, with what it did before; the call commits or rolls back with it.
 """
 from __future__ import annotations
 
@@ -22,10 +22,9 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
-from .errors import HoldcommitError, InvalidArgument, error_from  # noqa: F401
+from .errors import InvalidArgument, error_from
 from .results import (Asset, Attempt, Hold, Inventory, Item, Lease, StockReservation, Sweep,
                       Violation)
-
 
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -343,7 +342,7 @@ asset_add = sync_call(_asset_add)
 stock_set = sync_call(_stock_set)
 stock_adjust = sync_call(_stock_adjust)
 
-__all__ = ["Query", "run", "HoldcommitError", "hold", "commit", "release", "extend", "reserve",
+__all__ = ["Query", "run", "hold", "commit", "release", "extend", "reserve",
            "reserve_items", "finalize", "unreserve", "lock_acquire", "lock_heartbeat",
            "lock_release", "attempt_begin", "attempt_complete", "attempt_reset", "check", "sweep",
            "asset_add", "stock_set", "stock_adjust"]

@@ -19,7 +19,7 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Iterator, Optional, Union
+from typing import Any, Iterator, Optional
 
 import psycopg
 
@@ -33,7 +33,7 @@ class ActiveLease:
     """A lease held while a ``with lease(...)`` (or ``async with async_lease(...)``) block runs."""
 
     def __init__(self, resource: str, owner: str, token: int, ttl: timedelta,
-                 lost: Union[threading.Event, "asyncio.Event"], acquired_at: float):  # noqa: F821
+                 lost: Any, acquired_at: float):   # a threading.Event, or an asyncio.Event
         self.resource = resource
         self.owner = owner
         self.token = token          #: the fencing token: pass it to every fenced call
@@ -137,7 +137,9 @@ def lease(conninfo: str, resource: str, owner: str, ttl: timedelta = timedelta(s
     ttl / 3) from a background thread while the block runs, release it when the block ends,
     however it ends.
 
-    ttl is the lease's stale_after: a holder silent that long can be taken over. Raises Busy
+    ttl is the lease's stale_after: a holder silent that long can be taken over; keep the
+    heartbeat well below it (a heartbeat that takes longer than one interval gives up and is
+    tried again, and none succeeding for ttl sets lease.lost). Raises Busy
     (55P03) at once if another owner holds a live lease (``retries=N``: the acquire retries
     with the server's backoff, up to about 2 s per retry).
     """
