@@ -10,6 +10,9 @@
 #                 through the coordinator pays at least)
 #   order_2pc     two holds in one transaction, of assets on the two workers
 #                 (Citus: two-phase commit)
+#   order_items   hc_reserve_items of 1 unit of each of two products of the
+#                 client's own, one on each worker (Citus: each step on its
+#                 product's worker, two-phase commit)
 # Writes bench/results/citus.md (HC_CITUS_BENCH_RESULT: another name).
 # Needs Citus in the PostgreSQL tree (HC_PGROOT or the system's).
 set -euo pipefail
@@ -69,11 +72,33 @@ node $port -d single -c "CREATE TABLE public.pairs (c int, n bigint, first text,
     -c "INSERT INTO holdcommit.hc_assets (id, name, created_at, updated_at)
         SELECT unnest(ARRAY[first, second]), '', now(), now() FROM public.pairs" >/dev/null
 
+# Two products of each client, one on each worker, for order_items (on the
+# single node the same ids).
+node $port -d postgres -At -c "
+    CREATE TABLE public.products AS
+    SELECT c, (SELECT id FROM (SELECT 'q-' || c || '-' || i AS id FROM generate_series(0, 99) i) q
+                WHERE (SELECT nodeport FROM pg_dist_shard_placement
+                        WHERE shardid = get_shard_id_for_distribution_column('holdcommit.hc_stock_parts', q.id)) = $((port + 1))
+                ORDER BY id LIMIT 1) AS first,
+              (SELECT id FROM (SELECT 'q-' || c || '-' || i AS id FROM generate_series(0, 99) i) q
+                WHERE (SELECT nodeport FROM pg_dist_shard_placement
+                        WHERE shardid = get_shard_id_for_distribution_column('holdcommit.hc_stock_parts', q.id)) = $((port + 2))
+                ORDER BY id LIMIT 1) AS second
+      FROM generate_series(0, $clients - 1) c" >/dev/null
+node $port -d postgres -c "SELECT c, first, second FROM public.products" >"$work/products"
+node $port -d single -c "CREATE TABLE public.products (c int, first text, second text)" \
+    -c "\\copy public.products FROM '$work/products' WITH (DELIMITER '|')" >/dev/null
+for d in single postgres; do
+    node $port -d $d -c "SELECT count(holdcommit.hc_stock_set(unnest, 100000000))
+                           FROM public.products, unnest(ARRAY[first, second])" >/dev/null
+done
+
 printf '%s\n' "- SELECT holdcommit.hc_hold(:'a-{c}-{i}', :'buyer-{c}', :'key-{c}-{i}')" >"$work/hold"
 printf '%s\n' "- SELECT holdcommit.hc_reserve(:'p-{c}', :'1', :'buyer-{c}', :'rkey-{c}-{i}')" >"$work/reserve"
 printf '%s\n' "rows:RS006 UPDATE public.bare SET n = n + 1 WHERE id = :'{c}'" >"$work/bare_update"
 printf '%s\n' "- BEGIN" "- SELECT holdcommit.hc_hold(:'{p2}', :'buyer-{c}', :'okey-{c}-{i}-1')" \
     "- SELECT holdcommit.hc_hold(:'{p3}', :'buyer-{c}', :'okey-{c}-{i}-2')" "- COMMIT" >"$work/order_2pc"
+printf '%s\n' "- SELECT holdcommit.hc_reserve_items(pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('product_id', :'{p1}'::pg_catalog.text, 'qty', 1), pg_catalog.jsonb_build_object('product_id', :'{p2}'::pg_catalog.text, 'qty', 1)), :'buyer-{c}', :'ikey-{c}-{i}')" >"$work/order_items"
 
 # reset DB: every asset free and every product whole again, nothing held.
 reset() {
@@ -88,13 +113,14 @@ run() {
     local pool=()
     reset "$1"
     [ "$2" = order_2pc ] && pool=(-P "SELECT n, first, second FROM public.pairs WHERE c = \$1 ORDER BY n")
+    [ "$2" = order_items ] && pool=(-C -P "SELECT first, second FROM public.products WHERE c = \$1")
     "$work/driver" -d "host=${TMPDIR:-/tmp}/holdcommit-$port port=$port user=postgres dbname=$1" \
         -c $clients -T "$seconds" -l "$1-$2" "${pool[@]}" "$work/$2" | tee -a "$work/raw" |
         sed -n 's/.* calls_per_s=\([0-9.]*\).*/\1/p'
 }
 : >"$work/ratios"
 for r in $(seq 1 "$rounds"); do
-    for s in hold reserve bare_update order_2pc; do
+    for s in hold reserve bare_update order_2pc order_items; do
         one=$(run single $s)
         many=$(run postgres $s)
         echo "$s $r $one $many" >>"$work/ratios"
@@ -112,7 +138,7 @@ done
     echo
     echo "| call | single node, calls/s | through the coordinator, calls/s | ratio (rounds min–max) | goal |"
     echo "|---|---|---|---|---|"
-    for s in hold reserve bare_update order_2pc; do
+    for s in hold reserve bare_update order_2pc order_items; do
         awk -v s="$s" '$1 == s { print $3, $4, $4 / $3 }' "$work/ratios" | sort -k3 -g |
             awk -v s="$s" '{ one[NR] = $1; many[NR] = $2; q[NR] = $3 }
                 END { m = int((NR + 1) / 2);
@@ -121,6 +147,7 @@ done
     done
     echo
     echo "order_2pc: two holds in one transaction, of assets on the two workers, which Citus commits in two phases;"
+    echo "order_items: an order of two products, one on each worker, each step on its product's worker (doc/scale-out.md), in two phases;"
     echo "each call of the other scenarios commits in one phase on one worker (test/citus/run.sh checks both)."
     echo
     echo "Every driver line:"

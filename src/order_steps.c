@@ -1,0 +1,634 @@
+/*
+ * order_steps.c
+ *		Orders of several products on Citus: hc_order_step, and the calls'
+ *		steps on the nodes of their rows.
+ *
+ * Each line is on the node of its product's rows, the order's row on its
+ * first product's (scope_id), so a call on such an order runs each of its
+ * steps where the step's rows are: here, against this node's shards, or sent
+ * to that node as hc_order_step(routing_id, step, args), as the caller, in
+ * the caller's transaction, which Citus then commits in two phases.  A step
+ * is the single-node code on one product or on the order's row; the call
+ * keeps the decisions, so that it decides as on a single node, and the
+ * locks are taken in the single node's order: the products in order, then
+ * the order's row.  Steps exchange text arrays, timestamps as microseconds.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+#include "errors.h"
+#include "holdcommit.h"
+#include "ids.h"
+#include "route.h"
+#include "stock.h"
+#include "validate.h"
+#include "version.h"
+
+PG_FUNCTION_INFO_V1(hc_order_step);
+
+static Datum
+order_array(const char *const *items, int n)
+{
+	Datum	   *values = palloc0(sizeof(Datum) * Max(n, 1));
+	bool	   *nulls = palloc0(sizeof(bool) * Max(n, 1));
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+	int			i;
+
+	if (n == 0)
+		return PointerGetDatum(construct_empty_array(TEXTOID));
+	for (i = 0; i < n; i++)
+	{
+		nulls[i] = items[i] == NULL;
+		if (!nulls[i])
+			values[i] = CStringGetTextDatum(items[i]);
+	}
+	return PointerGetDatum(construct_md_array(values, nulls, 1, dims, lbs, TEXTOID, -1, false,
+											  TYPALIGN_INT));
+}
+
+static char **
+order_unarray(Datum array, int *n)
+{
+	Datum	   *values;
+	bool	   *nulls;
+	char	  **items;
+	int			i;
+
+	deconstruct_array(DatumGetArrayTypeP(array), TEXTOID, -1, false, TYPALIGN_INT, &values,
+					  &nulls, n);
+	items = palloc0(sizeof(char *) * Max(*n, 1));
+	for (i = 0; i < *n; i++)
+		items[i] = nulls[i] ? NULL : TextDatumGetCString(values[i]);
+	return items;
+}
+
+static char *
+order_us(TimestampTz t)
+{
+	return psprintf(INT64_FORMAT, (int64) t);
+}
+
+/* A step's argument n, which must be there (a step may be called by hand). */
+static const char *
+order_arg(char **args, int nargs, int n)
+{
+	if (n >= nargs || args[n] == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("hc_order_step needs argument %d", n + 1)));
+	return args[n];
+}
+
+static int32
+order_int(char **args, int nargs, int n)
+{
+	return pg_strtoint32(order_arg(args, nargs, n));
+}
+
+static TimestampTz
+order_time(char **args, int nargs, int n)
+{
+	return (TimestampTz) pg_strtoint64(order_arg(args, nargs, n));
+}
+
+/*
+ * The expiry a step is given: no later than holdcommit.max_ttl from now,
+ * give or take a minute between the nodes' clocks.
+ */
+static TimestampTz
+order_expiry(HcCall *call, char **args, int nargs, int n)
+{
+	TimestampTz expires_at = order_time(args, nargs, n);
+
+	if (expires_at > call->now + ((int64) hc_max_ttl + SECS_PER_MINUTE) * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must not exceed holdcommit.max_ttl"),
+				 errdetail("holdcommit.max_ttl is %d seconds.", hc_max_ttl)));
+	return expires_at;
+}
+
+/* An order's row, written by the call that makes it. */
+static HcStatement insert_header = {
+	"INSERT INTO hc_stock_reservations"
+	" (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at, products)"
+	" VALUES (:scope_id, :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED', :expires_at,"
+	"         :created_at, :products)",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}, {"buyer_id", TEXTOID}, {"key", TEXTOID},
+	 {"fingerprint", BYTEAOID}, {"expires_at", TIMESTAMPTZOID}, {"created_at", TIMESTAMPTZOID},
+	 {"products", TEXTARRAYOID}}
+};
+
+/* One line, once its product's units are taken. */
+static HcStatement insert_line = {
+	"INSERT INTO hc_stock_reservation_lines"
+	" (product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)"
+	" VALUES (:product_id, :reservation_id, :qty, 'RESERVED', :expires_at, :buyer_id, :part,"
+	"         :scope_id)",
+	{{"product_id", TEXTOID}, {"reservation_id", TEXTOID}, {"qty", INT4OID},
+	 {"expires_at", TIMESTAMPTZOID}, {"buyer_id", TEXTOID}, {"part", INT2OID}, {"scope_id", TEXTOID}}
+};
+
+#define ORDER_HEADER \
+	"SELECT status, buyer_id, expires_at, created_at, products FROM hc_stock_reservations" \
+	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+static HcStatement read_header = {
+	ORDER_HEADER,
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
+};
+static HcStatement lock_header = {
+	ORDER_HEADER " FOR NO KEY UPDATE",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
+};
+
+/* One line of a reservation, as order_products reads each. */
+static HcStatement read_line = {
+	"SELECT l.part::pg_catalog.int4 AS part, l.qty, l.status,"
+	"       l.status" EQ "'EXPIRED'"
+	"       AND EXISTS (SELECT FROM hc_stock_parts s"
+	"                    WHERE s.product_id" EQ ":product_id" " AND s.part" GT "0) AS may_retake"
+	"  FROM hc_stock_reservation_lines l"
+	" WHERE l.product_id" EQ ":product_id" " AND l.reservation_id" EQ ":reservation_id",
+	{{"product_id", TEXTOID}, {"reservation_id", TEXTOID}}
+};
+
+static char **order_here(HcCall *call, const char *routing_id, const char *step, char **args,
+						 int nargs, int *n);
+
+/* Run a step on the node of routing_id's rows; its answer (n items). */
+static char **
+order_step(HcCall *call, const char *routing_id, const char *step, const char *const *args,
+		   int nargs, int *n)
+{
+	HcShards   *saved = call->shards;
+	Oid			types[2] = {TEXTOID, TEXTARRAYOID};
+	Datum		values[2];
+	bool		isnull;
+	Datum		answer;
+	char	  **result;
+
+	if (hc_route_local(call, routing_id) != NULL)
+	{
+		result = order_here(call, routing_id, step, (char **) args, nargs, n);
+		call->shards = saved;
+		return result;
+	}
+	values[0] = CStringGetTextDatum(step);
+	values[1] = order_array(args, nargs);
+	answer = hc_route_send(call, routing_id, "hc_order_step", 2, types, values, TEXTARRAYOID,
+						   &isnull);
+	if (isnull)
+	{
+		*n = 0;
+		return NULL;
+	}
+	return order_unarray(answer, n);
+}
+
+static char **
+order_answer(int n, int *nresult, ...)
+{
+	char	  **items = palloc0(sizeof(char *) * Max(n, 1));
+	va_list		ap;
+	int			i;
+
+	va_start(ap, nresult);
+	for (i = 0; i < n; i++)
+		items[i] = va_arg(ap, char *);
+	va_end(ap);
+	*nresult = n;
+	return items;
+}
+
+/*
+ * open (on the first product's node): the key, as a single node judges it
+ * (replay: "replay", id, created_at); else the order's row ("new").
+ */
+static char **
+order_open_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
+{
+	const char *key = na > 2 ? a[2] : NULL;
+	bytea	   *fingerprint = DatumGetByteaPP(DirectFunctionCall1(byteain,
+																  CStringGetDatum(order_arg(a, na, 3))));
+	HcArgs		args;
+	Datum	   *products;
+	int			i;
+
+	if (key != NULL)
+	{
+		HcFingerprint fp = {0};
+		HcKnownKey	known;
+
+		fp.digest = fingerprint;
+		if (hc_idempotency_find(call, key, &fp, &known))
+			return order_answer(3, n, "replay", known.id, order_us(known.created_at));
+	}
+	if (na < 7)
+		(void) order_arg(a, na, 6);
+	products = palloc(sizeof(Datum) * (na - 6));
+	for (i = 6; i < na; i++)
+		products[i - 6] = CStringGetTextDatum(order_arg(a, na, i));
+	hc_args(&args, &insert_header);
+	hc_bind_text(&args, "scope_id", scope_id);
+	hc_bind_text(&args, "reservation_id", order_arg(a, na, 0));
+	hc_bind_text(&args, "buyer_id", order_arg(a, na, 1));
+	hc_bind_text(&args, "key", key);
+	hc_bind(&args, "fingerprint", PointerGetDatum(fingerprint));
+	hc_bind(&args, "expires_at", TimestampTzGetDatum(order_expiry(call, a, na, 4)));
+	hc_bind(&args, "created_at", TimestampTzGetDatum(order_time(a, na, 5)));
+	hc_bind(&args, "products", PointerGetDatum(construct_array(products, na - 6, TEXTOID, -1, false,
+															   TYPALIGN_INT)));
+	(void) hc_run(call, &args, SPI_OK_INSERT);
+	return order_answer(1, n, "new");
+}
+
+/*
+ * take (on the product's node): its units, as a single node takes them, and
+ * its line: "ok"; "missing" or "short", stock, reserved, having written
+ * nothing (the call raises the single node's error once it knows them all).
+ */
+static char **
+order_take_here(HcCall *call, const char *product_id, char **a, int na, int *n)
+{
+	const char *reservation_id = order_arg(a, na, 0);
+	int32		qty = order_int(a, na, 1);
+	const char *buyer_id = order_arg(a, na, 2);
+	HcArgs		args;
+	int32		parts;
+	int16		part;
+	int32		stock;
+	int32		reserved;
+
+	if (qty <= 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("qty must be positive")));
+	hc_args(&args, &count_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	(void) hc_run(call, &args, SPI_OK_SELECT);
+	parts = hc_int32(0, "parts");
+	if (parts == 0)
+		return order_answer(1, n, "missing");
+	part = parts > 1 ? (int16) (MyProcPid % parts) : 0;
+	if (!stock_take(call, product_id, parts, &part, qty, reservation_id, buyer_id, &stock, &reserved))
+		return order_answer(3, n, "short", psprintf("%d", stock), psprintf("%d", reserved));
+	hc_args(&args, &insert_line);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	hc_bind(&args, "qty", Int32GetDatum(qty));
+	hc_bind(&args, "expires_at", TimestampTzGetDatum(order_expiry(call, a, na, 3)));
+	hc_bind_text(&args, "buyer_id", buyer_id);
+	hc_bind(&args, "part", Int16GetDatum(part));
+	hc_bind_text(&args, "scope_id", order_arg(a, na, 4));
+	(void) hc_run(call, &args, SPI_OK_INSERT);
+	return order_answer(1, n, "ok");
+}
+
+/*
+ * header (on the first product's node), locked if asked: status, buyer_id,
+ * expires_at, created_at, then the products; nothing if there is none.
+ */
+static char **
+order_header_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
+{
+	HcArgs		args;
+	bool		isnull;
+	char	  **products;
+	int			nproducts;
+	char	  **items;
+	int			i;
+
+	hc_args(&args, strcmp(order_arg(a, na, 1), "lock") == 0 ? &lock_header : &read_header);
+	hc_bind_text(&args, "scope_id", scope_id);
+	hc_bind_text(&args, "reservation_id", order_arg(a, na, 0));
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+	{
+		*n = 0;
+		return NULL;
+	}
+	products = order_unarray(hc_datum(0, "products", &isnull), &nproducts);
+	items = palloc(sizeof(char *) * (4 + nproducts));
+	items[0] = hc_text(call, 0, "status");
+	items[1] = hc_text(call, 0, "buyer_id");
+	items[2] = order_us(hc_timestamptz(0, "expires_at"));
+	items[3] = order_us(hc_timestamptz(0, "created_at"));
+	for (i = 0; i < nproducts; i++)
+		items[4 + i] = products[i];
+	*n = 4 + nproducts;
+	return items;
+}
+
+/*
+ * lock (on the product's node): its line's part, or all of its parts for a
+ * late finalize whose line may have to find its units again, as stock_lock
+ * locks each product; then the line under that lock: part, qty, status and
+ * how many parts are locked (0: the line's alone).
+ */
+static char **
+order_lock_here(HcCall *call, const char *product_id, char **a, int na, int *n)
+{
+	const char *reservation_id = order_arg(a, na, 0);
+	bool		retake = strcmp(order_arg(a, na, 1), "retake") == 0;
+	HcArgs		args;
+	bool		isnull;
+	Datum		may_retake;
+	int16		part;
+	int32		locked = 0;
+	Datum		numbers[2];
+	bool		nulls[2];
+
+	hc_args(&args, &read_line);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+	{
+		*n = 0;
+		return NULL;
+	}
+	part = (int16) hc_int32(0, "part");
+	may_retake = hc_datum(0, "may_retake", &isnull);
+	if (retake && !isnull && DatumGetBool(may_retake))
+	{
+		StockParts	p;
+
+		stock_lock_parts(call, product_id, &p);
+		locked = p.n;
+	}
+	else if (!hc_fetch_part(call, &lock_part, product_id, part, numbers, nulls))
+	{
+		hc_args(&args, &count_parts);
+		hc_bind_text(&args, "product_id", product_id);
+		(void) hc_run(call, &args, SPI_OK_SELECT);
+		if (hc_int32(0, "parts") == 0)
+			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", product_id, reservation_id);
+		stock_parts_changed(product_id);
+	}
+	hc_args(&args, &read_line);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, reservation_id);
+	if (locked == 0 && hc_int32(0, "part") != part)
+		stock_parts_changed(product_id);
+	return order_answer(4, n, psprintf("%d", hc_int32(0, "part")), psprintf("%d", hc_int32(0, "qty")),
+						hc_text(call, 0, "status"), psprintf("%d", locked));
+}
+
+/* A line of a stock reservation as the steps pass it: part, qty, status, locked. */
+static StockLine
+order_line(const char *product_id, char **a, int na, int first)
+{
+	StockLine	line = {0};
+
+	line.product_id = (char *) product_id;
+	line.part = (int16) order_int(a, na, first);
+	line.qty = order_int(a, na, first + 1);
+	line.status = (char *) order_arg(a, na, first + 2);
+	line.parts = order_int(a, na, first + 3);
+	return line;
+}
+
+/*
+ * The single-node steps on one product or on the order's row: retake (the
+ * units of a line that no longer counts: "ok", part, or "gone"), move (a line
+ * to its new status) and end (the order's row).
+ */
+static char **
+order_here(HcCall *call, const char *routing_id, const char *step, char **a, int na, int *n)
+{
+	StockReservation r = {0};
+
+	if (strcmp(step, "open") == 0)
+		return order_open_here(call, routing_id, a, na, n);
+	if (strcmp(step, "take") == 0)
+		return order_take_here(call, routing_id, a, na, n);
+	if (strcmp(step, "header") == 0)
+		return order_header_here(call, routing_id, a, na, n);
+	if (strcmp(step, "lock") == 0)
+		return order_lock_here(call, routing_id, a, na, n);
+
+	r.id = (char *) order_arg(a, na, 0);
+	r.scope_id = (char *) routing_id;
+	if (strcmp(step, "retake") == 0)
+	{
+		StockLine	line = order_line(routing_id, a, na, 2);
+
+		r.buyer_id = (char *) order_arg(a, na, 1);
+		if (!stock_retake_line(call, &r, &line))
+			return order_answer(1, n, "gone");
+		return order_answer(2, n, "ok", psprintf("%d", line.part));
+	}
+	if (strcmp(step, "move") == 0)
+	{
+		StockLine	line = order_line(routing_id, a, na, 1);
+
+		stock_move_line(call, &r, &line, order_arg(a, na, 5), order_int(a, na, 6),
+						order_int(a, na, 7), order_arg(a, na, 8), order_arg(a, na, 9), false);
+		return order_answer(1, n, "ok");
+	}
+	if (strcmp(step, "end") == 0)
+	{
+		r.status = (char *) order_arg(a, na, 1);
+		stock_end(call, &r, order_arg(a, na, 2));
+		return order_answer(1, n, "ok");
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("hc_order_step has no step \"%s\"", step)));
+	return NULL;
+}
+
+/*
+ * hc_reserve_items on Citus: the key and the order's row on its first
+ * product's node, then each line on its product's; the single node's
+ * errors, existence first.
+ */
+void
+order_reserve(HcCall *call, StockReservation *r, const char *key, HcFingerprint *fp, int64 ttl)
+{
+	const char **open = palloc(sizeof(char *) * (6 + r->nlines));
+	char	  **answer;
+	int			n;
+	int			missing = -1;
+	int			short_line = -1;
+	int32		stock = 0;
+	int32		reserved = 0;
+	int			i;
+
+	r->id = hc_new_reservation_id(call->now);
+	r->scope_id = r->lines[0].product_id;
+	open[0] = r->id;
+	open[1] = r->buyer_id;
+	open[2] = key;
+	open[3] = DatumGetCString(DirectFunctionCall1(byteaout,
+												  PointerGetDatum(hc_fingerprint_digest(fp))));
+	open[4] = order_us(r->expires_at);
+	open[5] = order_us(r->created_at);
+	for (i = 0; i < r->nlines; i++)
+		open[6 + i] = r->lines[i].product_id;
+	answer = order_step(call, r->scope_id, "open", open, 6 + r->nlines, &n);
+	if (n == 3 && strcmp(answer[0], "replay") == 0)
+	{
+		r->id = answer[1];
+		r->created_at = (TimestampTz) pg_strtoint64(answer[2]);
+		r->expires_at = r->created_at + ttl;
+		r->replayed = true;
+		return;
+	}
+	for (i = 0; i < r->nlines; i++)
+	{
+		const char *take[5] = {r->id, psprintf("%d", r->lines[i].qty), r->buyer_id,
+		order_us(r->expires_at), r->scope_id};
+
+		answer = order_step(call, r->lines[i].product_id, "take", take, 5, &n);
+		if (n >= 1 && strcmp(answer[0], "missing") == 0 && missing < 0)
+			missing = i;
+		else if (n == 3 && strcmp(answer[0], "short") == 0 && short_line < 0)
+		{
+			short_line = i;
+			stock = pg_strtoint32(answer[1]);
+			reserved = pg_strtoint32(answer[2]);
+		}
+	}
+	if (missing >= 0)
+		product_not_found(r->lines[missing].product_id);
+	if (short_line >= 0)
+		stock_insufficient(r->lines[short_line].product_id, r->lines[short_line].qty, stock, reserved);
+}
+
+/*
+ * On Citus, is the reservation an order of several products (its row on
+ * scope_id's node says so)?  Then r has its scope and its products, and the
+ * call runs its steps where they are (r->spread).
+ */
+bool
+order_spread(HcCall *call, const char *scope_id, const char *reservation_id, StockReservation *r)
+{
+	const char *header[2] = {reservation_id, "read"};
+	char	  **answer;
+	int			n;
+	int			i;
+
+	answer = order_step(call, scope_id, "header", header, 2, &n);
+	if (n <= 5)
+		return false;
+	r->spread = true;
+	r->scope_id = pstrdup(scope_id);
+	r->nlines = n - 4;
+	r->lines = palloc0(sizeof(StockLine) * r->nlines);
+	for (i = 0; i < r->nlines; i++)
+		r->lines[i].product_id = answer[4 + i];
+	return true;
+}
+
+/* stock_lock for an order of several products on Citus. */
+void
+order_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r)
+{
+	const char *lock[2] = {reservation_id, retake ? "retake" : "line"};
+	const char *header[2] = {reservation_id, "lock"};
+	char	  **answer;
+	int			n;
+	int			i;
+
+	for (i = 0; i < r->nlines; i++)
+	{
+		StockLine  *line = &r->lines[i];
+
+		answer = order_step(call, line->product_id, "lock", lock, 2, &n);
+		if (n != 4)
+			elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", line->product_id,
+				 reservation_id);
+		line->part = (int16) pg_strtoint32(answer[0]);
+		line->qty = pg_strtoint32(answer[1]);
+		line->status = answer[2];
+		line->parts = pg_strtoint32(answer[3]);
+	}
+	answer = order_step(call, r->scope_id, "header", header, 2, &n);
+	if (n < 4)
+		elog(ERROR, "reservation \"%s\" has lines but no row", reservation_id);
+	r->id = pstrdup(reservation_id);
+	r->status = answer[0];
+	r->buyer_id = answer[1];
+	r->expires_at = (TimestampTz) pg_strtoint64(answer[2]);
+	r->created_at = (TimestampTz) pg_strtoint64(answer[3]);
+	r->replayed = false;
+}
+
+/* The steps of a line on its product's node and of the order's row on its scope's. */
+bool
+order_retake(HcCall *call, StockReservation *r, StockLine *line)
+{
+	const char *retake[6] = {r->id, r->buyer_id, psprintf("%d", line->part),
+	psprintf("%d", line->qty), line->status, psprintf("%d", line->parts)};
+	char	  **answer;
+	int			n;
+
+	answer = order_step(call, line->product_id, "retake", retake, 6, &n);
+	if (n == 2 && strcmp(answer[0], "ok") == 0)
+	{
+		line->part = (int16) pg_strtoint32(answer[1]);
+		return true;
+	}
+	return false;
+}
+
+void
+order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status,
+		   int32 stock_delta, int32 reserved_delta, const char *event, const char *source)
+{
+	const char *move[10] = {r->id, psprintf("%d", line->part), psprintf("%d", line->qty),
+		line->status, psprintf("%d", line->parts), status, psprintf("%d", stock_delta),
+	psprintf("%d", reserved_delta), event, source};
+	int			n;
+
+	(void) order_step(call, line->product_id, "move", move, 10, &n);
+}
+
+void
+order_end(HcCall *call, StockReservation *r, const char *status)
+{
+	const char *end[3] = {r->id, r->status, status};
+	int			n;
+
+	(void) order_step(call, r->scope_id, "end", end, 3, &n);
+}
+
+/*
+ * hc_order_step(routing_id, step, args): one step of a call on an order of
+ * several products, sent to this node (on Citus only).
+ */
+Datum
+hc_order_step(PG_FUNCTION_ARGS)
+{
+	char	   *routing_id = hc_arg_id(fcinfo, 0, "routing_id");
+	char	   *step = hc_arg_text(fcinfo, 1, "step");
+	HcCall		call;
+	char	  **args;
+	char	  **answer;
+	int			nargs;
+	int			n;
+
+	hc_arg_not_null(fcinfo, 2, "args");
+	hc_call_begin(&call, fcinfo, "hc_order_step");
+	hc_require_sql_at_least("0.3.0", call.function);
+	if (!hc_distributed(&call))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("hc_order_step runs only on Citus"),
+				 errdetail("It is a step of a call on an order of several products, sent to the node of its rows.")));
+	if (hc_route_local(&call, routing_id) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the shards of \"%s\" are not on this node", routing_id),
+				 errhint("Call again: Citus sends the call to their new node.")));
+	args = order_unarray(PG_GETARG_DATUM(2), &nargs);
+	answer = order_here(&call, routing_id, step, args, nargs, &n);
+	hc_call_end(&call);
+	if (answer == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(order_array((const char *const *) answer, n));
+}
