@@ -35,8 +35,10 @@
 # tree, and connect the way libpq's clients do by default: PGHOST, PGPORT, PGUSER and
 # PGDATABASE (the document's database) are in their environment.  Shell: bash -e -o
 # pipefail.  Python: /usr/bin/python3 (Debian's, with psycopg 3).  JavaScript: node, as
-# an ES module, with node-postgres installed once per run by `npm install pg` into a
-# temporary directory.  Roles a document creates are dropped after it.
+# an ES module, with node-postgres and this tree's Node package (clients/node, imported as
+# 'holdcommit') installed once per run by `npm install --install-links pg ./clients/node`
+# into a temporary directory (copied, as from a tarball, not linked).  Roles a document
+# creates are dropped after it.
 #
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server with holdcommit
 # installed.  Exits 0 when it ran (failures are the not ok lines), non-zero only if it
@@ -209,12 +211,12 @@ process_run() {  # process_run ID LANG DB; returns its status, output in $work/o
         if [ -z "$node_dir" ]; then
             node_dir=$work/node
             mkdir -p "$node_dir"
-            if ! (cd "$node_dir" && npm install --no-audit --no-fund --silent pg) >"$work/npm.log" 2>&1; then
+            if ! (cd "$node_dir" && npm install --no-audit --no-fund --silent --install-links pg "$top/clients/node") >"$work/npm.log" 2>&1; then
                 node_dir=failed
             fi
         fi
         if [ "$node_dir" = failed ]; then
-            echo "npm install pg failed: $(error_line "$work/npm.log")" >"$work/out"
+            echo "npm install pg ./clients/node failed: $(error_line "$work/npm.log")" >"$work/out"
             return 1
         fi
         file=$node_dir/snippet-$id.mjs
