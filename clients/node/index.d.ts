@@ -154,7 +154,7 @@ export function errorFrom(err: unknown): unknown;
 export interface LeaseOptions {
   resource: string;
   owner: string;
-  /** Seconds without a heartbeat after which the lease is stale (stale_after): default 180. */
+  /** Seconds without a heartbeat after which the lease is stale (stale_after): default 30. */
   ttl?: number;
   /** Seconds between heartbeats: default ttl / 3. */
   heartbeatEvery?: number;
@@ -168,7 +168,7 @@ export interface Lease {
   readonly owner: string;
   /** The fencing token: write it with the work the lease protects. */
   readonly token: bigint;
-  /** true once the lease is lost (taken over, or no heartbeat for ttl). */
+  /** true once the lease is lost (taken over or released, its connection failed, or no heartbeat for ttl). */
   readonly lost: boolean;
   /** Aborted when the lease is lost, with the LeaseLost as its reason: pass it to fetch() and the like. */
   readonly signal: AbortSignal;

@@ -10,7 +10,7 @@ const isConfig = (x) => typeof x === 'string' ||
   (!!x && typeof x === 'object' && typeof x.query !== 'function' && typeof x.connect !== 'function');
 
 export async function withLease(poolOrConfig, options, fn) {
-  const { resource, owner, ttl = 180, heartbeatEvery = ttl / 3, maxRetries = 0, schema = 'holdcommit' } = options ?? {};
+  const { resource, owner, ttl = 30, heartbeatEvery = ttl / 3, maxRetries = 0, schema = 'holdcommit' } = options ?? {};
   if (!Number.isFinite(ttl) || ttl <= 0) throw invalid('ttl must be a positive number of seconds');
   if (!Number.isFinite(heartbeatEvery) || heartbeatEvery <= 0) throw invalid('heartbeatEvery must be a positive number of seconds');
   if (typeof fn !== 'function') throw invalid('withLease needs a callback');
@@ -29,12 +29,18 @@ export async function withLease(poolOrConfig, options, fn) {
   } else {
     throw invalid('withLease needs a pg Pool or a connection config, not a Client');
   }
-  let broken = false;
-  const onError = () => { broken = true; };   // a terminated connection: heartbeats fail, the watchdog decides
+  let broken = false, lose = () => {};
+  // The connection failed (terminated, the network): no heartbeat can be sent any more.
+  const onError = (err) => {
+    broken = true;
+    lose(new LeaseLost(`lease on "${resource}" lost: its connection failed: ${err.message}`,
+      { sqlstate: 'RS007', httpStatus: 409, cause: err }));
+  };
   client.on('error', onError);
   const finish = () => { client.removeListener('error', onError); done(broken); };
 
   let token;
+  const acquiredAt = Date.now();
   try {
     token = await hc.lockAcquire(client, resource, owner, { staleAfter: ttl, maxRetries });
   } catch (err) {
@@ -44,14 +50,14 @@ export async function withLease(poolOrConfig, options, fn) {
   }
   if (token === null) {
     finish();
-    throw new Busy(`resource "${resource}" is leased by another owner`, {
+    throw new Busy(`lease "${resource}" is held by another owner`, {
       sqlstate: '55P03', httpStatus: 503, hint: 'Try again later, or pass maxRetries to wait for it.',
     });
   }
 
   const controller = new AbortController();
-  let lostError = null, stopped = false, timer, watchdog, inFlight = null;
-  const lose = (err) => {
+  let lostError = null, stopped = false, timer, watchdog, deadline, inFlight = null;
+  lose = (err) => {
     if (lostError || stopped) return;
     lostError = err;
     clearTimeout(timer);
@@ -62,9 +68,10 @@ export async function withLease(poolOrConfig, options, fn) {
   // then on it counts as lost, whatever the reason (a heartbeat that hangs, a dead connection).
   const arm = (since) => {
     clearTimeout(watchdog);
+    deadline = since + ttl * 1000;
     watchdog = setTimeout(() => lose(new LeaseLost(
       `lease on "${resource}" lost: no heartbeat for ${ttl} s`, { sqlstate: 'RS007', httpStatus: 409 })),
-    Math.max(0, since + ttl * 1000 - Date.now()));
+    Math.max(0, deadline - Date.now()));
   };
   const beat = async () => {
     const sent = Date.now();
@@ -81,7 +88,13 @@ export async function withLease(poolOrConfig, options, fn) {
       inFlight = beat().finally(() => { inFlight = null; schedule(); });
     }, heartbeatEvery * 1000);
   };
-  arm(Date.now());
+  try {
+    // A heartbeat that waits (behind a row lock) gives up after one beat and tries again.
+    await client.query("SELECT set_config('statement_timeout', $1, false)", [String(Math.max(100, Math.round(heartbeatEvery * 1000)))]);
+  } catch (err) {
+    broken = true;
+  }
+  arm(acquiredAt);
   schedule();
 
   const lease = Object.freeze({
@@ -96,13 +109,25 @@ export async function withLease(poolOrConfig, options, fn) {
   } finally {
     stopped = true;
     clearTimeout(timer);
+    // A heartbeat under way: wait for it, but not past the lease's deadline.  One that hangs
+    // (behind a row lock, on a dead connection) takes the connection with it.
+    if (inFlight) {
+      let expire;
+      const settled = await Promise.race([inFlight.then(() => true),
+        new Promise((resolve) => { expire = setTimeout(resolve, lostError ? 0 : Math.max(0, deadline - Date.now()), false); })]);
+      clearTimeout(expire);
+      if (!settled) broken = true;
+    }
     clearTimeout(watchdog);
-    if (inFlight) await inFlight;
-    // A release that fails (the connection is gone) leaves the lease to go stale after ttl.
-    try {
-      await hc.lockRelease(client, resource, owner, token);
-    } catch {
-      broken = true;
+    // A release that fails or cannot be sent (the connection is gone) leaves the lease to go
+    // stale after ttl.
+    if (!broken) {
+      try {
+        await hc.lockRelease(client, resource, owner, token);
+        await client.query('RESET statement_timeout');   // a pool's client goes back as it came
+      } catch (err) {
+        broken = true;
+      }
     }
     finish();
   }

@@ -5,13 +5,13 @@
 # runs test/*.test.js there with node --test against the running server, in a database of its
 # own with the recommended install: the extension in its schema, application roles granted
 # with hc_grant_app (one with search_path = public, one with the schema on it).
+# It works in a copy of the package: node_modules never lands in the tree.
 # Prints "ok - ..." / "not ok - ..." lines (node's TAP, top-level lines only: the lines of its
 # subtests and diagnostics become "#" comments); exits non-zero on a failure.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server with holdcommit installed,
 # node and npm.
 set -uo pipefail
 cd "$(dirname "$0")"
-pkg=$PWD
 top=$(cd ../.. && pwd)
 . "$top/test/tap.bash"
 : "${PGHOST:?set PGHOST, PGPORT and PGUSER}" "${PGPORT:?}" "${PGUSER:?}"
@@ -42,10 +42,14 @@ step() {
     fi
 }
 
+# A copy of the package, so that node_modules and the tarball stay out of the tree.
+mkdir "$work/pkg"
+tar -cf - --exclude=./node_modules --exclude='./*.tgz' . | tar -xf - -C "$work/pkg"
+cd "$work/pkg"
 npm_flags=(--no-audit --no-fund --loglevel=error)
 step "npm ci installs pg, @types/pg and typescript from package-lock.json" npm ci "${npm_flags[@]}"
 step "tsc --noEmit -p . type-checks index.d.ts and the typed usage file test/types.ts" npx --no-install tsc --noEmit -p .
-step "clients/node/sqlstates.json is a copy of clients/sqlstates.json" cmp sqlstates.json ../sqlstates.json
+step "clients/node/sqlstates.json is a copy of clients/sqlstates.json" cmp sqlstates.json "$top/clients/sqlstates.json"
 step "npm pack makes the tarball" npm pack --pack-destination "$work" "${npm_flags[@]}"
 check "the tarball holds the package's files, and no test or node_modules" \
     "$(tar tzf "$work"/holdcommit-*.tgz 2>/dev/null | sort | tr '\n' ' ')" \

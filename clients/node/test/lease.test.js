@@ -29,6 +29,10 @@ test('withLease: acquires, heartbeats while the callback runs, releases after it
   assert.equal(value, 'done');
   assert.deepEqual(await holder(res), { owner: null, token: '1' });
   assert.equal(app.totalCount - app.idleCount, 0, 'the pool got its client back');
+  const clients = await Promise.all([app.connect(), app.connect(), app.connect(), app.connect()]);
+  const timeouts = await Promise.all(clients.map((c) => c.query('SHOW statement_timeout')));
+  clients.forEach((c) => c.release());
+  assert.deepEqual(timeouts.map((t) => t.rows[0].statement_timeout), ['0', '0', '0', '0'], 'and as it lent it');
 });
 
 test('withLease: a resource another owner holds is Busy (503) at once, and the callback never runs', async () => {
@@ -85,7 +89,7 @@ test('withLease: taken over while heartbeating: the next heartbeat\'s RS007 abor
   assert.deepEqual(await holder(res), { owner: 'other', token: '2' });
 });
 
-test('withLease: its connection terminated: heartbeats fail, the lease counts as lost after ttl, no crash', async () => {
+test('withLease: its connection terminated: the lease counts as lost at once, no crash, the client is not reused', async () => {
   const res = uid('JOB');
   const name = uid('lease-conn');
   const pool = new pg.Pool({ database, user, application_name: name, max: 1 });
@@ -99,12 +103,34 @@ test('withLease: its connection terminated: heartbeats fail, the lease counts as
       assert.equal(await lostWithin(lease, 5000), true);
       lostAfter = Date.now() - start;
     });
-    await assert.rejects(outcome, (e) => e instanceof hc.LeaseLost && /no heartbeat/.test(e.message));
-    assert.ok(lostAfter > 300 && lostAfter < 2500, `lost after ${lostAfter} ms`);
+    await assert.rejects(outcome, (e) => e instanceof hc.LeaseLost && /its connection failed/.test(e.message));
+    assert.ok(lostAfter < 1000, `lost after ${lostAfter} ms`);
     assert.equal(pool.totalCount, 0, 'the broken client was not given back to the pool');
-    assert.equal((await hc.lockAcquire(app, res, 'next')), 2n, 'stale after ttl: taken over');
+    assert.equal(await hc.lockAcquire(app, res, 'next'), null, 'not released: still fresh');
+    await sleep(1100);
+    assert.equal(await hc.lockAcquire(app, res, 'next'), 2n, 'stale after ttl: taken over');
   } finally {
     await pool.end();
+  }
+});
+
+test('withLease: a heartbeat that hangs (its row locked): lost after ttl, and withLease does not wait for it', async () => {
+  const res = uid('JOB');
+  const blocker = await admin.connect();
+  try {
+    const outcome = hc.withLease(app, { resource: res, owner: 'node', ttl: 1, heartbeatEvery: 0.2 }, async (lease) => {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT 1 FROM holdcommit.hc_locks WHERE resource = $1 FOR UPDATE', [res]);
+      assert.equal(await lostWithin(lease, 5000), true);
+      return 'finished';
+    }).catch((e) => e);
+    const start = Date.now();
+    const e = await outcome;
+    assert.ok(e instanceof hc.LeaseLost && /no heartbeat/.test(e.message), String(e));
+    assert.ok(Date.now() - start < 4000, `withLease returned after ${Date.now() - start} ms`);
+  } finally {
+    await blocker.query('ROLLBACK');
+    blocker.release();
   }
 });
 
