@@ -54,3 +54,9 @@ test('errorFrom leaves what is not a server error alone (ECONNREFUSED, EPIPE, a 
   const mapped = hc.errorFrom(fake('RS001'));
   assert.equal(hc.errorFrom(mapped), mapped);
 });
+
+test('index.d.ts declares exactly what the package exports', async () => {
+  const dts = readFileSync(createRequire(import.meta.url).resolve('holdcommit/package.json').replace(/package\.json$/, 'index.d.ts'), 'utf8');
+  const declared = [...dts.matchAll(/^export (?:const|function|class) (\w+)/gm)].map((m) => m[1]).sort();
+  assert.deepEqual(declared, Object.keys(hc).sort());
+});
