@@ -9,7 +9,7 @@
 # Prints "ok - ..." / "not ok - ..." lines (node's TAP, top-level lines only: the lines of its
 # subtests and diagnostics become "#" comments); exits non-zero on a failure.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server with holdcommit installed,
-# node and npm.
+# node and npm.  HC_NODE: the node that runs the tests (default: node), to try another version.
 set -uo pipefail
 cd "$(dirname "$0")"
 top=$(cd ../.. && pwd)
@@ -83,7 +83,7 @@ cp test/*.test.js test/helpers.js "$work/app/test/"
 # its YAML diagnostics indented: only the top-level lines count, the rest become comments
 # (without the lines that only frame them).
 (cd "$work/app" && HC_NODE_DB=$db HC_NODE_APP_ROLE=$app_role HC_NODE_PATH_ROLE=$path_role \
-    HC_SQLSTATES=$top/clients/sqlstates.json timeout 300 node --test --test-reporter=tap test/*.test.js) \
+    HC_SQLSTATES=$top/clients/sqlstates.json timeout 300 "${HC_NODE:-node}" --test --test-reporter=tap test/*.test.js) \
     >"$work/node.log" 2>&1
 rc=$?
 grep -vE '^\s*(# Subtest: .*|---|\.\.\.|duration_ms: .*)$' "$work/node.log" | sed -E '/^(ok|not ok) /!s/^/# /'
