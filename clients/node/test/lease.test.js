@@ -96,7 +96,7 @@ test('withLease: its connection terminated: the lease counts as lost at once, no
   pool.on('error', () => {});
   try {
     let lostAfter;
-    const outcome = hc.withLease(pool, { resource: res, owner: 'node', ttl: 1, heartbeatEvery: 0.2 }, async (lease) => {
+    const outcome = hc.withLease(pool, { resource: res, owner: 'node', ttl: 3, heartbeatEvery: 0.2 }, async (lease) => {
       const killed = await admin.query('SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1', [name]);
       assert.equal(killed.rows[0].n, 1);
       const start = Date.now();
@@ -107,7 +107,7 @@ test('withLease: its connection terminated: the lease counts as lost at once, no
     assert.ok(lostAfter < 1000, `lost after ${lostAfter} ms`);
     assert.equal(pool.totalCount, 0, 'the broken client was not given back to the pool');
     assert.equal(await hc.lockAcquire(app, res, 'next'), null, 'not released: still fresh');
-    await sleep(1100);
+    await sleep(3100);
     assert.equal(await hc.lockAcquire(app, res, 'next'), 2n, 'stale after ttl: taken over');
   } finally {
     await pool.end();
