@@ -35,10 +35,10 @@
 # tree, and connect the way libpq's clients do by default: PGHOST, PGPORT, PGUSER and
 # PGDATABASE (the document's database) are in their environment.  Shell: bash -e -o
 # pipefail.  Python: /usr/bin/python3 (Debian's, with psycopg 3).  JavaScript: node, as
-# an ES module, with node-postgres and this tree's Node package (clients/node, imported as
-# 'holdcommit') installed once per run by `npm install --install-links pg ./clients/node`
-# into a temporary directory (copied, as from a tarball, not linked).  Roles a document
-# creates are dropped after it.
+# an ES module, with node-postgres installed once per run by `npm install pg` into a
+# temporary directory.  Roles a document creates are dropped after it.
+# The JavaScript snippets may import this tree's Node package ('holdcommit', clients/node),
+# installed there with pg (--install-links: copied as from a tarball, not linked).
 #
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server with holdcommit
 # installed.  Exits 0 when it ran (failures are the not ok lines), non-zero only if it
