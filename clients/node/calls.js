@@ -6,10 +6,26 @@ import { errorFrom, invalid } from './errors.js';
 // its offset, whatever the session's DateStyle).
 const rawText = { getTypeParser: () => (value) => value };
 
+// Inside the caller's transaction block (pg 8.21 and later report it), each call runs in a
+// savepoint of its own: a refusal rolls back that call only and the block stays usable, where
+// it would otherwise be aborted and its COMMIT answered ROLLBACK without an error.
 async function run(db, text, values) {
   if (!db || typeof db.query !== 'function') throw invalid('db must be a pg Client, PoolClient or Pool');
+  const query = { text, values, types: rawText };
   try {
-    return (await db.query({ text, values, types: rawText })).rows;
+    if (typeof db.getTransactionStatus !== 'function' || db.getTransactionStatus() !== 'T') {
+      return (await db.query(query)).rows;
+    }
+    await db.query('SAVEPOINT holdcommit_call');
+    let rows;
+    try {
+      rows = (await db.query(query)).rows;
+    } catch (err) {
+      await db.query('ROLLBACK TO SAVEPOINT holdcommit_call; RELEASE SAVEPOINT holdcommit_call').catch(() => {});
+      throw err;
+    }
+    await db.query('RELEASE SAVEPOINT holdcommit_call');
+    return rows;
   } catch (err) {
     throw errorFrom(err);
   }

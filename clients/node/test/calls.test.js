@@ -207,21 +207,45 @@ test('a hold inside BEGIN is invisible to others until COMMIT, and ROLLBACK drop
   }
 });
 
-test('a refusal inside BEGIN aborts the block: the earlier hold is lost with it at ROLLBACK', async () => {
+test('a refusal inside BEGIN rolls back that call only (a savepoint): the block goes on, COMMIT keeps the rest', async () => {
   const seat = await asset();
   const taken = await asset();
   await hc.hold(app, taken, 'carol', uid('k'));
   const client = await app.connect();
   try {
     await client.query('BEGIN');
-    await hc.hold(client, seat, 'alice', uid('k'));
+    const first = await hc.hold(client, seat, 'alice', uid('k'));
     await refused(hc.hold(client, taken, 'alice', uid('k')), hc.AssetUnavailable, 'RS001');
-    // 25P02 (in_failed_sql_transaction) is no SQLSTATE of holdcommit: the base class, 500
-    await refused(hc.check(client), hc.HoldcommitError, '25P02', 500);
+    assert.equal(client.getTransactionStatus(), 'T', 'the block is not aborted');
+    assert.deepEqual(await hc.check(client), []);
+    await assert.rejects(client.query('ROLLBACK TO SAVEPOINT holdcommit_call'), (e) => e.code === '3B001');   // none left behind
     await client.query('ROLLBACK');
+    await client.query('BEGIN');
+    const again = await hc.hold(client, seat, 'alice', uid('k'));
+    await refused(hc.hold(client, taken, 'alice', uid('k')), hc.AssetUnavailable, 'RS001');
+    const end = await client.query('COMMIT');
+    assert.equal(end.command, 'COMMIT');
+    const held = await admin.query('SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = $1', [seat]);
+    assert.equal(held.rows[0].current_reservation_id, again.reservationId);
+    assert.notEqual(first.reservationId, again.reservationId);
+  } finally {
+    client.release();
+  }
+});
+
+test('a block the application\'s own error aborted: the call is refused (25P02, the base class, 500)', async () => {
+  const seat = await asset();
+  const client = await app.connect();
+  try {
+    await client.query('BEGIN');
+    await hc.hold(client, seat, 'alice', uid('k'));
+    await client.query('SELECT 1 / 0').catch(() => {});
+    await refused(hc.check(client), hc.HoldcommitError, '25P02', 500);
+    const end = await client.query('COMMIT');
+    assert.equal(end.command, 'ROLLBACK', 'the raw driver\'s trap: COMMIT resolves, and rolls back');
     const after = await admin.query('SELECT status FROM holdcommit.hc_assets WHERE id = $1', [seat]);
     assert.equal(after.rows[0].status, 'AVAILABLE');
-    assert.deepEqual(await hc.check(client), [], 'the client is usable after ROLLBACK');
+    assert.deepEqual(await hc.check(client), [], 'the client is usable after the block');
   } finally {
     client.release();
   }
