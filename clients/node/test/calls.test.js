@@ -362,6 +362,18 @@ test('check: no violation; sweep: bigint counts of what it expired', async () =>
   assert.deepEqual(await hc.check(admin), []);
 });
 
+test('sweep: in a REPEATABLE READ transaction WrongIsolation (25000); a batchSize of 0 InvalidArgument', async () => {
+  const client = await admin.connect();
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await refused(hc.sweep(client), hc.WrongIsolation, '25000', 500);
+    await client.query('ROLLBACK');
+    await refused(hc.sweep(client, { batchSize: 0 }), hc.InvalidArgument, '22023', 400);
+  } finally {
+    client.release();
+  }
+});
+
 test('the recommended install: qualified calls need no search_path; unqualified ones are a 42883 there', async () => {
   const path = await app.query('SHOW search_path');
   assert.equal(path.rows[0].search_path, 'public');
