@@ -16,6 +16,9 @@ packages=(build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
           postgresql-server-dev-all debhelper dpkg-dev git python3-yaml prometheus-postgres-exporter
           # the benchmark's load driver (bench/driver.c)
           libpq-dev)
+# node and npm (the js snippets, clients/node): Debian's, unless a node and an npm are there
+# already (another build of node brings its own npm, which Debian's npm would conflict with).
+command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -182,6 +182,7 @@ suite full  http                     examples/http/test.sh
 suite full  clients/python           bash clients/python/test.sh
 suite full  exporter                 "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
                                      --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
+suite full  clients/node             bash clients/node/test.sh
 suite full  citus                    test/citus/run.sh
 suite full  dist                     test/dist.sh
 suite full  package                  test/package.sh

@@ -39,6 +39,8 @@
 # clients/python/test.sh, tests it installed by pip).  JavaScript: node, as
 # an ES module, with node-postgres installed once per run by `npm install pg` into a
 # temporary directory.  Roles a document creates are dropped after it.
+# The JavaScript snippets may import this tree's Node package ('holdcommit', clients/node),
+# installed there with pg (--install-links: copied as from a tarball, not linked).
 #
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server with holdcommit
 # installed.  Exits 0 when it ran (failures are the not ok lines), non-zero only if it
@@ -211,12 +213,12 @@ process_run() {  # process_run ID LANG DB; returns its status, output in $work/o
         if [ -z "$node_dir" ]; then
             node_dir=$work/node
             mkdir -p "$node_dir"
-            if ! (cd "$node_dir" && npm install --no-audit --no-fund --silent pg) >"$work/npm.log" 2>&1; then
+            if ! (cd "$node_dir" && npm install --no-audit --no-fund --silent --install-links pg "$top/clients/node") >"$work/npm.log" 2>&1; then
                 node_dir=failed
             fi
         fi
         if [ "$node_dir" = failed ]; then
-            echo "npm install pg failed: $(error_line "$work/npm.log")" >"$work/out"
+            echo "npm install pg ./clients/node failed: $(error_line "$work/npm.log")" >"$work/out"
             return 1
         fi
         file=$node_dir/snippet-$id.mjs
