@@ -322,16 +322,16 @@ order_header_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
 }
 
 /*
- * lock (on the product's node): its line's part, or all of its parts for a
- * late finalize whose line may have to find its units again, as stock_lock
- * locks each product; then the line under that lock: part, qty, status and
- * how many parts are locked (0: the line's alone).
+ * Lock a line's part, or all of its product's parts for a late finalize
+ * whose line may have to find its units again (retake), as stock_lock locks
+ * each product; then read the line under that lock into *line (parts: how
+ * many parts are locked, 0 for the line's alone).  False if there is no
+ * such line.
  */
-static char **
-order_lock_here(HcCall *call, const char *product_id, char **a, int na, int *n)
+static bool
+order_lock_line(HcCall *call, const char *product_id, const char *reservation_id, bool retake,
+				StockLine *line)
 {
-	const char *reservation_id = order_arg(a, na, 0);
-	bool		retake = strcmp(order_arg(a, na, 1), "retake") == 0;
 	HcArgs		args;
 	bool		isnull;
 	Datum		may_retake;
@@ -344,10 +344,7 @@ order_lock_here(HcCall *call, const char *product_id, char **a, int na, int *n)
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind_text(&args, "reservation_id", reservation_id);
 	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
-	{
-		*n = 0;
-		return NULL;
-	}
+		return false;
 	part = (int16) hc_int32(0, "part");
 	may_retake = hc_datum(0, "may_retake", &isnull);
 	if (retake && !isnull && DatumGetBool(may_retake))
@@ -373,34 +370,109 @@ order_lock_here(HcCall *call, const char *product_id, char **a, int na, int *n)
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, reservation_id);
 	if (locked == 0 && hc_int32(0, "part") != part)
 		stock_parts_changed(product_id);
-	return order_answer(4, n, psprintf("%d", hc_int32(0, "part")), psprintf("%d", hc_int32(0, "qty")),
-						hc_text(call, 0, "status"), psprintf("%d", locked));
+	line->product_id = pstrdup(product_id);
+	line->part = (int16) hc_int32(0, "part");
+	line->qty = hc_int32(0, "qty");
+	line->status = hc_text(call, 0, "status");
+	line->parts = locked;
+	return true;
 }
 
-/* A line of a stock reservation as the steps pass it: part, qty, status, locked. */
-static StockLine
-order_line(const char *product_id, char **a, int na, int first)
+/* lock (on the product's node): the line locked: part, qty, status, parts locked. */
+static char **
+order_lock_here(HcCall *call, const char *product_id, char **a, int na, int *n)
 {
-	StockLine	line = {0};
+	StockLine	line;
 
-	line.product_id = (char *) product_id;
-	line.part = (int16) order_int(a, na, first);
-	line.qty = order_int(a, na, first + 1);
-	line.status = (char *) order_arg(a, na, first + 2);
-	line.parts = order_int(a, na, first + 3);
-	return line;
+	if (!order_lock_line(call, product_id, order_arg(a, na, 0),
+						 strcmp(order_arg(a, na, 1), "retake") == 0, &line))
+	{
+		*n = 0;
+		return NULL;
+	}
+	return order_answer(4, n, psprintf("%d", line.part), psprintf("%d", line.qty), line.status,
+						psprintf("%d", line.parts));
 }
 
 /*
- * The single-node steps on one product or on the order's row: retake (the
- * units of a line that no longer counts: "ok", part, or "gone"), move (a line
- * to its new status) and end (the order's row).
+ * finish (on the product's node): the line, locked as the lock step locked
+ * it, moves from RESERVED to FINALIZED, RELEASED or EXPIRED with the
+ * single node's changes to stock and reserved, decided here from the line
+ * itself; to FINALIZED also from EXPIRED, once its units are taken again
+ * ("gone" if they are not there).  A step called by hand can do no more
+ * than a finalize or an unreserve could to that line.
  */
+static char **
+order_finish_here(HcCall *call, const char *product_id, char **a, int na, int *n)
+{
+	StockReservation r = {0};
+	StockLine	line;
+	const char *status = order_arg(a, na, 1);
+	bool		finalize = strcmp(status, "FINALIZED") == 0;
+
+	r.id = (char *) order_arg(a, na, 0);
+	r.buyer_id = (char *) order_arg(a, na, 2);
+	if (!finalize && strcmp(status, "RELEASED") != 0 && strcmp(status, "EXPIRED") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a line cannot end as \"%s\"", status)));
+	if (!order_lock_line(call, product_id, r.id, strcmp(order_arg(a, na, 3), "retake") == 0, &line))
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, r.id);
+	if (finalize && strcmp(line.status, "EXPIRED") == 0)
+	{
+		if (!stock_retake_line(call, &r, &line))
+			return order_answer(1, n, "gone");
+	}
+	else if (strcmp(line.status, "RESERVED") != 0)
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is %s, not RESERVED",
+			 product_id, r.id, line.status);
+	if (finalize)
+		stock_move_line(call, &r, &line, status, -line.qty, -line.qty, "finalize", "call", false);
+	else if (strcmp(status, "RELEASED") == 0)
+		stock_move_line(call, &r, &line, status, 0, -line.qty, "release", "call", false);
+	else
+		stock_move_line(call, &r, &line, status, 0, -line.qty, "expire", "reclaim", false);
+	return order_answer(1, n, "ok");
+}
+
+/*
+ * end (on the first product's node): the order's row, from RESERVED or
+ * EXPIRED to the status its first product's line, here, already has.
+ */
+static char **
+order_end_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
+{
+	StockReservation r = {0};
+	const char *status = order_arg(a, na, 2);
+	HcArgs		args;
+	char	   *line_status;
+
+	r.id = (char *) order_arg(a, na, 0);
+	r.scope_id = (char *) scope_id;
+	r.status = (char *) order_arg(a, na, 1);
+	if (strcmp(r.status, "RESERVED") != 0 && strcmp(r.status, "EXPIRED") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an order does not end from \"%s\"", r.status)));
+	hc_args(&args, &read_line);
+	hc_bind_text(&args, "product_id", scope_id);
+	hc_bind_text(&args, "reservation_id", r.id);
+	line_status = hc_run(call, &args, SPI_OK_SELECT) == 1 ? hc_text(call, 0, "status") : NULL;
+	if (line_status == NULL ||
+		(strcmp(status, "EXPIRED") == 0 ? strcmp(line_status, "RESERVED") == 0
+		 : strcmp(line_status, status) != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reservation \"%s\" cannot end as %s: the line of its first product is %s",
+						r.id, status, line_status ? line_status : "missing")));
+	stock_end(call, &r, status);
+	return order_answer(1, n, "ok");
+}
+
+/* The steps, by name. */
 static char **
 order_here(HcCall *call, const char *routing_id, const char *step, char **a, int na, int *n)
 {
-	StockReservation r = {0};
-
 	if (strcmp(step, "open") == 0)
 		return order_open_here(call, routing_id, a, na, n);
 	if (strcmp(step, "take") == 0)
@@ -409,32 +481,10 @@ order_here(HcCall *call, const char *routing_id, const char *step, char **a, int
 		return order_header_here(call, routing_id, a, na, n);
 	if (strcmp(step, "lock") == 0)
 		return order_lock_here(call, routing_id, a, na, n);
-
-	r.id = (char *) order_arg(a, na, 0);
-	r.scope_id = (char *) routing_id;
-	if (strcmp(step, "retake") == 0)
-	{
-		StockLine	line = order_line(routing_id, a, na, 2);
-
-		r.buyer_id = (char *) order_arg(a, na, 1);
-		if (!stock_retake_line(call, &r, &line))
-			return order_answer(1, n, "gone");
-		return order_answer(2, n, "ok", psprintf("%d", line.part));
-	}
-	if (strcmp(step, "move") == 0)
-	{
-		StockLine	line = order_line(routing_id, a, na, 1);
-
-		stock_move_line(call, &r, &line, order_arg(a, na, 5), order_int(a, na, 6),
-						order_int(a, na, 7), order_arg(a, na, 8), order_arg(a, na, 9), false);
-		return order_answer(1, n, "ok");
-	}
+	if (strcmp(step, "finish") == 0)
+		return order_finish_here(call, routing_id, a, na, n);
 	if (strcmp(step, "end") == 0)
-	{
-		r.status = (char *) order_arg(a, na, 1);
-		stock_end(call, &r, order_arg(a, na, 2));
-		return order_answer(1, n, "ok");
-	}
+		return order_end_here(call, routing_id, a, na, n);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("hc_order_step has no step \"%s\"", step)));
@@ -556,36 +606,22 @@ order_lock(HcCall *call, const char *reservation_id, bool retake, StockReservati
 	r->expires_at = (TimestampTz) pg_strtoint64(answer[2]);
 	r->created_at = (TimestampTz) pg_strtoint64(answer[3]);
 	r->replayed = false;
+	r->retake = retake;
 }
 
-/* The steps of a line on its product's node and of the order's row on its scope's. */
+/*
+ * A line's end on its product's node (finish): false if a late finalize
+ * found its units gone.  lock is how order_lock locked it.
+ */
 bool
-order_retake(HcCall *call, StockReservation *r, StockLine *line)
+order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status, bool retake)
 {
-	const char *retake[6] = {r->id, r->buyer_id, psprintf("%d", line->part),
-	psprintf("%d", line->qty), line->status, psprintf("%d", line->parts)};
+	const char *finish[4] = {r->id, status, r->buyer_id, retake ? "retake" : "line"};
 	char	  **answer;
 	int			n;
 
-	answer = order_step(call, line->product_id, "retake", retake, 6, &n);
-	if (n == 2 && strcmp(answer[0], "ok") == 0)
-	{
-		line->part = (int16) pg_strtoint32(answer[1]);
-		return true;
-	}
-	return false;
-}
-
-void
-order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status,
-		   int32 stock_delta, int32 reserved_delta, const char *event, const char *source)
-{
-	const char *move[10] = {r->id, psprintf("%d", line->part), psprintf("%d", line->qty),
-		line->status, psprintf("%d", line->parts), status, psprintf("%d", stock_delta),
-	psprintf("%d", reserved_delta), event, source};
-	int			n;
-
-	(void) order_step(call, line->product_id, "move", move, 10, &n);
+	answer = order_step(call, line->product_id, "finish", finish, 4, &n);
+	return n == 1 && strcmp(answer[0], "ok") == 0;
 }
 
 void

@@ -81,6 +81,7 @@ PG_FUNCTION_INFO_V1(hc_stock_spread);
 
 static void stock_count_line_in(HcCall *call, const char *product_id,
 								const char *reservation_id, int16 part);
+static void stock_expired(const StockReservation *r, const char *hint);
 
 /* The seq of a part's ledger row: part * 2^48 + the part's new version. */
 #define PART_SEQ(part, version) \
@@ -1007,7 +1008,7 @@ stock_retake_line(HcCall *call, StockReservation *r, StockLine *line)
 	int32		reserved;
 
 	if (r->spread)
-		return order_retake(call, r, line);
+		return true;			/* order_move takes the units again with the line's end */
 	if (!stock_retake(call, line, r->id, r->buyer_id, &stock, &reserved))
 		return false;
 	if (line->part != part)
@@ -1465,7 +1466,9 @@ stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *
 
 	if (r->spread)
 	{
-		order_move(call, r, line, status, stock_delta, reserved_delta, event, source);
+		if (!order_move(call, r, line, status, r->retake))
+			stock_expired(r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
+									  line->product_id));
 		line->status = pstrdup(status);
 		if (last)
 			stock_end(call, r, status);

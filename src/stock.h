@@ -37,6 +37,7 @@ typedef struct StockReservation
 	StockLine  *lines;
 	int			nlines;
 	bool		spread;			/* on Citus, its lines on several nodes */
+	bool		retake;			/* spread: its lines locked for a late finalize */
 } StockReservation;
 
 typedef struct StockParts
@@ -71,10 +72,8 @@ extern void order_reserve(HcCall *call, StockReservation *r, const char *key, Hc
 extern bool order_spread(HcCall *call, const char *scope_id, const char *reservation_id,
 						 StockReservation *r);
 extern void order_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r);
-extern bool order_retake(HcCall *call, StockReservation *r, StockLine *line);
-extern void order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status,
-					   int32 stock_delta, int32 reserved_delta, const char *event,
-					   const char *source);
+extern bool order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status,
+					   bool retake);
 extern void order_end(HcCall *call, StockReservation *r, const char *status);
 
 #endif							/* HOLDCOMMIT_STOCK_H */
