@@ -2,57 +2,64 @@
 
 It serves the hold-and-commit API of the seed article: hold a unique asset with an
 Idempotency-Key, commit it after payment, release or extend it; reserve counted stock (one
-product or a multi-item order), finalize or unreserve it; list what is available.  Every
-decision is the database's: the service calls one hc_* function per request in autocommit
-mode and turns its result or its SQLSTATE into an HTTP answer (ERRORS below, the README's
-table).  It connects as an application role that was given hc_grant_app(), never as a
-superuser.
+product or a multi-item order), finalize or unreserve it; read a reservation; list what is
+available.  Every decision is the database's: the service calls one hc_* function per request
+and turns its result or its SQLSTATE into an HTTP answer.  The SQLSTATE -> HTTP map is
+clients/sqlstates.json's.  Every error is an RFC 9457 problem (application/problem+json).
+It connects as an application role that was given hc_grant_app() and has the extension's
+schema on its search_path (doc/application.md prints the set-up), never as a superuser.
 
 Run it with Debian's python3 (python3-fastapi, python3-uvicorn, python3-psycopg,
 python3-psycopg-pool):
 
     HC_DATABASE_URL='host=/tmp/holdcommit-54320 port=54320 dbname=shop user=shop_app' \
-        /usr/bin/python3 -m uvicorn --app-dir examples/http app:app --port 8080
+        /usr/bin/python3 examples/http/app.py --port 8080
+
+(`python3 -m uvicorn --app-dir examples/http app:app` serves the same API, but then a request
+that is not HTTP, a NUL byte in a header say, is refused by uvicorn in plain text.)
 
 Settings (environment): HC_DATABASE_URL (a libpq connection string; empty: the PG* variables),
 HC_POOL_SIZE (connections, default 10), HC_PGBOUNCER=1 when HC_DATABASE_URL points at a
 PgBouncer in transaction pooling mode (no server-side prepared statements then: PgBouncer
-1.18 would hand them to another client's server connection).
+1.18 would hand them to another client's server connection), HC_MAX_BODY (bytes, default
+65536), HC_MAX_ITEMS (lines of an order, default 100, holdcommit.max_items' default),
+HC_LOCK_TIMEOUT (seconds a call may wait for a lock, default 3).
 """
 
+import argparse
+import http
+import json
 import logging
+import math
 import os
+import re
 from datetime import timezone
+from urllib.parse import unquote_to_bytes
 
 import psycopg
-from fastapi import FastAPI, Header, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from pydantic import BaseModel, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, StrictBool, StrictStr, conint, root_validator
+from starlette.exceptions import HTTPException
 
 log = logging.getLogger("holdcommit.example")
 
-# SQLSTATE -> (HTTP status, error_code): the README's "Errors and HTTP statuses" table, and
-# the only place the service decides a status from an error.  Any other SQLSTATE of class 22
-# (data exception: a number out of range, say) is bad input as well: CLASS_22.
-ERRORS = {
-    "RS001": (409, "ASSET_UNAVAILABLE"),
-    "RS002": (409, "INSUFFICIENT_STOCK"),
-    "RS003": (410, "RESERVATION_EXPIRED"),
-    "RS004": (409, "RESERVATION_NOT_ACTIVE"),
-    "RS005": (422, "IDEMPOTENCY_KEY_REUSED"),
-    "RS006": (404, "NOT_FOUND"),
-    "RS007": (409, "LOCK_NOT_HELD"),
-    "22004": (400, "INVALID_INPUT"),
-    "22023": (400, "INVALID_INPUT"),
-    "22001": (400, "INVALID_INPUT"),
-}
-CLASS_22 = (400, "INVALID_INPUT")
+HERE = os.path.dirname(os.path.abspath(__file__))
+# SQLSTATE -> (HTTP status, name): clients/sqlstates.json, the one source of the map.
+with open(os.path.join(HERE, "..", "..", "clients", "sqlstates.json"), encoding="utf-8") as f:
+    SQLSTATES = {e["sqlstate"]: (e["http"], e["name"]) for e in json.load(f)["sqlstates"]}
 
+MAX_BODY = int(os.environ.get("HC_MAX_BODY", "65536"))
+MAX_ITEMS = int(os.environ.get("HC_MAX_ITEMS", "100"))
+LOCK_TIMEOUT_MS = int(float(os.environ.get("HC_LOCK_TIMEOUT", "3")) * 1000)
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
+INT4 = 2**31 - 1
+# Every problem's type is this followed by its name (doc/application.md lists them).
+PROBLEM = "urn:holdcommit:problem:"
 
 pool = AsyncConnectionPool(
     os.environ.get("HC_DATABASE_URL", ""),
@@ -68,35 +75,247 @@ pool = AsyncConnectionPool(
 app = FastAPI(title="holdcommit example shop")
 
 
-# Request bodies.  Strict types: a quantity of 2.5 or a buyer id of 42 is bad input (400),
-# never silently made 2 or "42"; a missing field goes to the function as NULL, which refuses
-# it with 22004 (400) like any other bad argument.
-Seconds = StrictInt | StrictFloat
+# Problems (RFC 9457) ---------------------------------------------------------------------
+
+def problem(status, name, title, detail=None, headers=None, **extensions):
+    """An application/problem+json answer; name None is about:blank (the status says it all)."""
+    body = {"type": PROBLEM + name if name else "about:blank", "title": title, "status": status}
+    if detail:
+        body["detail"] = detail
+    body.update((k, v) for k, v in extensions.items() if v is not None)
+    if status == 503 or name == "request_in_progress":
+        headers = {**(headers or {}), "Retry-After": "1"}
+    return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
 
 
-class HoldBody(BaseModel):
+def bad_request(detail):
+    return problem(400, "invalid_request", "Invalid request", detail)
+
+
+def sqlstate_problem(sqlstate, message, detail=None, hint=None):
+    """The answer for a SQLSTATE: status and type from sqlstates.json, the database's words.
+    Any other SQLSTATE of class 22 is bad input; anything else unknown an internal error."""
+    status, name = SQLSTATES.get(sqlstate) or ((400, "invalid_argument") if sqlstate.startswith("22")
+                                               else (500, "internal_error"))
+    if status == 500:
+        message, detail, hint = "internal error", None, None
+    text = f"{message}. {detail}" if detail else message
+    return problem(status, name, name.replace("_", " ").capitalize(), text, sqlstate=sqlstate, hint=hint)
+
+
+class InProgress(Exception):
+    """A call with this request's idempotency key is still running (bounded wait ran out)."""
+
+
+@app.exception_handler(InProgress)
+async def in_progress(request: Request, e: InProgress):
+    return problem(409, "request_in_progress", "Request in progress",
+                   "A request with this Idempotency-Key is still being processed: retry it later,"
+                   " with the same key, to get its answer.")
+
+
+@app.exception_handler(psycopg.Error)
+async def database_error(request: Request, e: psycopg.Error):
+    """The outcomes of the contract go to the client with the database's words; anything else
+    (a lost connection, a bug) is logged here and answered without its details."""
+    if e.sqlstate is None:
+        log.warning("%s %s: %s", request.method, request.url.path, e)
+        return problem(503, "service_unavailable", "Service unavailable", "the database is not reachable")
+    status = SQLSTATES.get(e.sqlstate, (400 if e.sqlstate.startswith("22") else 500,))[0]
+    if status == 500:
+        log.error("%s %s: %s %s", request.method, request.url.path, e.sqlstate, e)
+    return sqlstate_problem(e.sqlstate, e.diag.message_primary, e.diag.message_detail, e.diag.message_hint)
+
+
+@app.exception_handler(PoolTimeout)
+async def pool_timeout(request: Request, e: PoolTimeout):
+    return problem(503, "service_unavailable", "Service unavailable", "no database connection was free")
+
+
+@app.exception_handler(RequestValidationError)
+async def invalid_request(request: Request, e: RequestValidationError):
+    """A body that is not the JSON asked for is bad input, 400 like class 22 (FastAPI says 422,
+    which this API keeps for a reused idempotency key)."""
+    errors = [{"loc": list(err["loc"]), "msg": err["msg"]} for err in e.errors()]
+    first = errors[0] if errors else {"loc": [], "msg": "malformed request"}
+    where = ".".join(str(part) for part in first["loc"] if part != "__root__")
+    return problem(400, "invalid_request", "Invalid request", f"{where}: {first['msg']}", errors=errors)
+
+
+@app.exception_handler(HTTPException)
+async def http_error(request: Request, e: HTTPException):
+    """FastAPI's and Starlette's own answers: an unknown route (404), a method it does not
+    serve (405), a body it could not parse (400)."""
+    phrase = http.HTTPStatus(e.status_code).phrase
+    if e.status_code == 400:
+        return bad_request(e.detail)
+    return problem(e.status_code, None, phrase, None if e.detail == phrase else e.detail, headers=e.headers)
+
+
+@app.exception_handler(Exception)
+async def internal_error(request: Request, e: Exception):
+    return problem(500, "internal_error", "Internal error")
+
+
+# The request's bytes, before FastAPI parses anything ---------------------------------------
+
+class Guard:
+    """ASGI middleware: refuse a body larger than MAX_BODY (413) before reading it when its
+    Content-Length says so, else as soon as it grows past it, so that a large body costs
+    neither parsing nor memory; refuse a NUL byte in the path, the query, a header or the
+    body (400): PostgreSQL's text cannot hold one."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length", b"0")
+        if (not length.isdigit()) or int(length) > MAX_BODY:
+            return await too_large()(scope, receive, send)
+        if ("\x00" in scope["path"] or b"\x00" in unquote_to_bytes(scope["query_string"])
+                or any(b"\x00" in v for v in headers.values())):
+            return await bad_request("NUL bytes are not allowed in the path, the query or a header")(
+                scope, receive, send)
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away before it sent its request: nothing to answer
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY:
+                return await too_large()(scope, receive, send)
+            if not message.get("more_body"):
+                break
+        if b"\x00" in body:
+            return await bad_request("NUL bytes are not allowed in the body")(scope, receive, send)
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def too_large():
+    return problem(413, "body_too_large", "Request body too large",
+                   f"a request body has at most {MAX_BODY} bytes", max_body=MAX_BODY)
+
+
+app.add_middleware(Guard)
+
+
+# Request bodies --------------------------------------------------------------------------
+
+def no_nul(value, where="body"):
+    """A NUL written as \\u0000 in a JSON string, anywhere in the body."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"NUL bytes are not allowed ({where})")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            no_nul(k, where)
+            no_nul(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            no_nul(v, f"{where}[{i}]")
+
+
+class Body(BaseModel):
+    @root_validator(pre=True)
+    def _no_nul(cls, values):
+        no_nul(values)
+        return values
+
+
+# Strict types: a quantity of 2.5 or a buyer id of 42 is bad input (400), never silently made
+# 2 or "42"; integers must fit PostgreSQL's integer and a ttl be a finite number of seconds
+# that fits it too (the function refuses more than holdcommit.max_ttl); a missing field goes
+# to the function as NULL, which refuses it with 22004 (400) like any other bad argument.
+Int4 = conint(strict=True, ge=-INT4 - 1, le=INT4)
+Limit = conint(ge=-INT4 - 1, le=INT4)  # a query parameter: a string of digits, not strict
+
+
+class Seconds(float):
+    """A JSON number of seconds, integer or not; finite, at most INT4 either way."""
+
+    @classmethod
+    def __get_validators__(cls):
+        yield cls.check
+
+    @classmethod
+    def check(cls, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError("a number of seconds is a JSON number")
+        if not math.isfinite(v) or abs(v) > INT4:
+            raise ValueError(f"a number of seconds is finite and at most {INT4}")
+        return v
+
+
+class HoldBody(Body):
     buyer_id: StrictStr | None = None
     ttl_seconds: Seconds | None = None
 
 
-class ReserveBody(BaseModel):
+class ReserveBody(Body):
     buyer_id: StrictStr | None = None
-    qty: StrictInt | None = None
+    qty: Int4 | None = None
     ttl_seconds: Seconds | None = None
 
 
-class OrderBody(BaseModel):
+class OrderBody(Body):
     buyer_id: StrictStr | None = None
     items: list | None = None
     ttl_seconds: Seconds | None = None
 
 
-class CommitBody(BaseModel):
+class CommitBody(Body):
     late_ok: StrictBool = False
 
 
-class ExtendBody(BaseModel):
+class ExtendBody(Body):
     ttl_seconds: Seconds | None = None
+
+
+# The Idempotency-Key header: a structured-field string (RFC 8941 sf-string, as the IETF
+# draft has it: printable ASCII in quotes, \" and \\ escaped), or the same characters bare
+# (visible ASCII without quotes, backslashes or spaces: a UUID as most clients send it).
+SF_STRING = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"')
+BARE_KEY = re.compile(r'[\x21\x23-\x5b\x5d-\x7e]+')
+
+
+def idempotency_key(request: Request):
+    values = request.headers.getlist("idempotency-key")
+    if not values:
+        raise KeyProblem("idempotency_key_required", "Idempotency-Key header required",
+                         "this request needs an Idempotency-Key header: a new key for a new request,"
+                         " the same key for its retries")
+    if len(values) > 1:
+        raise KeyProblem("invalid_idempotency_key", "Invalid Idempotency-Key", "more than one Idempotency-Key")
+    value = values[0]  # Starlette decoded the bytes as Latin-1: a byte over 0x7e fails below
+    if m := SF_STRING.fullmatch(value):
+        return re.sub(r'\\(["\\])', r"\1", m.group(1))
+    if BARE_KEY.fullmatch(value):
+        return value
+    raise KeyProblem("invalid_idempotency_key", "Invalid Idempotency-Key",
+                     'an Idempotency-Key is a string of printable ASCII: "..." (RFC 8941), or bare'
+                     " without quotes, backslashes or spaces")
+
+
+class KeyProblem(Exception):
+    def __init__(self, name, title, detail):
+        self.name, self.title, self.detail = name, title, detail
+
+
+@app.exception_handler(KeyProblem)
+async def key_problem(request: Request, e: KeyProblem):
+    return problem(400, e.name, e.title, e.detail)
 
 
 @app.on_event("startup")
@@ -109,39 +328,7 @@ async def close_pool():
     await pool.close()
 
 
-def error_response(sqlstate, message, detail=None, hint=None):
-    """The HTTP answer for a SQLSTATE: its status from ERRORS, the database's words in the body."""
-    status, code = ERRORS.get(sqlstate) or (CLASS_22 if sqlstate.startswith("22") else (500, "INTERNAL"))
-    body = {"error_code": code, "sqlstate": sqlstate, "message": message}
-    if detail:
-        body["detail"] = detail
-    if hint:
-        body["hint"] = hint
-    return JSONResponse(body, status_code=status)
-
-
-@app.exception_handler(psycopg.Error)
-async def database_error(request: Request, e: psycopg.Error):
-    """The outcomes of the contract go to the client with the database's words; anything else
-    (a lost connection, a bug) is logged here and answered 500 without its details."""
-    if e.sqlstate is None or not (e.sqlstate in ERRORS or e.sqlstate.startswith("22")):
-        log.error("%s %s: %s %s", request.method, request.url.path, e.sqlstate, e)
-        return error_response(e.sqlstate or "XX000", "internal error")
-    return error_response(e.sqlstate, e.diag.message_primary, e.diag.message_detail, e.diag.message_hint)
-
-
-@app.exception_handler(PoolTimeout)
-async def pool_timeout(request: Request, e: PoolTimeout):
-    return JSONResponse({"error_code": "UNAVAILABLE", "message": str(e)}, status_code=503)
-
-
-@app.exception_handler(RequestValidationError)
-async def bad_request(request: Request, e: RequestValidationError):
-    """A body that is not the JSON asked for is bad input, 400 like class 22 (FastAPI says 422,
-    which this API keeps for a reused idempotency key)."""
-    return JSONResponse({"error_code": "INVALID_INPUT", "message": "malformed request body",
-                         "detail": e.errors()}, status_code=400)
-
+# Calls -----------------------------------------------------------------------------------
 
 def utc(ts):
     return None if ts is None else ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
@@ -167,11 +354,22 @@ def ttl_arg(ttl_seconds):
     return ", ttl => pg_catalog.make_interval(secs => %s)", [ttl_seconds]
 
 
-async def call(sql, args):
-    """Run one hc_* call in autocommit mode and return its single row."""
+async def call(sql, args, keyed=False):
+    """Run one hc_* call in a transaction of its own whose lock waits are bounded by
+    lock_timeout (SET LOCAL: nothing stays on a connection PgBouncer shares), and return its
+    row.  A keyed call whose wait ran out before any statement of the function's own (no
+    CONTEXT) waited for the key, that is for another call with the same key: InProgress."""
     async with pool.connection() as conn:
-        cur = await conn.execute(sql, args)
-        return await cur.fetchone()
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_catalog.set_config('lock_timeout', %s, true)",
+                                   [f"{LOCK_TIMEOUT_MS}ms"])
+                cur = await conn.execute(sql, args)
+                return await cur.fetchone()
+        except psycopg.errors.LockNotAvailable as e:
+            if keyed and not e.diag.context:
+                raise InProgress() from e
+            raise
 
 
 def answer(row, body, created_status=201):
@@ -188,10 +386,11 @@ STOCK_COLUMNS = "reservation_id, buyer_id, status, items, expires_at, created_at
 # Unique assets ---------------------------------------------------------------------------
 
 @app.post("/v1/assets/{asset_id}/reservations")
-async def hold(asset_id: str, body: HoldBody, idempotency_key: str | None = Header(None)):
+async def hold(asset_id: str, body: HoldBody, request: Request):
+    key = idempotency_key(request)
     ttl_sql, ttl = ttl_arg(body.ttl_seconds)
     row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_hold(%s, %s, %s{ttl_sql})",
-                     [asset_id, body.buyer_id, idempotency_key] + ttl)
+                     [asset_id, body.buyer_id, key] + ttl, keyed=True)
     return answer(row, hold_body)
 
 
@@ -215,6 +414,48 @@ async def extend(reservation_id: str, body: ExtendBody):
     return answer(row, hold_body, created_status=200)
 
 
+# A reservation as it stands now, read from the tables (never idempotency_key or fingerprint:
+# an application role may not read them).  A hold or reservation past its expires_at reads
+# EXPIRED, as the next call on it finds it, even before a reclaim or the sweeper marks it.
+HOLD_SELECT = """
+    SELECT id, asset_id, buyer_id,
+           CASE WHEN status = 'HELD' AND expires_at <= pg_catalog.clock_timestamp() THEN 'EXPIRED'
+                ELSE status END,
+           expires_at, created_at
+      FROM hc_reservations WHERE id = %s"""
+STOCK_SELECT = """
+    SELECT r.id, r.buyer_id,
+           CASE WHEN r.status = 'RESERVED' AND r.expires_at <= pg_catalog.clock_timestamp() THEN 'EXPIRED'
+                ELSE r.status END,
+           (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('product_id', l.product_id, 'qty', l.qty)
+                                        ORDER BY l.product_id)
+              FROM hc_stock_reservation_lines l WHERE l.reservation_id = r.id),
+           r.expires_at, r.created_at
+      FROM hc_stock_reservations r WHERE r.id = %s"""
+
+
+async def read_one(sql, args):
+    async with pool.connection() as conn:
+        return await (await conn.execute(sql, args)).fetchone()
+
+
+@app.get("/v1/reservations/{reservation_id}")
+async def get_reservation(reservation_id: str):
+    """A hold or a stock reservation (their ids share one space)."""
+    row = await read_one(HOLD_SELECT, [reservation_id])
+    if row is not None:
+        return hold_body(row)
+    return await get_stock_reservation(reservation_id)
+
+
+@app.get("/v1/stock-reservations/{reservation_id}")
+async def get_stock_reservation(reservation_id: str):
+    row = await read_one(STOCK_SELECT, [reservation_id])
+    if row is None:
+        return sqlstate_problem("RS006", f'reservation "{reservation_id}" does not exist')
+    return stock_body(row)
+
+
 ASSET_SELECT = """
     SELECT id, name, status, hold_expires_at,
            status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= pg_catalog.clock_timestamp())
@@ -230,7 +471,7 @@ def asset_body(r):
 
 
 @app.get("/v1/assets")
-async def list_assets(after: str = "", limit: int = DEFAULT_LIST_LIMIT, available: bool | None = None):
+async def list_assets(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT, available: bool | None = None):
     limit = max(1, min(limit, MAX_LIST_LIMIT))
     async with pool.connection() as conn:
         cur = await conn.execute(
@@ -242,29 +483,36 @@ async def list_assets(after: str = "", limit: int = DEFAULT_LIST_LIMIT, availabl
 
 @app.get("/v1/assets/{asset_id}")
 async def get_asset(asset_id: str):
-    async with pool.connection() as conn:
-        row = await (await conn.execute(f"{ASSET_SELECT} WHERE id = %s", [asset_id])).fetchone()
+    row = await read_one(f"{ASSET_SELECT} WHERE id = %s", [asset_id])
     if row is None:
-        return error_response("RS006", f'asset "{asset_id}" does not exist')
+        return sqlstate_problem("RS006", f'asset "{asset_id}" does not exist')
     return asset_body(row)
 
 
 # Counted stock ---------------------------------------------------------------------------
 
 @app.post("/v1/products/{product_id}/reservations")
-async def reserve(product_id: str, body: ReserveBody, idempotency_key: str | None = Header(None)):
+async def reserve(product_id: str, body: ReserveBody, request: Request):
+    key = idempotency_key(request)
     ttl_sql, ttl = ttl_arg(body.ttl_seconds)
     row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_reserve(%s, %s, %s, %s{ttl_sql})",
-                     [product_id, body.qty, body.buyer_id, idempotency_key] + ttl)
+                     [product_id, body.qty, body.buyer_id, key] + ttl, keyed=True)
     return answer(row, stock_body)
 
 
 @app.post("/v1/orders")
-async def order(body: OrderBody, idempotency_key: str | None = Header(None)):
+async def order(body: OrderBody, request: Request):
+    key = idempotency_key(request)
+    # Counted here, before the database: an order of too many lines costs no call (the
+    # function would refuse more than holdcommit.max_items with 22023: 400 as well).
+    if body.items is not None and len(body.items) > MAX_ITEMS:
+        return problem(400, "too_many_items", "Too many items",
+                       f"an order has at most {MAX_ITEMS} lines; this one has {len(body.items)}",
+                       max_items=MAX_ITEMS)
     ttl_sql, ttl = ttl_arg(body.ttl_seconds)
     row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_reserve_items(%s, %s, %s{ttl_sql})",
-                     [None if body.items is None else Jsonb(body.items), body.buyer_id,
-                      idempotency_key] + ttl)
+                     [None if body.items is None else Jsonb(body.items), body.buyer_id, key] + ttl,
+                     keyed=True)
     return answer(row, stock_body)
 
 
@@ -298,7 +546,7 @@ def product_body(r):
 
 
 @app.get("/v1/products")
-async def list_products(after: str = "", limit: int = DEFAULT_LIST_LIMIT):
+async def list_products(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT):
     limit = max(1, min(limit, MAX_LIST_LIMIT))
     async with pool.connection() as conn:
         cur = await conn.execute(f"{PRODUCT_SELECT} WHERE i.product_id > %s ORDER BY i.product_id LIMIT %s",
@@ -308,15 +556,53 @@ async def list_products(after: str = "", limit: int = DEFAULT_LIST_LIMIT):
 
 @app.get("/v1/products/{product_id}")
 async def get_product(product_id: str):
-    async with pool.connection() as conn:
-        row = await (await conn.execute(f"{PRODUCT_SELECT} WHERE i.product_id = %s", [product_id])).fetchone()
+    row = await read_one(f"{PRODUCT_SELECT} WHERE i.product_id = %s", [product_id])
     if row is None:
-        return error_response("RS006", f'product "{product_id}" does not exist')
+        return sqlstate_problem("RS006", f'product "{product_id}" does not exist')
     return product_body(row)
 
 
 @app.get("/healthz")
 async def healthz():
-    async with pool.connection() as conn:
-        await conn.execute("SELECT 1")
+    await read_one("SELECT 1", [])
     return {"ok": True}
+
+
+# Serving: uvicorn, with its refusal of a request that is not HTTP as a problem too --------
+
+def serve():
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        """uvicorn's own 400, for bytes h11 refuses (a NUL or a control byte in the request
+        line or a header), in the one error shape."""
+
+        def send_400_response(self, msg):
+            body = json.dumps({"type": PROBLEM + "invalid_request", "title": "Invalid request",
+                               "status": 400, "detail": "not a valid HTTP/1.1 request"},
+                              separators=(",", ":")).encode()
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\n"
+                                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            self.transport.close()
+
+    class OneLine(logging.Filter):
+        """A client's malformed request is its error, not the service's: no traceback."""
+
+        def filter(self, record):
+            if record.msg == "Invalid HTTP request received.":
+                record.exc_info = record.exc_text = None
+            return True
+
+    ap = argparse.ArgumentParser(description="the holdcommit example shop")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--log-level", default="warning")
+    args = ap.parse_args()
+    logging.getLogger("uvicorn.error").addFilter(OneLine())
+    uvicorn.run(app, host=args.host, port=args.port, http=Protocol, log_level=args.log_level,
+                access_log=False)
+
+
+if __name__ == "__main__":
+    serve()
