@@ -9,6 +9,8 @@ packages=(build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
           python3-fastapi python3-uvicorn python3-psycopg python3-psycopg-pool curl pgbouncer
           # the driver snippets of doc/locking.md (psycopg, SQLAlchemy, node-postgres from npm)
           python3-sqlalchemy python3-psycopg2
+          # the Python package (clients/python): pip install into a venv, offline
+          python3-venv python3-setuptools python3-wheel
           # make deb (pg_buildext), make dist, the postgres_exporter queries check
           postgresql-server-dev-all debhelper dpkg-dev git python3-yaml prometheus-postgres-exporter
           # the benchmark's load driver (bench/driver.c)

@@ -178,6 +178,7 @@ for f in test/load/*.sh; do
     suite full "load/$(basename "$f" .sh)" bash "$f"
 done
 suite full  http                     examples/http/test.sh
+suite full  clients/python           bash clients/python/test.sh
 suite full  exporter                 "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
                                      --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
 suite full  citus                    test/citus/run.sh

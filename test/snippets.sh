@@ -34,7 +34,9 @@
 # Shell, Python and JavaScript snippets run as their own process, from the top of the
 # tree, and connect the way libpq's clients do by default: PGHOST, PGPORT, PGUSER and
 # PGDATABASE (the document's database) are in their environment.  Shell: bash -e -o
-# pipefail.  Python: /usr/bin/python3 (Debian's, with psycopg 3).  JavaScript: node, as
+# pipefail.  Python: /usr/bin/python3 (Debian's, with psycopg 3), with clients/python on
+# PYTHONPATH, so that `import holdcommit` is the package of this tree (its own suite,
+# clients/python/test.sh, tests it installed by pip).  JavaScript: node, as
 # an ES module, with node-postgres installed once per run by `npm install pg` into a
 # temporary directory.  Roles a document creates are dropped after it.
 #
@@ -204,7 +206,7 @@ process_run() {  # process_run ID LANG DB; returns its status, output in $work/o
     local id=$1 lang=$2 db=$3 file
     case $lang in
     sh) cmd=(bash -e -o pipefail "$work/s/$id.body") ;;
-    python) cmd=(/usr/bin/python3 "$work/s/$id.body") ;;
+    python) cmd=(env "PYTHONPATH=$top/clients/python${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 "$work/s/$id.body") ;;
     js)
         if [ -z "$node_dir" ]; then
             node_dir=$work/node

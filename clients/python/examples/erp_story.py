@@ -1,0 +1,215 @@
+"""The seed's story of make run (test/erp-story.sh), driven through the Python package: one
+payment must make exactly one invoice in a slow ERP, however the webhook and the scheduler
+race and whatever the network does.  It prints what test/erp-story.expected says.
+
+    python3 erp_story.py [APP_CONNINFO [OPS_CONNINFO]]
+
+APP_CONNINFO: the workers' role (hc_grant_app); OPS_CONNINFO: the operator's (hc_grant_operator
+or a superuser), who also creates the simulated ERP in public. Both default to libpq's
+environment (PGHOST, PGDATABASE, ...). Run it in a database where PAY-7781 is new.
+
+The ERP is simulated in the same database: public.erp_create_invoice() takes its time
+(pg_sleep) and then writes an invoice. The worker's client gives up after 3 seconds
+(statement_timeout): a slower call is cancelled, and the worker cannot know whether an
+invoice was made. Each worker holds the lease with holdcommit.lease() (heartbeats on its own
+connection while the ERP call blocks the worker's), and guards the ERP call with
+attempt_begin / attempt_complete, which take the lease's fencing token.
+"""
+import re
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import psycopg
+
+import holdcommit as hc
+
+PAY = "PAY-7781"
+STALE = timedelta(seconds=2)          # the lease's stale_after
+BEAT = timedelta(seconds=0.5)         # a heartbeat every half second, as the seed's setInterval
+COOLDOWN = timedelta(seconds=5)
+CAP = 3
+
+app_dsn = sys.argv[1] if len(sys.argv) > 1 else ""
+ops_dsn = sys.argv[2] if len(sys.argv) > 2 else app_dsn
+app = psycopg.connect(app_dsn, autocommit=True)
+ops = psycopg.connect(ops_dsn, autocommit=True)
+
+
+def marker(m):
+    return re.sub(r"^ATTEMPTED-.*-r([0-9]+)-t[0-9]+$", r"ATTEMPTED-<owner>-r\1-t<unix ms>", m)
+
+
+def show(a: hc.Attempt) -> str:
+    return ", ".join([a.status, f"attempt {a.attempt}"] + ([marker(a.marker)] if a.marker else [])
+                     + ([f"external_ref {a.external_ref}"] if a.external_ref else []))
+
+
+def begin(lease) -> hc.Attempt:
+    return hc.attempt_begin(app, PAY, lease.owner, lease.token, COOLDOWN, CAP)
+
+
+def erp_call(takes: str):
+    """The ERP call with the client's 3 s timeout: (invoice or None, what to print)."""
+    with psycopg.connect(app_dsn, autocommit=True) as erp:
+        erp.execute("SET statement_timeout = '3s'")
+        try:
+            no = erp.execute("SELECT public.erp_create_invoice(%s, %s::interval)", [PAY, takes]).fetchone()[0]
+            return no, no
+        except psycopg.errors.QueryCanceled as e:
+            return None, f"ERROR:  {e.diag.message_primary}"
+
+
+def after_cooldown():
+    """Sleep until the last attempt is 5.5 s old, by the server's clock."""
+    left = app.execute("SELECT extract(epoch FROM last_attempt_at + interval '5.5 seconds' - clock_timestamp())"
+                       " FROM holdcommit.hc_attempts WHERE resource = %s", [PAY]).fetchone()[0]
+    time.sleep(max(float(left), 0))
+
+
+def lease(owner, retries=0):
+    return hc.lease(app_dsn, PAY, owner, ttl=STALE, heartbeat=BEAT, retries=retries)
+
+
+def take_over(owner):
+    """Another worker tries to take the lease: its token, or NULL (busy)."""
+    try:
+        with lease(owner) as held:
+            return str(held.token)
+    except hc.Busy:
+        return "NULL (busy)"
+
+
+def released(held):
+    return "true" if held.released else "false"
+
+
+# The ERP's objects go into public by name; the workers' role may call it.
+me = app.execute("SELECT current_user").fetchone()[0]
+for sql in ["SET client_min_messages = warning",
+            "DROP TABLE IF EXISTS public.erp_invoices",
+            "DROP SEQUENCE IF EXISTS public.erp_invoice_seq",
+            """CREATE TABLE public.erp_invoices (
+                   invoice_no  text PRIMARY KEY,
+                   payment_id  text NOT NULL,      -- no UNIQUE: the ERP would gladly make a second one
+                   created_at  timestamptz NOT NULL DEFAULT clock_timestamp())""",
+            "CREATE SEQUENCE public.erp_invoice_seq",
+            """CREATE OR REPLACE FUNCTION public.erp_create_invoice(payment text, takes interval) RETURNS text
+               LANGUAGE plpgsql AS $$
+               DECLARE
+                   no text := 'INV-' || lpad(nextval('public.erp_invoice_seq')::text, 6, '0');
+               BEGIN
+                   PERFORM pg_sleep(extract(epoch FROM takes));
+                   INSERT INTO public.erp_invoices (invoice_no, payment_id) VALUES (no, payment);
+                   RETURN no;
+               END $$""",
+            f'GRANT SELECT, INSERT ON public.erp_invoices TO "{me}"',
+            f'GRANT USAGE ON SEQUENCE public.erp_invoice_seq TO "{me}"']:
+    ops.execute(sql)
+
+print(f"== 1. The payment webhook and the inquiry scheduler race for {PAY}")
+got, start = {}, threading.Barrier(2)
+
+
+def race(who):
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        start.wait()
+        got[who] = hc.lock_acquire(conn, PAY, who, STALE)
+
+
+racers = [threading.Thread(target=race, args=(who,)) for who in ("webhook", "scheduler")]
+for t in racers:
+    t.start()
+for t in racers:
+    t.join()
+winner, other = ("webhook", "scheduler") if got["webhook"] else ("scheduler", "webhook")
+print(f"   one of them (the winner) got token {got[winner].token}, the other: "
+      f"{got[other].token if got[other] else 'NULL (busy)'}")
+
+print()
+print("== 2. The winner marks the point of no return and calls the slow ERP, heartbeating")
+with lease(winner) as held:              # the winner's own live lease: the same token, 1
+    print(f"   begin: {show(begin(held))}")
+    rival = {}
+    late = threading.Timer(2.5, lambda: rival.setdefault("answer", take_over(other)))
+    late.start()
+    held.check()                          # the lease is still ours: call out
+    _, said = erp_call("5 seconds")
+    late.join()
+    print(f"   2.5 s into the call (stale_after is 2 s) the other tries to take over: {rival['answer']}")
+    print(f"   the ERP call: {said}")
+    print("   -> the client gave up after 3 s: did the ERP make the invoice? Unknown.")
+attempts, last = app.execute("SELECT attempts, last_marker FROM holdcommit.hc_attempts WHERE resource = %s",
+                             [PAY]).fetchone()
+print(f"   release: {released(held)}; the marker stays: {attempts} attempt(s), last {marker(last)}")
+
+print()
+print("== 3. The other retries: first the cooldown, then a second attempt, again unknown")
+with lease(other) as held:
+    print(f"   acquire: token {held.token}")
+    print(f"   begin: {show(begin(held))}")
+    after_cooldown()
+    print(f"   after the cooldown, begin: {show(begin(held))}")
+    held.check()
+    print(f"   the ERP call: {erp_call('5 seconds')[1]}")
+print(f"   release: {released(held)}")
+
+print()
+print("== 4. The winner's retry: a third attempt, unknown again; then the cap of 3 holds")
+with lease(winner, retries=5) as held:
+    print(f"   acquire: token {held.token}")
+    print(f"   begin: {show(begin(held))}")
+    after_cooldown()
+    print(f"   after the cooldown, begin: {show(begin(held))}")
+    held.check()
+    print(f"   the ERP call: {erp_call('5 seconds')[1]}")
+    print(f"   begin: {show(begin(held))}")
+print(f"   release: {released(held)}")
+print("   what the operator sees in hc_attempt_status:")
+print(ops.execute("""SELECT format('   %%s: %%s, %%s attempts (cap %%s), awaiting review: %%s, external_ref: %%s',
+                                   resource, status, attempts, max_attempts, awaiting_review,
+                                   coalesce(external_ref, '-'))
+                       FROM holdcommit.hc_attempt_status WHERE resource = %s""", [PAY]).fetchone()[0])
+
+print()
+print(f"== 5. The operator checks the ERP, finds no invoice for {PAY}, and resets")
+count = ops.execute("SELECT count(*) FROM public.erp_invoices WHERE payment_id = %s", [PAY]).fetchone()[0]
+print(f"   invoices for {PAY} in the ERP: {count}")
+reset = hc.attempt_reset(ops, PAY, f"ops: ERP has no invoice for {PAY}, retry allowed")
+print(f"   reset: {reset.status}, attempt {reset.attempt}")
+
+print()
+print("== 6. The other's next run: the ERP answers in time; the outcome is recorded")
+with lease(other, retries=5) as held:
+    print(f"   acquire: token {held.token}")
+    a = begin(held)
+    print(f"   begin: {show(a)}")
+    if a.status == "PROCEED":
+        held.check()
+        invoice, said = erp_call("1 second")
+        print(f"   the ERP call: {said}")
+        done = hc.attempt_complete(app, PAY, held.owner, held.token, invoice)
+        print(f"   complete: {done.status}, external_ref {done.external_ref}")
+print(f"   release: {released(held)}")
+
+print()
+print("== 7. The payment gateway sends its webhook once more")
+with lease(winner, retries=5) as held:
+    print(f"   acquire: token {held.token}")
+    a = begin(held)
+    print(f"   begin: {show(a)}" + (" -> no ERP call" if a.status == "COMPLETED" else ""))
+print(f"   release: {released(held)}")
+
+print()
+print("== The end")
+print("   invoices in the ERP for {}: {}".format(PAY, ops.execute(
+    "SELECT count(*) || ' (' || string_agg(invoice_no, ', ') || ')' FROM public.erp_invoices"
+    " WHERE payment_id = %s", [PAY]).fetchone()[0]))
+print(f"   hc_check(): {len(hc.check(ops))} violated invariant(s)")
+print(f"   the ledger of {PAY}:")
+for event, detail in ops.execute("SELECT event, detail FROM holdcommit.hc_ledger"
+                                 " WHERE kind = 'resource' AND entity_id = %s ORDER BY seq", [PAY]):
+    detail = re.sub(r'ATTEMPTED-.*-r([0-9]+)-t[0-9]+"', r'ATTEMPTED-<owner>-r\1-t<unix ms>"', detail)
+    detail = detail.replace(f'"{winner}"', '"<winner>"').replace(f'"{other}"', '"<other>"')
+    print(f"   {event:<8} {detail}")

@@ -1,0 +1,147 @@
+"""hold, commit, release, extend: every answer and every refusal, as the application role."""
+import time
+import unittest
+from datetime import timedelta
+
+import holdcommit as hc
+from support import APP, OPS, connect, uid
+
+SHORT = timedelta(milliseconds=200)
+
+
+class Holds(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.conn = connect(APP)
+        cls.ops = connect(OPS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.conn.close()
+        cls.ops.close()
+
+    def asset(self):
+        return hc.asset_add(self.ops, uid("asset"), "a locomotive").id
+
+    def refused(self, cls, sqlstate, call, *args, **kwargs):
+        with self.assertRaises(cls) as raised:
+            call(self.conn, *args, **kwargs)
+        self.assertIs(type(raised.exception), cls)
+        self.assertEqual(raised.exception.sqlstate, sqlstate)
+        return raised.exception
+
+    def test_hold(self):
+        a = self.asset()
+        h = hc.hold(self.conn, a, "buyer-1", uid("key"), timedelta(minutes=5))
+        self.assertIsInstance(h, hc.Hold)
+        self.assertEqual((h.asset_id, h.buyer_id, h.status, h.replayed), (a, "buyer-1", "HELD", False))
+        self.assertTrue(h.reservation_id.startswith("res_"))
+        self.assertAlmostEqual((h.expires_at - h.created_at).total_seconds(), 300, places=3)
+
+    def test_hold_replayed_and_refused(self):
+        a, key = self.asset(), uid("key")
+        first = hc.hold(self.conn, a, "buyer-1", key)
+        with self.subTest("replay"):
+            again = hc.hold(self.conn, a, "buyer-1", key)
+            self.assertEqual((again.reservation_id, again.replayed), (first.reservation_id, True))
+        with self.subTest("RS005 KeyReused"):
+            e = self.refused(hc.KeyReused, "RS005", hc.hold, a, "buyer-2", key)
+            self.assertEqual(e.http_status, 422)
+        with self.subTest("RS001 AssetUnavailable, with detail and hint"):
+            e = self.refused(hc.AssetUnavailable, "RS001", hc.hold, a, "buyer-2", uid("key"))
+            self.assertIn("held by another buyer", e.detail)
+            self.assertTrue(e.hint)
+            self.assertEqual(e.http_status, 409)
+        with self.subTest("RS006 NotFound"):
+            e = self.refused(hc.NotFound, "RS006", hc.hold, uid("nothing"), "buyer-2", uid("key"))
+            self.assertEqual(e.http_status, 404)
+        with self.subTest("22023 empty id (server)"):
+            self.refused(hc.InvalidArgument, "22023", hc.hold, "", "buyer-2", uid("key"))
+        with self.subTest("22001 id too long (server)"):
+            self.refused(hc.InvalidArgument, "22001", hc.hold, "x" * 65, "buyer-2", uid("key"))
+        with self.subTest("22023 ttl over max_ttl (server)"):
+            self.refused(hc.InvalidArgument, "22023", hc.hold, a, "b", uid("key"), timedelta(days=400))
+        with self.subTest("22023 ttl not a timedelta (client)"):
+            e = self.refused(hc.InvalidArgument, "22023", hc.hold, a, "b", uid("key"), 600)
+            self.assertIn("timedelta", e.message)
+        with self.subTest("22004 null argument (client)"):
+            self.refused(hc.InvalidArgument, "22004", hc.hold, a, None, uid("key"))
+        with self.subTest("a NUL in an id (client)"):
+            e = self.refused(hc.InvalidArgument, "22021", hc.hold, "a\x00b", "b", uid("key"))
+            self.assertEqual(e.http_status, 400)
+
+    def test_commit(self):
+        a = self.asset()
+        h = hc.hold(self.conn, a, "buyer-1", uid("key"))
+        c = hc.commit(self.conn, h.reservation_id)
+        self.assertEqual((c.status, c.replayed), ("COMMITTED", False))
+        with self.subTest("replay"):
+            self.assertEqual(hc.commit(self.conn, h.reservation_id).replayed, True)
+        with self.subTest("RS006 NotFound"):
+            self.refused(hc.NotFound, "RS006", hc.commit, "res_nothing")
+        with self.subTest("RS004 ReservationNotActive (released)"):
+            r = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"))
+            hc.release(self.conn, r.reservation_id)
+            self.refused(hc.ReservationNotActive, "RS004", hc.commit, r.reservation_id)
+        with self.subTest("late_ok must be a bool (client)"):
+            self.refused(hc.InvalidArgument, "22023", hc.commit, h.reservation_id, "yes")
+
+    def test_commit_expired_and_late(self):
+        a = self.asset()
+        h = hc.hold(self.conn, a, "buyer-1", uid("key"), SHORT)
+        time.sleep(0.3)
+        e = self.refused(hc.ReservationExpired, "RS003", hc.commit, h.reservation_id)
+        self.assertEqual(e.http_status, 410)
+        late = hc.commit(self.conn, h.reservation_id, late_ok=True)
+        self.assertEqual(late.status, "COMMITTED")
+
+    def test_commit_by_asset(self):
+        """commit, release and extend given the asset (the routing forms)"""
+        a = self.asset()
+        h = hc.hold(self.conn, a, "buyer-1", uid("key"))
+        self.refused(hc.NotFound, "RS006", hc.commit, h.reservation_id, asset_id=self.asset())
+        self.refused(hc.NotFound, "RS006", hc.release, h.reservation_id, asset_id=self.asset())
+        self.refused(hc.NotFound, "RS006", hc.extend, h.reservation_id, timedelta(minutes=1),
+                     asset_id=self.asset())
+        self.assertEqual(hc.extend(self.conn, h.reservation_id, timedelta(minutes=20), asset_id=a).status, "HELD")
+        self.assertEqual(hc.commit(self.conn, h.reservation_id, asset_id=a).status, "COMMITTED")
+        self.refused(hc.ReservationNotActive, "RS004", hc.release, h.reservation_id, asset_id=a)
+
+    def test_release(self):
+        h = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"))
+        r = hc.release(self.conn, h.reservation_id)
+        self.assertEqual((r.status, r.replayed), ("RELEASED", False))
+        with self.subTest("replay"):
+            self.assertEqual(hc.release(self.conn, h.reservation_id).replayed, True)
+        with self.subTest("RS006 NotFound"):
+            self.refused(hc.NotFound, "RS006", hc.release, "res_nothing")
+        with self.subTest("RS004 ReservationNotActive (committed)"):
+            c = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"))
+            hc.commit(self.conn, c.reservation_id)
+            self.refused(hc.ReservationNotActive, "RS004", hc.release, c.reservation_id)
+
+    def test_extend(self):
+        h = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"), timedelta(minutes=1))
+        e = hc.extend(self.conn, h.reservation_id, timedelta(minutes=30))
+        self.assertGreater(e.expires_at, h.expires_at)
+        with self.subTest("22023 ttl not positive (server)"):
+            self.refused(hc.InvalidArgument, "22023", hc.extend, h.reservation_id, timedelta(0))
+        with self.subTest("RS006 NotFound"):
+            self.refused(hc.NotFound, "RS006", hc.extend, "res_nothing", timedelta(minutes=1))
+        with self.subTest("RS003 ReservationExpired"):
+            s = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"), SHORT)
+            time.sleep(0.3)
+            self.refused(hc.ReservationExpired, "RS003", hc.extend, s.reservation_id, timedelta(minutes=1))
+        with self.subTest("RS004 ReservationNotActive"):
+            hc.commit(self.conn, h.reservation_id)
+            self.refused(hc.ReservationNotActive, "RS004", hc.extend, h.reservation_id, timedelta(minutes=1))
+
+    def test_asset_add(self):
+        """asset_add (operator): an asset, then AlreadyExists (23505); PermissionDenied for the app"""
+        a = hc.asset_add(self.ops, uid("asset"), "name")
+        self.assertIsInstance(a, hc.Asset)
+        self.assertEqual((a.status, a.name, a.version), ("AVAILABLE", "name", 1))
+        e = self.refused(hc.AlreadyExists, "23505", lambda c, *x: hc.asset_add(self.ops, *x), a.id)
+        self.assertTrue(e.hint)
+        e = self.refused(hc.PermissionDenied, "42501", hc.asset_add, uid("asset"))
+        self.assertEqual(e.http_status, 403)
