@@ -1,29 +1,30 @@
-"""The checkout API of a web shop on top of holdcommit (FastAPI, psycopg 3, a connection pool).
+"""The checkout API of a web shop on top of holdcommit (FastAPI, psycopg 3, a connection pool,
+and holdcommit's Python package, clients/python).
 
 It serves the hold-and-commit API of the seed article: hold a unique asset with an
 Idempotency-Key, commit it after payment, release or extend it; reserve counted stock (one
 product or a multi-item order), finalize or unreserve it; read a reservation; list what is
-available.  Every decision is the database's: the service calls one hc_* function per request
-and turns its result or its SQLSTATE into an HTTP answer.  The SQLSTATE -> HTTP map is
-clients/sqlstates.json's.  Every error is an RFC 9457 problem (application/problem+json).
-It connects as an application role that was given hc_grant_app() and has the extension's
-schema on its search_path (doc/application.md prints the set-up), never as a superuser.
+available.  Every decision is the database's: the service makes one call of the package
+(holdcommit.aio) per request, in autocommit mode, and turns its result or its error into an
+HTTP answer: the status is the error's http_status (clients/sqlstates.json), and every error
+is an RFC 9457 problem (application/problem+json) with the SQLSTATE and the hint.  It
+connects as an application role set up as doc/application.md prints (hc_grant_app, the
+extension's schema on its search_path, a lock_timeout), never as a superuser.
 
 Run it with Debian's python3 (python3-fastapi, python3-uvicorn, python3-psycopg,
-python3-psycopg-pool):
+python3-psycopg-pool) in a venv that has the package (doc/application.md):
 
     HC_DATABASE_URL='host=/tmp/holdcommit-54320 port=54320 dbname=shop user=shop_app' \
-        /usr/bin/python3 examples/http/app.py --port 8080
+        .venv/bin/python examples/http/app.py --port 8080
 
-(`python3 -m uvicorn --app-dir examples/http app:app` serves the same API, but then a request
+(`python -m uvicorn --app-dir examples/http app:app` serves the same API, but then a request
 that is not HTTP, a NUL byte in a header say, is refused by uvicorn in plain text.)
 
 Settings (environment): HC_DATABASE_URL (a libpq connection string; empty: the PG* variables),
 HC_POOL_SIZE (connections, default 10), HC_PGBOUNCER=1 when HC_DATABASE_URL points at a
 PgBouncer in transaction pooling mode (no server-side prepared statements then: PgBouncer
 1.18 would hand them to another client's server connection), HC_MAX_BODY (bytes, default
-65536), HC_MAX_ITEMS (lines of an order, default 100, holdcommit.max_items' default),
-HC_LOCK_TIMEOUT (seconds a call may wait for a lock, default 3).
+65536), HC_MAX_ITEMS (lines of an order, default 100, holdcommit.max_items' default).
 """
 
 import argparse
@@ -33,28 +34,24 @@ import logging
 import math
 import os
 import re
-from datetime import timezone
+from datetime import timedelta, timezone
 from urllib.parse import unquote_to_bytes
 
+import holdcommit.aio as hc
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from psycopg.types.json import Jsonb
+from holdcommit import Hold, Item, StockReservation
+from holdcommit.errors import NAME, Busy, HoldcommitError, NotFound, error_from
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, StrictBool, StrictStr, conint, root_validator
 from starlette.exceptions import HTTPException
 
 log = logging.getLogger("holdcommit.example")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-# SQLSTATE -> (HTTP status, name): clients/sqlstates.json, the one source of the map.
-with open(os.path.join(HERE, "..", "..", "clients", "sqlstates.json"), encoding="utf-8") as f:
-    SQLSTATES = {e["sqlstate"]: (e["http"], e["name"]) for e in json.load(f)["sqlstates"]}
-
 MAX_BODY = int(os.environ.get("HC_MAX_BODY", "65536"))
 MAX_ITEMS = int(os.environ.get("HC_MAX_ITEMS", "100"))
-LOCK_TIMEOUT_MS = int(float(os.environ.get("HC_LOCK_TIMEOUT", "3")) * 1000)
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
 INT4 = 2**31 - 1
@@ -92,19 +89,20 @@ def bad_request(detail):
     return problem(400, "invalid_request", "Invalid request", detail)
 
 
-def sqlstate_problem(sqlstate, message, detail=None, hint=None):
-    """The answer for a SQLSTATE: status and type from sqlstates.json, the database's words.
-    Any other SQLSTATE of class 22 is bad input; anything else unknown an internal error."""
-    status, name = SQLSTATES.get(sqlstate) or ((400, "invalid_argument") if sqlstate.startswith("22")
-                                               else (500, "internal_error"))
-    if status == 500:
-        message, detail, hint = "internal error", None, None
-    text = f"{message}. {detail}" if detail else message
-    return problem(status, name, name.replace("_", " ").capitalize(), text, sqlstate=sqlstate, hint=hint)
+def error_problem(e: HoldcommitError):
+    """The answer for a holdcommit error: its status (sqlstates.json's, through the library),
+    its SQLSTATE's name as the type, the database's words.  The words of a 500 stay in the
+    log: an internal error is the service's, not the client's."""
+    name = NAME.get(e.sqlstate) or ("invalid_argument" if e.http_status == 400 else "internal_error")
+    text, hint = (f"{e.message}. {e.detail}" if e.detail else e.message), e.hint
+    if e.http_status == 500:
+        text, hint = "internal error", None
+    return problem(e.http_status, name, name.replace("_", " ").capitalize(), text, sqlstate=e.sqlstate,
+                   hint=hint)
 
 
 class InProgress(Exception):
-    """A call with this request's idempotency key is still running (bounded wait ran out)."""
+    """A call with this request's idempotency key is still running (the bounded wait ran out)."""
 
 
 @app.exception_handler(InProgress)
@@ -114,17 +112,19 @@ async def in_progress(request: Request, e: InProgress):
                    " with the same key, to get its answer.")
 
 
+@app.exception_handler(HoldcommitError)
+async def database_error(request: Request, e: HoldcommitError):
+    """The outcomes of the contract go to the client with the database's words; a 500 (a bug,
+    a broken invariant) is logged here, a 503 (busy, a lost connection) as a warning."""
+    if e.http_status >= 500:
+        (log.error if e.http_status == 500 else log.warning)("%s %s: %s", request.method, request.url.path,
+                                                             str(e).replace("\n", " "))
+    return error_problem(e)
+
+
 @app.exception_handler(psycopg.Error)
-async def database_error(request: Request, e: psycopg.Error):
-    """The outcomes of the contract go to the client with the database's words; anything else
-    (a lost connection, a bug) is logged here and answered without its details."""
-    if e.sqlstate is None:
-        log.warning("%s %s: %s", request.method, request.url.path, e)
-        return problem(503, "service_unavailable", "Service unavailable", "the database is not reachable")
-    status = SQLSTATES.get(e.sqlstate, (400 if e.sqlstate.startswith("22") else 500,))[0]
-    if status == 500:
-        log.error("%s %s: %s %s", request.method, request.url.path, e.sqlstate, e)
-    return sqlstate_problem(e.sqlstate, e.diag.message_primary, e.diag.message_detail, e.diag.message_hint)
+async def psycopg_error(request: Request, e: psycopg.Error):
+    return await database_error(request, error_from(e))
 
 
 @app.exception_handler(PoolTimeout)
@@ -334,53 +334,44 @@ def utc(ts):
     return None if ts is None else ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def hold_body(r):
-    """An hc_reservation as the API shows it.  replayed is not in the body but in the status
-    (201 new, 200 replay) and a header, so a retry gets byte for byte the body of the first."""
-    return {"reservation_id": r[0], "asset_id": r[1], "buyer_id": r[2], "status": r[3],
-            "expires_at": utc(r[4]), "created_at": utc(r[5])}
+def hold_body(h: Hold):
+    """A hold as the API shows it.  replayed is not in the body but in the status (201 new,
+    200 replay) and a header, so a retry gets byte for byte the body of the first."""
+    return {"reservation_id": h.reservation_id, "asset_id": h.asset_id, "buyer_id": h.buyer_id,
+            "status": h.status, "expires_at": utc(h.expires_at), "created_at": utc(h.created_at)}
 
 
-def stock_body(r):
-    """An hc_stock_reservation as the API shows it (replayed likewise left out)."""
-    return {"reservation_id": r[0], "buyer_id": r[1], "status": r[2], "items": r[3],
-            "expires_at": utc(r[4]), "created_at": utc(r[5])}
+def stock_body(r: StockReservation):
+    """A stock reservation as the API shows it (replayed likewise left out)."""
+    return {"reservation_id": r.reservation_id, "buyer_id": r.buyer_id, "status": r.status,
+            "items": [{"product_id": i.product_id, "qty": i.qty} for i in r.items],
+            "expires_at": utc(r.expires_at), "created_at": utc(r.created_at)}
 
 
 def ttl_arg(ttl_seconds):
-    """A named ttl argument when the client gave one; none, and the function's default applies."""
-    if ttl_seconds is None:
-        return "", []
-    return ", ttl => pg_catalog.make_interval(secs => %s)", [ttl_seconds]
+    """The ttl argument when the client gave one; none, and the call's default applies."""
+    return {} if ttl_seconds is None else {"ttl": timedelta(seconds=ttl_seconds)}
 
 
-async def call(sql, args, keyed=False):
-    """Run one hc_* call in a transaction of its own whose lock waits are bounded by
-    lock_timeout (SET LOCAL: nothing stays on a connection PgBouncer shares), and return its
-    row.  A keyed call whose wait ran out before any statement of the function's own (no
-    CONTEXT) waited for the key, that is for another call with the same key: InProgress."""
+async def call(function, *args, keyed=False, **kwargs):
+    """One call of the library, in autocommit mode (one statement: nothing for PgBouncer to
+    keep).  The role's lock_timeout (the set-up sets it) bounds its waits; a keyed call whose
+    wait ran out before any statement of the function's own (no CONTEXT: the wait for the
+    key, which comes first) waited for another call with the same key: InProgress."""
     async with pool.connection() as conn:
         try:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_catalog.set_config('lock_timeout', %s, true)",
-                                   [f"{LOCK_TIMEOUT_MS}ms"])
-                cur = await conn.execute(sql, args)
-                return await cur.fetchone()
-        except psycopg.errors.LockNotAvailable as e:
-            if keyed and not e.diag.context:
+            return await function(conn, *args, **kwargs)
+        except Busy as e:
+            cause = e.__cause__
+            if keyed and e.sqlstate == "55P03" and isinstance(cause, psycopg.Error) and not cause.diag.context:
                 raise InProgress() from e
             raise
 
 
-def answer(row, body, created_status=201):
+def answer(result, body, created_status=201):
     """201 for what this request created, 200 for a replay (the stored result) or a transition."""
-    replayed = row[6]
-    return JSONResponse(body(row), status_code=200 if replayed else created_status,
-                        headers={"Idempotent-Replayed": "true" if replayed else "false"})
-
-
-HOLD_COLUMNS = "reservation_id, asset_id, buyer_id, status, expires_at, created_at, replayed"
-STOCK_COLUMNS = "reservation_id, buyer_id, status, items, expires_at, created_at, replayed"
+    return JSONResponse(body(result), status_code=200 if result.replayed else created_status,
+                        headers={"Idempotent-Replayed": "true" if result.replayed else "false"})
 
 
 # Unique assets ---------------------------------------------------------------------------
@@ -388,30 +379,24 @@ STOCK_COLUMNS = "reservation_id, buyer_id, status, items, expires_at, created_at
 @app.post("/v1/assets/{asset_id}/reservations")
 async def hold(asset_id: str, body: HoldBody, request: Request):
     key = idempotency_key(request)
-    ttl_sql, ttl = ttl_arg(body.ttl_seconds)
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_hold(%s, %s, %s{ttl_sql})",
-                     [asset_id, body.buyer_id, key] + ttl, keyed=True)
-    return answer(row, hold_body)
+    return answer(await call(hc.hold, asset_id, body.buyer_id, key, keyed=True, **ttl_arg(body.ttl_seconds)),
+                  hold_body)
 
 
 @app.post("/v1/reservations/{reservation_id}/commit")
 async def commit(reservation_id: str, body: CommitBody | None = None):
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_commit(%s, late_ok => %s)",
-                     [reservation_id, body.late_ok if body else False])
-    return answer(row, hold_body, created_status=200)
+    return answer(await call(hc.commit, reservation_id, body.late_ok if body else False), hold_body, 200)
 
 
 @app.post("/v1/reservations/{reservation_id}/release")
 async def release(reservation_id: str):
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_release(%s)", [reservation_id])
-    return answer(row, hold_body, created_status=200)
+    return answer(await call(hc.release, reservation_id), hold_body, 200)
 
 
 @app.post("/v1/reservations/{reservation_id}/extend")
 async def extend(reservation_id: str, body: ExtendBody):
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_extend(%s, pg_catalog.make_interval(secs => %s))",
-                     [reservation_id, body.ttl_seconds])
-    return answer(row, hold_body, created_status=200)
+    ttl = None if body.ttl_seconds is None else timedelta(seconds=body.ttl_seconds)
+    return answer(await call(hc.extend, reservation_id, ttl), hold_body, 200)
 
 
 # A reservation as it stands now, read from the tables (never idempotency_key or fingerprint:
@@ -436,7 +421,22 @@ STOCK_SELECT = """
 
 async def read_one(sql, args):
     async with pool.connection() as conn:
-        return await (await conn.execute(sql, args)).fetchone()
+        try:
+            return await (await conn.execute(sql, args)).fetchone()
+        except psycopg.Error as e:
+            raise error_from(e) from e
+
+
+async def read_all(sql, args):
+    async with pool.connection() as conn:
+        try:
+            return await (await conn.execute(sql, args)).fetchall()
+        except psycopg.Error as e:
+            raise error_from(e) from e
+
+
+def not_found(message):
+    return error_problem(NotFound(message, "RS006"))
 
 
 @app.get("/v1/reservations/{reservation_id}")
@@ -444,7 +444,7 @@ async def get_reservation(reservation_id: str):
     """A hold or a stock reservation (their ids share one space)."""
     row = await read_one(HOLD_SELECT, [reservation_id])
     if row is not None:
-        return hold_body(row)
+        return hold_body(Hold(*row, replayed=False))
     return await get_stock_reservation(reservation_id)
 
 
@@ -452,8 +452,9 @@ async def get_reservation(reservation_id: str):
 async def get_stock_reservation(reservation_id: str):
     row = await read_one(STOCK_SELECT, [reservation_id])
     if row is None:
-        return sqlstate_problem("RS006", f'reservation "{reservation_id}" does not exist')
-    return stock_body(row)
+        return not_found(f'reservation "{reservation_id}" does not exist')
+    items = tuple(Item(line["product_id"], line["qty"]) for line in row[3])
+    return stock_body(StockReservation(row[0], row[1], row[2], items, row[4], row[5], replayed=False))
 
 
 ASSET_SELECT = """
@@ -473,19 +474,17 @@ def asset_body(r):
 @app.get("/v1/assets")
 async def list_assets(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT, available: bool | None = None):
     limit = max(1, min(limit, MAX_LIST_LIMIT))
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            f"SELECT * FROM ({ASSET_SELECT} WHERE id > %s) a"
-            " WHERE %s::boolean IS NULL OR a.available = %s ORDER BY a.id LIMIT %s",
-            [after, available, available, limit])
-        return {"assets": [asset_body(r) for r in await cur.fetchall()]}
+    rows = await read_all(f"SELECT * FROM ({ASSET_SELECT} WHERE id > %s) a"
+                          " WHERE %s::boolean IS NULL OR a.available = %s ORDER BY a.id LIMIT %s",
+                          [after, available, available, limit])
+    return {"assets": [asset_body(r) for r in rows]}
 
 
 @app.get("/v1/assets/{asset_id}")
 async def get_asset(asset_id: str):
     row = await read_one(f"{ASSET_SELECT} WHERE id = %s", [asset_id])
     if row is None:
-        return sqlstate_problem("RS006", f'asset "{asset_id}" does not exist')
+        return not_found(f'asset "{asset_id}" does not exist')
     return asset_body(row)
 
 
@@ -494,10 +493,8 @@ async def get_asset(asset_id: str):
 @app.post("/v1/products/{product_id}/reservations")
 async def reserve(product_id: str, body: ReserveBody, request: Request):
     key = idempotency_key(request)
-    ttl_sql, ttl = ttl_arg(body.ttl_seconds)
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_reserve(%s, %s, %s, %s{ttl_sql})",
-                     [product_id, body.qty, body.buyer_id, key] + ttl, keyed=True)
-    return answer(row, stock_body)
+    return answer(await call(hc.reserve, product_id, body.qty, body.buyer_id, key, keyed=True,
+                             **ttl_arg(body.ttl_seconds)), stock_body)
 
 
 @app.post("/v1/orders")
@@ -509,24 +506,18 @@ async def order(body: OrderBody, request: Request):
         return problem(400, "too_many_items", "Too many items",
                        f"an order has at most {MAX_ITEMS} lines; this one has {len(body.items)}",
                        max_items=MAX_ITEMS)
-    ttl_sql, ttl = ttl_arg(body.ttl_seconds)
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_reserve_items(%s, %s, %s{ttl_sql})",
-                     [None if body.items is None else Jsonb(body.items), body.buyer_id, key] + ttl,
-                     keyed=True)
-    return answer(row, stock_body)
+    return answer(await call(hc.reserve_items, body.items, body.buyer_id, key, keyed=True,
+                             **ttl_arg(body.ttl_seconds)), stock_body)
 
 
 @app.post("/v1/stock-reservations/{reservation_id}/finalize")
 async def finalize(reservation_id: str, body: CommitBody | None = None):
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_finalize(%s, late_ok => %s)",
-                     [reservation_id, body.late_ok if body else False])
-    return answer(row, stock_body, created_status=200)
+    return answer(await call(hc.finalize, reservation_id, body.late_ok if body else False), stock_body, 200)
 
 
 @app.post("/v1/stock-reservations/{reservation_id}/unreserve")
 async def unreserve(reservation_id: str):
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_unreserve(%s)", [reservation_id])
-    return answer(row, stock_body, created_status=200)
+    return answer(await call(hc.unreserve, reservation_id), stock_body, 200)
 
 
 # What a reserve would see now: the stored available plus the units of expired lines that the
@@ -548,17 +539,16 @@ def product_body(r):
 @app.get("/v1/products")
 async def list_products(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT):
     limit = max(1, min(limit, MAX_LIST_LIMIT))
-    async with pool.connection() as conn:
-        cur = await conn.execute(f"{PRODUCT_SELECT} WHERE i.product_id > %s ORDER BY i.product_id LIMIT %s",
-                                 [after, limit])
-        return {"products": [product_body(r) for r in await cur.fetchall()]}
+    rows = await read_all(f"{PRODUCT_SELECT} WHERE i.product_id > %s ORDER BY i.product_id LIMIT %s",
+                          [after, limit])
+    return {"products": [product_body(r) for r in rows]}
 
 
 @app.get("/v1/products/{product_id}")
 async def get_product(product_id: str):
     row = await read_one(f"{PRODUCT_SELECT} WHERE i.product_id = %s", [product_id])
     if row is None:
-        return sqlstate_problem("RS006", f'product "{product_id}" does not exist')
+        return not_found(f'product "{product_id}" does not exist')
     return product_body(row)
 
 

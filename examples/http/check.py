@@ -107,15 +107,20 @@ def kind(r):
 
 
 def test_mapping(sqlstates):
-    """The service's statuses are clients/sqlstates.json's, and a SQLSTATE unknown to it is
-    400 in class 22, else 500."""
+    """The service answers each error of the package with clients/sqlstates.json's status, and
+    its name as the problem type; a SQLSTATE unknown to it is 400 in class 22, else 500."""
     import app
-    want = {e["sqlstate"]: e["http"] for e in json.load(open(sqlstates, encoding="utf-8"))["sqlstates"]}
-    got = {code: app.sqlstate_problem(code, "m").status_code for code in want}
-    check("the service's SQLSTATE -> HTTP map is clients/sqlstates.json's", got, want)
+    from holdcommit.errors import CLASS, HoldcommitError, InvalidArgument
+    table = json.load(open(sqlstates, encoding="utf-8"))["sqlstates"]
+    answers = {e["sqlstate"]: json.loads(app.error_problem(CLASS[e["sqlstate"]]("m", e["sqlstate"])).body)
+               for e in table}
+    check("the service's SQLSTATE -> HTTP map is clients/sqlstates.json's",
+          {code: a["status"] for code, a in answers.items()}, {e["sqlstate"]: e["http"] for e in table})
+    check("... and each problem's type is its SQLSTATE's name", {code: a["type"] for code, a in answers.items()},
+          {e["sqlstate"]: PROBLEM + e["name"] for e in table})
     check("another SQLSTATE of class 22 is 400, anything else 500",
-          (app.sqlstate_problem("22003", "m").status_code, app.sqlstate_problem("42883", "m").status_code),
-          (400, 500))
+          (app.error_problem(InvalidArgument("m", "22003")).status_code,
+           app.error_problem(HoldcommitError("m", "42883")).status_code), (400, 500))
 
 
 def test_holds(c, admin, p):
@@ -261,9 +266,11 @@ def test_stock(c, admin, p):
           outcome(c.post("/v1/orders", {"buyer_id": "heidi", "items": too_many}, key=p + "o-2")), (409, "RS002"))
     check("... and nothing of it was reserved",
           [c.get(f"/v1/products/{p}SKU-{i}")[1]["reserved"] for i in (2, 3)], [1, 3])
-    check("malformed items: 400 22023",
+    check("an item without a product_id: 400 22004",
           outcome(c.post("/v1/orders", {"buyer_id": "heidi", "items": [{"qty": 1}]}, key=p + "o-3")),
-          (400, "22023"))
+          (400, "22004"))
+    check("an item that is not an object: 400 22023",
+          outcome(c.post("/v1/orders", {"buyer_id": "heidi", "items": [7]}, key=p + "o-3")), (400, "22023"))
     check("an order finalizes", c.post(f"/v1/stock-reservations/{order[1]['reservation_id']}/finalize")[0], 200)
     check("unknown product: GET 404 RS006", outcome(c.get(f"/v1/products/{p}NOPE")), (404, "RS006"))
 
@@ -394,9 +401,9 @@ def test_integers(c, admin, p):
     check("ttl_seconds 2^31 - 1: the database's answer, 400 22023 (over holdcommit.max_ttl)",
           outcome(c.post(f"/v1/assets/{p}INT-1/reservations", {"buyer_id": "ian", "ttl_seconds": 2**31 - 1},
                          key=p + "i-3")), (400, "22023"))
-    check("an item's qty 2^31: the database's answer, 400 22023",
+    check("an item's qty 2^31: 400 22003 (numeric_value_out_of_range, from the package)",
           outcome(c.post("/v1/orders", {"buyer_id": "ian", "items": [{"product_id": p + "INT-SKU", "qty": 2**31}]},
-                         key=p + "i-4")), (400, "22023"))
+                         key=p + "i-4")), (400, "22003"))
     check("a limit of 2^31 in the query: 400 invalid_request", kind(c.get(f"/v1/assets?limit={2**31}")),
           (400, "invalid_request"))
     check("a limit of 2^31 - 1: 200 (at most 1000 listed)", c.get(f"/v1/products?limit={2**31 - 1}")[0], 200)

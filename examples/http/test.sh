@@ -6,7 +6,8 @@
 # figures; exits 0 (the harness counts the lines).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server, Debian's
 # python3 with python3-fastapi, python3-uvicorn, python3-psycopg,
-# python3-psycopg-pool, and pgbouncer.
+# python3-psycopg-pool, python3-venv and python3-setuptools (the package clients/python is
+# installed with pip into a venv), and pgbouncer.
 #   HC_HTTP_PORT       the service's port on 127.0.0.1 (default 54335)
 #   HC_PGBOUNCER_PORT  PgBouncer's port, on a Unix socket only (default 54336)
 set -uo pipefail
@@ -80,7 +81,7 @@ drive() {
     t0=$(date +%s.%N)
     "$python" examples/http/check.py --url "http://127.0.0.1:$http_port" \
         --admin-dsn "host=$PGHOST port=$PGPORT dbname=$db user=$PGUSER" --app-role "$role" \
-        --service-pid "$service_pid" --prefix "$label-" "$@" 2>&1 | sed "s/^ok - /ok - $label: /; s/^not ok - /not ok - $label: /"
+        --service-pid "$service_pid" --lock-timeout "$lock_timeout" --prefix "$label-" "$@" 2>&1 | sed "s/^ok - /ok - $label: /; s/^not ok - /not ok - $label: /"
     t1=$(date +%s.%N)
     echo "# $label: all checks in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
     if grep -qE 'Traceback|ERROR' "$work/service-$label.log"; then
@@ -91,6 +92,14 @@ drive() {
 
 "$python" -c 'import fastapi, uvicorn, psycopg, psycopg_pool' 2>/dev/null || {
     echo "not ok - $python has fastapi, uvicorn, psycopg and psycopg_pool (test/deps.sh)"; exit 0; }
+# The service uses holdcommit's Python package: installed with pip into a venv that sees
+# Debian's packages, as doc/application.md says (from a copy: pip builds in the tree).
+cp -r clients/python "$work/pysrc" && rm -rf "$work/pysrc/build" "$work/pysrc"/*.egg-info
+if ! "$python" -m venv --system-site-packages "$work/venv" >"$work/pip.log" 2>&1 ||
+   ! "$work/venv/bin/pip" install -q --no-build-isolation --no-index "$work/pysrc" >>"$work/pip.log" 2>&1; then
+    echo "not ok - pip installs clients/python into a venv"; sed 's/^/#   /' "$work/pip.log" | tail -10; exit 0
+fi
+python=$work/venv/bin/python
 command -v pgbouncer >/dev/null || { echo "not ok - pgbouncer is installed (test/deps.sh)"; exit 0; }
 
 # The set-up doc/application.md prints (<!-- snippet: run-by examples/http/test.sh setup -->),
@@ -120,6 +129,13 @@ if [ "$(psql -X -qAt -d "$db" -c "SELECT current_setting('search_path')")" = '"$
     echo "ok - in $db the superuser's search_path is PostgreSQL's default, the service's role's holdcommit, public"
 else
     echo "not ok - in $db the superuser's search_path is PostgreSQL's default, the service's role's holdcommit, public"
+fi
+# The bound on a wait for an in-flight key (check.py waits that long).
+lock_timeout=$(psql -X -qAt -d "$db" -U "$role" -c "SELECT extract(epoch FROM current_setting('lock_timeout')::interval)")
+if [ -n "$lock_timeout" ] && [ "$lock_timeout" != 0 ]; then
+    echo "ok - the service's role has a lock_timeout ($lock_timeout s)"
+else
+    echo "not ok - the service's role has a lock_timeout (got '$lock_timeout')"; lock_timeout=3
 fi
 
 echo "# the service connects as $role, given hc_grant_app('$role'), holdcommit first on its search_path"
