@@ -171,12 +171,11 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = dict(scope["headers"])
-        length = headers.get(b"content-length", b"0")
-        if (not length.isdigit()) or int(length) > MAX_BODY:
+        length = dict(scope["headers"]).get(b"content-length", b"")  # digits: h11 refused any other
+        if length.isdigit() and int(length) > MAX_BODY:
             return await too_large()(scope, receive, send)
         if ("\x00" in scope["path"] or b"\x00" in unquote_to_bytes(scope["query_string"])
-                or any(b"\x00" in v for v in headers.values())):
+                or any(b"\x00" in value for _, value in scope["headers"])):
             return await bad_request("NUL bytes are not allowed in the path, the query or a header")(
                 scope, receive, send)
         body = bytearray()
@@ -589,6 +588,7 @@ def serve():
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args()
+    logging.basicConfig(format="%(levelname)s:  %(name)s: %(message)s")  # the service's own log lines
     logging.getLogger("uvicorn.error").addFilter(OneLine())
     uvicorn.run(app, host=args.host, port=args.port, http=Protocol, log_level=args.log_level,
                 access_log=False)
