@@ -320,6 +320,10 @@ async def key_problem(request: Request, e: KeyProblem):
 @app.on_event("startup")
 async def open_pool():
     await pool.open(wait=True, timeout=30)
+    (bound,) = await read_one("SELECT pg_catalog.current_setting('lock_timeout')", [])
+    if bound == "0":
+        log.warning("the role has no lock_timeout: a request whose key is in flight waits as long as"
+                    " the first call takes (doc/application.md: the set-up)")
 
 
 @app.on_event("shutdown")
