@@ -1,58 +1,62 @@
-"""The checkout API of a web shop on top of holdcommit (FastAPI, psycopg 3, a connection pool).
+"""The checkout API of a web shop on top of holdcommit (FastAPI, psycopg 3, a connection pool,
+and holdcommit's Python package, clients/python).
 
 It serves the hold-and-commit API of the seed article: hold a unique asset with an
 Idempotency-Key, commit it after payment, release or extend it; reserve counted stock (one
-product or a multi-item order), finalize or unreserve it; list what is available.  Every
-decision is the database's: the service calls one hc_* function per request in autocommit
-mode and turns its result or its SQLSTATE into an HTTP answer (ERRORS below, the README's
-table).  It connects as an application role that was given hc_grant_app(), never as a
-superuser.
+product or a multi-item order), finalize or unreserve it; read a reservation; list what is
+available.  Every decision is the database's: the service makes one call of the package
+(holdcommit.aio) per request, in autocommit mode, and turns its result or its error into an
+HTTP answer: the status is the error's http_status (clients/sqlstates.json), and every error
+is an RFC 9457 problem (application/problem+json) with the SQLSTATE and the hint.  It
+connects as an application role set up as doc/application.md prints (hc_grant_app, the
+extension's schema on its search_path, a lock_timeout), never as a superuser.
 
 Run it with Debian's python3 (python3-fastapi, python3-uvicorn, python3-psycopg,
-python3-psycopg-pool):
+python3-psycopg-pool) in a venv that has the package (doc/application.md):
 
     HC_DATABASE_URL='host=/tmp/holdcommit-54320 port=54320 dbname=shop user=shop_app' \
-        /usr/bin/python3 -m uvicorn --app-dir examples/http app:app --port 8080
+        .venv/bin/python examples/http/app.py --port 8080
+
+(`python -m uvicorn --app-dir examples/http app:app` serves the same API, but then a request
+that is not HTTP, a NUL byte in a header say, is refused by uvicorn in plain text.)
 
 Settings (environment): HC_DATABASE_URL (a libpq connection string; empty: the PG* variables),
 HC_POOL_SIZE (connections, default 10), HC_PGBOUNCER=1 when HC_DATABASE_URL points at a
 PgBouncer in transaction pooling mode (no server-side prepared statements then: PgBouncer
-1.18 would hand them to another client's server connection).
+1.18 would hand them to another client's server connection), HC_MAX_BODY (bytes, default
+65536), HC_MAX_ITEMS (lines of an order, default 100, holdcommit.max_items' default).
 """
 
+import argparse
+import http
+import json
 import logging
+import math
 import os
-from datetime import timezone
+import re
+from datetime import timedelta, timezone
+from urllib.parse import unquote_to_bytes
 
+import holdcommit.aio as hc
 import psycopg
-from fastapi import FastAPI, Header, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from psycopg.types.json import Jsonb
+from holdcommit import Hold, Item, StockReservation
+from holdcommit.errors import NAME, Busy, HoldcommitError, NotFound, error_from
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from pydantic import BaseModel, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, StrictBool, StrictStr, conint, root_validator
+from starlette.exceptions import HTTPException
 
 log = logging.getLogger("holdcommit.example")
 
-# SQLSTATE -> (HTTP status, error_code): the README's "Errors and HTTP statuses" table, and
-# the only place the service decides a status from an error.  Any other SQLSTATE of class 22
-# (data exception: a number out of range, say) is bad input as well: CLASS_22.
-ERRORS = {
-    "RS001": (409, "ASSET_UNAVAILABLE"),
-    "RS002": (409, "INSUFFICIENT_STOCK"),
-    "RS003": (410, "RESERVATION_EXPIRED"),
-    "RS004": (409, "RESERVATION_NOT_ACTIVE"),
-    "RS005": (422, "IDEMPOTENCY_KEY_REUSED"),
-    "RS006": (404, "NOT_FOUND"),
-    "RS007": (409, "LOCK_NOT_HELD"),
-    "22004": (400, "INVALID_INPUT"),
-    "22023": (400, "INVALID_INPUT"),
-    "22001": (400, "INVALID_INPUT"),
-}
-CLASS_22 = (400, "INVALID_INPUT")
-
+MAX_BODY = int(os.environ.get("HC_MAX_BODY", "65536"))
+MAX_ITEMS = int(os.environ.get("HC_MAX_ITEMS", "100"))
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
+INT4 = 2**31 - 1
+# Every problem's type is this followed by its name (doc/application.md lists them).
+PROBLEM = "urn:holdcommit:problem:"
 
 pool = AsyncConnectionPool(
     os.environ.get("HC_DATABASE_URL", ""),
@@ -68,40 +72,258 @@ pool = AsyncConnectionPool(
 app = FastAPI(title="holdcommit example shop")
 
 
-# Request bodies.  Strict types: a quantity of 2.5 or a buyer id of 42 is bad input (400),
-# never silently made 2 or "42"; a missing field goes to the function as NULL, which refuses
-# it with 22004 (400) like any other bad argument.
-Seconds = StrictInt | StrictFloat
+# Problems (RFC 9457) ---------------------------------------------------------------------
+
+def problem(status, name, title, detail=None, headers=None, **extensions):
+    """An application/problem+json answer; name None is about:blank (the status says it all)."""
+    body = {"type": PROBLEM + name if name else "about:blank", "title": title, "status": status}
+    if detail:
+        body["detail"] = detail
+    body.update((k, v) for k, v in extensions.items() if v is not None)
+    if status == 503 or name == "request_in_progress":
+        headers = {**(headers or {}), "Retry-After": "1"}
+    return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
 
 
-class HoldBody(BaseModel):
+def bad_request(detail):
+    return problem(400, "invalid_request", "Invalid request", detail)
+
+
+def error_problem(e: HoldcommitError):
+    """The answer for a holdcommit error: its status (sqlstates.json's, through the library),
+    its SQLSTATE's name as the type, the database's words.  The words of a 500 stay in the
+    log: an internal error is the service's, not the client's."""
+    name = NAME.get(e.sqlstate) or ("invalid_argument" if e.http_status == 400 else "internal_error")
+    text, hint = (f"{e.message}. {e.detail}" if e.detail else e.message), e.hint
+    if e.http_status == 500:
+        text, hint = "internal error", None
+    return problem(e.http_status, name, name.replace("_", " ").capitalize(), text, sqlstate=e.sqlstate,
+                   hint=hint)
+
+
+class InProgress(Exception):
+    """A call with this request's idempotency key is still running (the bounded wait ran out)."""
+
+
+@app.exception_handler(InProgress)
+async def in_progress(request: Request, e: InProgress):
+    return problem(409, "request_in_progress", "Request in progress",
+                   "A request with this Idempotency-Key is still being processed: retry it later,"
+                   " with the same key, to get its answer.")
+
+
+@app.exception_handler(HoldcommitError)
+async def database_error(request: Request, e: HoldcommitError):
+    """The outcomes of the contract go to the client with the database's words; a 500 (a bug,
+    a broken invariant) is logged here, a 503 (busy, a lost connection) as a warning."""
+    if e.http_status >= 500:
+        (log.error if e.http_status == 500 else log.warning)("%s %s: %s", request.method, request.url.path,
+                                                             str(e).replace("\n", " "))
+    return error_problem(e)
+
+
+@app.exception_handler(psycopg.Error)
+async def psycopg_error(request: Request, e: psycopg.Error):
+    return await database_error(request, error_from(e))
+
+
+@app.exception_handler(PoolTimeout)
+async def pool_timeout(request: Request, e: PoolTimeout):
+    return problem(503, "service_unavailable", "Service unavailable", "no database connection was free")
+
+
+@app.exception_handler(RequestValidationError)
+async def invalid_request(request: Request, e: RequestValidationError):
+    """A body that is not the JSON asked for is bad input, 400 like class 22 (FastAPI says 422,
+    which this API keeps for a reused idempotency key)."""
+    errors = [{"loc": list(err["loc"]), "msg": err["msg"]} for err in e.errors()]
+    first = errors[0] if errors else {"loc": [], "msg": "malformed request"}
+    where = ".".join(str(part) for part in first["loc"] if part != "__root__")
+    return problem(400, "invalid_request", "Invalid request", f"{where}: {first['msg']}", errors=errors)
+
+
+@app.exception_handler(HTTPException)
+async def http_error(request: Request, e: HTTPException):
+    """FastAPI's and Starlette's own answers: an unknown route (404), a method it does not
+    serve (405), a body it could not parse (400)."""
+    phrase = http.HTTPStatus(e.status_code).phrase
+    if e.status_code == 400:
+        return bad_request(e.detail)
+    return problem(e.status_code, None, phrase, None if e.detail == phrase else e.detail, headers=e.headers)
+
+
+@app.exception_handler(Exception)
+async def internal_error(request: Request, e: Exception):
+    return problem(500, "internal_error", "Internal error")
+
+
+# The request's bytes, before FastAPI parses anything ---------------------------------------
+
+class Guard:
+    """ASGI middleware: refuse a body larger than MAX_BODY (413) before reading it when its
+    Content-Length says so, else as soon as it grows past it, so that a large body costs
+    neither parsing nor memory; refuse a NUL byte in the path, the query, a header or the
+    body (400): PostgreSQL's text cannot hold one."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length", b"")  # digits: h11 refused any other
+        if length.isdigit() and int(length) > MAX_BODY:
+            return await too_large()(scope, receive, send)
+        if ("\x00" in scope["path"] or b"\x00" in unquote_to_bytes(scope["query_string"])
+                or any(b"\x00" in value for _, value in scope["headers"])):
+            return await bad_request("NUL bytes are not allowed in the path, the query or a header")(
+                scope, receive, send)
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away before it sent its request: nothing to answer
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY:
+                return await too_large()(scope, receive, send)
+            if not message.get("more_body"):
+                break
+        if b"\x00" in body:
+            return await bad_request("NUL bytes are not allowed in the body")(scope, receive, send)
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def too_large():
+    return problem(413, "body_too_large", "Request body too large",
+                   f"a request body has at most {MAX_BODY} bytes", max_body=MAX_BODY)
+
+
+app.add_middleware(Guard)
+
+
+# Request bodies --------------------------------------------------------------------------
+
+def no_nul(value, where="body"):
+    """A NUL written as \\u0000 in a JSON string, anywhere in the body."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"NUL bytes are not allowed ({where})")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            no_nul(k, where)
+            no_nul(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            no_nul(v, f"{where}[{i}]")
+
+
+class Body(BaseModel):
+    @root_validator(pre=True)
+    def _no_nul(cls, values):
+        no_nul(values)
+        return values
+
+
+# Strict types: a quantity of 2.5 or a buyer id of 42 is bad input (400), never silently made
+# 2 or "42"; integers must fit PostgreSQL's integer and a ttl be a finite number of seconds
+# that fits it too (the function refuses more than holdcommit.max_ttl); a missing field goes
+# to the function as NULL, which refuses it with 22004 (400) like any other bad argument.
+Int4 = conint(strict=True, ge=-INT4 - 1, le=INT4)
+Limit = conint(ge=-INT4 - 1, le=INT4)  # a query parameter: a string of digits, not strict
+
+
+class Seconds(float):
+    """A JSON number of seconds, integer or not; finite, at most INT4 either way."""
+
+    @classmethod
+    def __get_validators__(cls):
+        yield cls.check
+
+    @classmethod
+    def check(cls, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError("a number of seconds is a JSON number")
+        if not math.isfinite(v) or abs(v) > INT4:
+            raise ValueError(f"a number of seconds is finite and at most {INT4}")
+        return v
+
+
+class HoldBody(Body):
     buyer_id: StrictStr | None = None
     ttl_seconds: Seconds | None = None
 
 
-class ReserveBody(BaseModel):
+class ReserveBody(Body):
     buyer_id: StrictStr | None = None
-    qty: StrictInt | None = None
+    qty: Int4 | None = None
     ttl_seconds: Seconds | None = None
 
 
-class OrderBody(BaseModel):
+class OrderBody(Body):
     buyer_id: StrictStr | None = None
     items: list | None = None
     ttl_seconds: Seconds | None = None
 
 
-class CommitBody(BaseModel):
+class CommitBody(Body):
     late_ok: StrictBool = False
 
 
-class ExtendBody(BaseModel):
+class ExtendBody(Body):
     ttl_seconds: Seconds | None = None
+
+
+# The Idempotency-Key header: a structured-field string (RFC 8941 sf-string, as the IETF
+# draft has it: printable ASCII in quotes, \" and \\ escaped), or the same characters bare
+# (visible ASCII without quotes, backslashes or spaces: a UUID as most clients send it).
+SF_STRING = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"')
+BARE_KEY = re.compile(r'[\x21\x23-\x5b\x5d-\x7e]+')
+
+
+def idempotency_key(request: Request):
+    values = request.headers.getlist("idempotency-key")
+    if not values:
+        raise KeyProblem("idempotency_key_required", "Idempotency-Key header required",
+                         "this request needs an Idempotency-Key header: a new key for a new request,"
+                         " the same key for its retries")
+    if len(values) > 1:
+        raise KeyProblem("invalid_idempotency_key", "Invalid Idempotency-Key", "more than one Idempotency-Key")
+    value = values[0]  # Starlette decoded the bytes as Latin-1: a byte over 0x7e fails below
+    if m := SF_STRING.fullmatch(value):
+        return re.sub(r'\\(["\\])', r"\1", m.group(1))
+    if BARE_KEY.fullmatch(value):
+        return value
+    raise KeyProblem("invalid_idempotency_key", "Invalid Idempotency-Key",
+                     'an Idempotency-Key is a string of printable ASCII: "..." (RFC 8941), or bare'
+                     " without quotes, backslashes or spaces")
+
+
+class KeyProblem(Exception):
+    def __init__(self, name, title, detail):
+        self.name, self.title, self.detail = name, title, detail
+
+
+@app.exception_handler(KeyProblem)
+async def key_problem(request: Request, e: KeyProblem):
+    return problem(400, e.name, e.title, e.detail)
 
 
 @app.on_event("startup")
 async def open_pool():
     await pool.open(wait=True, timeout=30)
+    (bound,) = await read_one("SELECT pg_catalog.current_setting('lock_timeout')", [])
+    if bound == "0":
+        log.warning("the role has no lock_timeout: a request whose key is in flight waits as long as"
+                    " the first call takes (doc/application.md: the set-up)")
 
 
 @app.on_event("shutdown")
@@ -109,110 +331,133 @@ async def close_pool():
     await pool.close()
 
 
-def error_response(sqlstate, message, detail=None, hint=None):
-    """The HTTP answer for a SQLSTATE: its status from ERRORS, the database's words in the body."""
-    status, code = ERRORS.get(sqlstate) or (CLASS_22 if sqlstate.startswith("22") else (500, "INTERNAL"))
-    body = {"error_code": code, "sqlstate": sqlstate, "message": message}
-    if detail:
-        body["detail"] = detail
-    if hint:
-        body["hint"] = hint
-    return JSONResponse(body, status_code=status)
-
-
-@app.exception_handler(psycopg.Error)
-async def database_error(request: Request, e: psycopg.Error):
-    """The outcomes of the contract go to the client with the database's words; anything else
-    (a lost connection, a bug) is logged here and answered 500 without its details."""
-    if e.sqlstate is None or not (e.sqlstate in ERRORS or e.sqlstate.startswith("22")):
-        log.error("%s %s: %s %s", request.method, request.url.path, e.sqlstate, e)
-        return error_response(e.sqlstate or "XX000", "internal error")
-    return error_response(e.sqlstate, e.diag.message_primary, e.diag.message_detail, e.diag.message_hint)
-
-
-@app.exception_handler(PoolTimeout)
-async def pool_timeout(request: Request, e: PoolTimeout):
-    return JSONResponse({"error_code": "UNAVAILABLE", "message": str(e)}, status_code=503)
-
-
-@app.exception_handler(RequestValidationError)
-async def bad_request(request: Request, e: RequestValidationError):
-    """A body that is not the JSON asked for is bad input, 400 like class 22 (FastAPI says 422,
-    which this API keeps for a reused idempotency key)."""
-    return JSONResponse({"error_code": "INVALID_INPUT", "message": "malformed request body",
-                         "detail": e.errors()}, status_code=400)
-
+# Calls -----------------------------------------------------------------------------------
 
 def utc(ts):
     return None if ts is None else ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def hold_body(r):
-    """An hc_reservation as the API shows it.  replayed is not in the body but in the status
-    (201 new, 200 replay) and a header, so a retry gets byte for byte the body of the first."""
-    return {"reservation_id": r[0], "asset_id": r[1], "buyer_id": r[2], "status": r[3],
-            "expires_at": utc(r[4]), "created_at": utc(r[5])}
+def hold_body(h: Hold):
+    """A hold as the API shows it.  replayed is not in the body but in the status (201 new,
+    200 replay) and a header, so a retry gets byte for byte the body of the first."""
+    return {"reservation_id": h.reservation_id, "asset_id": h.asset_id, "buyer_id": h.buyer_id,
+            "status": h.status, "expires_at": utc(h.expires_at), "created_at": utc(h.created_at)}
 
 
-def stock_body(r):
-    """An hc_stock_reservation as the API shows it (replayed likewise left out)."""
-    return {"reservation_id": r[0], "buyer_id": r[1], "status": r[2], "items": r[3],
-            "expires_at": utc(r[4]), "created_at": utc(r[5])}
+def stock_body(r: StockReservation):
+    """A stock reservation as the API shows it (replayed likewise left out)."""
+    return {"reservation_id": r.reservation_id, "buyer_id": r.buyer_id, "status": r.status,
+            "items": [{"product_id": i.product_id, "qty": i.qty} for i in r.items],
+            "expires_at": utc(r.expires_at), "created_at": utc(r.created_at)}
 
 
 def ttl_arg(ttl_seconds):
-    """A named ttl argument when the client gave one; none, and the function's default applies."""
-    if ttl_seconds is None:
-        return "", []
-    return ", ttl => pg_catalog.make_interval(secs => %s)", [ttl_seconds]
+    """The ttl argument when the client gave one; none, and the call's default applies."""
+    return {} if ttl_seconds is None else {"ttl": timedelta(seconds=ttl_seconds)}
 
 
-async def call(sql, args):
-    """Run one hc_* call in autocommit mode and return its single row."""
+async def call(function, *args, keyed=False, **kwargs):
+    """One call of the library, in autocommit mode (one statement: nothing for PgBouncer to
+    keep).  The role's lock_timeout (the set-up sets it) bounds its waits; a keyed call whose
+    wait ran out before any statement of the function's own (no CONTEXT: the wait for the
+    key, which comes first) waited for another call with the same key: InProgress."""
     async with pool.connection() as conn:
-        cur = await conn.execute(sql, args)
-        return await cur.fetchone()
+        try:
+            return await function(conn, *args, **kwargs)
+        except Busy as e:
+            cause = e.__cause__
+            if keyed and e.sqlstate == "55P03" and isinstance(cause, psycopg.Error) and not cause.diag.context:
+                raise InProgress() from e
+            raise
 
 
-def answer(row, body, created_status=201):
+def answer(result, body, created_status=201):
     """201 for what this request created, 200 for a replay (the stored result) or a transition."""
-    replayed = row[6]
-    return JSONResponse(body(row), status_code=200 if replayed else created_status,
-                        headers={"Idempotent-Replayed": "true" if replayed else "false"})
-
-
-HOLD_COLUMNS = "reservation_id, asset_id, buyer_id, status, expires_at, created_at, replayed"
-STOCK_COLUMNS = "reservation_id, buyer_id, status, items, expires_at, created_at, replayed"
+    return JSONResponse(body(result), status_code=200 if result.replayed else created_status,
+                        headers={"Idempotent-Replayed": "true" if result.replayed else "false"})
 
 
 # Unique assets ---------------------------------------------------------------------------
 
 @app.post("/v1/assets/{asset_id}/reservations")
-async def hold(asset_id: str, body: HoldBody, idempotency_key: str | None = Header(None)):
-    ttl_sql, ttl = ttl_arg(body.ttl_seconds)
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_hold(%s, %s, %s{ttl_sql})",
-                     [asset_id, body.buyer_id, idempotency_key] + ttl)
-    return answer(row, hold_body)
+async def hold(asset_id: str, body: HoldBody, request: Request):
+    key = idempotency_key(request)
+    return answer(await call(hc.hold, asset_id, body.buyer_id, key, keyed=True, **ttl_arg(body.ttl_seconds)),
+                  hold_body)
 
 
 @app.post("/v1/reservations/{reservation_id}/commit")
 async def commit(reservation_id: str, body: CommitBody | None = None):
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_commit(%s, late_ok => %s)",
-                     [reservation_id, body.late_ok if body else False])
-    return answer(row, hold_body, created_status=200)
+    return answer(await call(hc.commit, reservation_id, body.late_ok if body else False), hold_body, 200)
 
 
 @app.post("/v1/reservations/{reservation_id}/release")
 async def release(reservation_id: str):
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_release(%s)", [reservation_id])
-    return answer(row, hold_body, created_status=200)
+    return answer(await call(hc.release, reservation_id), hold_body, 200)
 
 
 @app.post("/v1/reservations/{reservation_id}/extend")
 async def extend(reservation_id: str, body: ExtendBody):
-    row = await call(f"SELECT {HOLD_COLUMNS} FROM hc_extend(%s, pg_catalog.make_interval(secs => %s))",
-                     [reservation_id, body.ttl_seconds])
-    return answer(row, hold_body, created_status=200)
+    ttl = None if body.ttl_seconds is None else timedelta(seconds=body.ttl_seconds)
+    return answer(await call(hc.extend, reservation_id, ttl), hold_body, 200)
+
+
+# A reservation as it stands now, read from the tables (never idempotency_key or fingerprint:
+# an application role may not read them).  A hold or reservation past its expires_at reads
+# EXPIRED, as the next call on it finds it, even before a reclaim or the sweeper marks it.
+HOLD_SELECT = """
+    SELECT id, asset_id, buyer_id,
+           CASE WHEN status = 'HELD' AND expires_at <= pg_catalog.clock_timestamp() THEN 'EXPIRED'
+                ELSE status END,
+           expires_at, created_at
+      FROM hc_reservations WHERE id = %s"""
+STOCK_SELECT = """
+    SELECT r.id, r.buyer_id,
+           CASE WHEN r.status = 'RESERVED' AND r.expires_at <= pg_catalog.clock_timestamp() THEN 'EXPIRED'
+                ELSE r.status END,
+           (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('product_id', l.product_id, 'qty', l.qty)
+                                        ORDER BY l.product_id)
+              FROM hc_stock_reservation_lines l WHERE l.reservation_id = r.id),
+           r.expires_at, r.created_at
+      FROM hc_stock_reservations r WHERE r.id = %s"""
+
+
+async def read_one(sql, args):
+    async with pool.connection() as conn:
+        try:
+            return await (await conn.execute(sql, args)).fetchone()
+        except psycopg.Error as e:
+            raise error_from(e) from e
+
+
+async def read_all(sql, args):
+    async with pool.connection() as conn:
+        try:
+            return await (await conn.execute(sql, args)).fetchall()
+        except psycopg.Error as e:
+            raise error_from(e) from e
+
+
+def not_found(message):
+    return error_problem(NotFound(message, "RS006"))
+
+
+@app.get("/v1/reservations/{reservation_id}")
+async def get_reservation(reservation_id: str):
+    """A hold or a stock reservation (their ids share one space)."""
+    row = await read_one(HOLD_SELECT, [reservation_id])
+    if row is not None:
+        return hold_body(Hold(*row, replayed=False))
+    return await get_stock_reservation(reservation_id)
+
+
+@app.get("/v1/stock-reservations/{reservation_id}")
+async def get_stock_reservation(reservation_id: str):
+    row = await read_one(STOCK_SELECT, [reservation_id])
+    if row is None:
+        return not_found(f'reservation "{reservation_id}" does not exist')
+    items = tuple(Item(line["product_id"], line["qty"]) for line in row[3])
+    return stock_body(StockReservation(row[0], row[1], row[2], items, row[4], row[5], replayed=False))
 
 
 ASSET_SELECT = """
@@ -230,55 +475,52 @@ def asset_body(r):
 
 
 @app.get("/v1/assets")
-async def list_assets(after: str = "", limit: int = DEFAULT_LIST_LIMIT, available: bool | None = None):
+async def list_assets(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT, available: bool | None = None):
     limit = max(1, min(limit, MAX_LIST_LIMIT))
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            f"SELECT * FROM ({ASSET_SELECT} WHERE id > %s) a"
-            " WHERE %s::boolean IS NULL OR a.available = %s ORDER BY a.id LIMIT %s",
-            [after, available, available, limit])
-        return {"assets": [asset_body(r) for r in await cur.fetchall()]}
+    rows = await read_all(f"SELECT * FROM ({ASSET_SELECT} WHERE id > %s) a"
+                          " WHERE %s::boolean IS NULL OR a.available = %s ORDER BY a.id LIMIT %s",
+                          [after, available, available, limit])
+    return {"assets": [asset_body(r) for r in rows]}
 
 
 @app.get("/v1/assets/{asset_id}")
 async def get_asset(asset_id: str):
-    async with pool.connection() as conn:
-        row = await (await conn.execute(f"{ASSET_SELECT} WHERE id = %s", [asset_id])).fetchone()
+    row = await read_one(f"{ASSET_SELECT} WHERE id = %s", [asset_id])
     if row is None:
-        return error_response("RS006", f'asset "{asset_id}" does not exist')
+        return not_found(f'asset "{asset_id}" does not exist')
     return asset_body(row)
 
 
 # Counted stock ---------------------------------------------------------------------------
 
 @app.post("/v1/products/{product_id}/reservations")
-async def reserve(product_id: str, body: ReserveBody, idempotency_key: str | None = Header(None)):
-    ttl_sql, ttl = ttl_arg(body.ttl_seconds)
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_reserve(%s, %s, %s, %s{ttl_sql})",
-                     [product_id, body.qty, body.buyer_id, idempotency_key] + ttl)
-    return answer(row, stock_body)
+async def reserve(product_id: str, body: ReserveBody, request: Request):
+    key = idempotency_key(request)
+    return answer(await call(hc.reserve, product_id, body.qty, body.buyer_id, key, keyed=True,
+                             **ttl_arg(body.ttl_seconds)), stock_body)
 
 
 @app.post("/v1/orders")
-async def order(body: OrderBody, idempotency_key: str | None = Header(None)):
-    ttl_sql, ttl = ttl_arg(body.ttl_seconds)
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_reserve_items(%s, %s, %s{ttl_sql})",
-                     [None if body.items is None else Jsonb(body.items), body.buyer_id,
-                      idempotency_key] + ttl)
-    return answer(row, stock_body)
+async def order(body: OrderBody, request: Request):
+    key = idempotency_key(request)
+    # Counted here, before the database: an order of too many lines costs no call (the
+    # function would refuse more than holdcommit.max_items with 22023: 400 as well).
+    if body.items is not None and len(body.items) > MAX_ITEMS:
+        return problem(400, "too_many_items", "Too many items",
+                       f"an order has at most {MAX_ITEMS} lines; this one has {len(body.items)}",
+                       max_items=MAX_ITEMS)
+    return answer(await call(hc.reserve_items, body.items, body.buyer_id, key, keyed=True,
+                             **ttl_arg(body.ttl_seconds)), stock_body)
 
 
 @app.post("/v1/stock-reservations/{reservation_id}/finalize")
 async def finalize(reservation_id: str, body: CommitBody | None = None):
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_finalize(%s, late_ok => %s)",
-                     [reservation_id, body.late_ok if body else False])
-    return answer(row, stock_body, created_status=200)
+    return answer(await call(hc.finalize, reservation_id, body.late_ok if body else False), stock_body, 200)
 
 
 @app.post("/v1/stock-reservations/{reservation_id}/unreserve")
 async def unreserve(reservation_id: str):
-    row = await call(f"SELECT {STOCK_COLUMNS} FROM hc_unreserve(%s)", [reservation_id])
-    return answer(row, stock_body, created_status=200)
+    return answer(await call(hc.unreserve, reservation_id), stock_body, 200)
 
 
 # What a reserve would see now: the stored available plus the units of expired lines that the
@@ -298,25 +540,63 @@ def product_body(r):
 
 
 @app.get("/v1/products")
-async def list_products(after: str = "", limit: int = DEFAULT_LIST_LIMIT):
+async def list_products(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT):
     limit = max(1, min(limit, MAX_LIST_LIMIT))
-    async with pool.connection() as conn:
-        cur = await conn.execute(f"{PRODUCT_SELECT} WHERE i.product_id > %s ORDER BY i.product_id LIMIT %s",
-                                 [after, limit])
-        return {"products": [product_body(r) for r in await cur.fetchall()]}
+    rows = await read_all(f"{PRODUCT_SELECT} WHERE i.product_id > %s ORDER BY i.product_id LIMIT %s",
+                          [after, limit])
+    return {"products": [product_body(r) for r in rows]}
 
 
 @app.get("/v1/products/{product_id}")
 async def get_product(product_id: str):
-    async with pool.connection() as conn:
-        row = await (await conn.execute(f"{PRODUCT_SELECT} WHERE i.product_id = %s", [product_id])).fetchone()
+    row = await read_one(f"{PRODUCT_SELECT} WHERE i.product_id = %s", [product_id])
     if row is None:
-        return error_response("RS006", f'product "{product_id}" does not exist')
+        return not_found(f'product "{product_id}" does not exist')
     return product_body(row)
 
 
 @app.get("/healthz")
 async def healthz():
-    async with pool.connection() as conn:
-        await conn.execute("SELECT 1")
+    await read_one("SELECT 1", [])
     return {"ok": True}
+
+
+# Serving: uvicorn, with its refusal of a request that is not HTTP as a problem too --------
+
+def serve():
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        """uvicorn's own 400, for bytes h11 refuses (a NUL or a control byte in the request
+        line or a header), in the one error shape."""
+
+        def send_400_response(self, msg):
+            body = json.dumps({"type": PROBLEM + "invalid_request", "title": "Invalid request",
+                               "status": 400, "detail": "not a valid HTTP/1.1 request"},
+                              separators=(",", ":")).encode()
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\n"
+                                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            self.transport.close()
+
+    class OneLine(logging.Filter):
+        """A client's malformed request is its error, not the service's: no traceback."""
+
+        def filter(self, record):
+            if record.msg == "Invalid HTTP request received.":
+                record.exc_info = record.exc_text = None
+            return True
+
+    ap = argparse.ArgumentParser(description="the holdcommit example shop")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--log-level", default="warning")
+    args = ap.parse_args()
+    logging.basicConfig(format="%(levelname)s:  %(name)s: %(message)s")  # the service's own log lines
+    logging.getLogger("uvicorn.error").addFilter(OneLine())
+    uvicorn.run(app, host=args.host, port=args.port, http=Protocol, log_level=args.log_level,
+                access_log=False)
+
+
+if __name__ == "__main__":
+    serve()

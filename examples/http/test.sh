@@ -6,7 +6,8 @@
 # figures; exits 0 (the harness counts the lines).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server, Debian's
 # python3 with python3-fastapi, python3-uvicorn, python3-psycopg,
-# python3-psycopg-pool, and pgbouncer.
+# python3-psycopg-pool, python3-venv and python3-setuptools (the package clients/python is
+# installed with pip into a venv), and pgbouncer.
 #   HC_HTTP_PORT       the service's port on 127.0.0.1 (default 54335)
 #   HC_PGBOUNCER_PORT  PgBouncer's port, on a Unix socket only (default 54336)
 set -uo pipefail
@@ -61,8 +62,7 @@ start_service() {
     local label=$1 dsn=$2 i
     shift 2
     env HC_DATABASE_URL="$dsn" HC_POOL_SIZE=10 "$@" \
-        "$python" -m uvicorn --app-dir examples/http app:app --host 127.0.0.1 --port "$http_port" \
-        --no-access-log --log-level warning >"$work/service-$label.log" 2>&1 &
+        "$python" examples/http/app.py --host 127.0.0.1 --port "$http_port" >"$work/service-$label.log" 2>&1 &
     service_pid=$!
     for i in $(seq 1 100); do
         curl -sf "http://127.0.0.1:$http_port/healthz" >/dev/null 2>&1 && return 0
@@ -81,7 +81,7 @@ drive() {
     t0=$(date +%s.%N)
     "$python" examples/http/check.py --url "http://127.0.0.1:$http_port" \
         --admin-dsn "host=$PGHOST port=$PGPORT dbname=$db user=$PGUSER" --app-role "$role" \
-        --prefix "$label-" "$@" 2>&1 | sed "s/^ok - /ok - $label: /; s/^not ok - /not ok - $label: /"
+        --service-pid "$service_pid" --lock-timeout "$lock_timeout" --prefix "$label-" "$@" 2>&1 | sed "s/^ok - /ok - $label: /; s/^not ok - /not ok - $label: /"
     t1=$(date +%s.%N)
     echo "# $label: all checks in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
     if grep -qE 'Traceback|ERROR' "$work/service-$label.log"; then
@@ -92,20 +92,36 @@ drive() {
 
 "$python" -c 'import fastapi, uvicorn, psycopg, psycopg_pool' 2>/dev/null || {
     echo "not ok - $python has fastapi, uvicorn, psycopg and psycopg_pool (test/deps.sh)"; exit 0; }
+# The service uses holdcommit's Python package: installed with pip into a venv that sees
+# Debian's packages, as doc/application.md says (from a copy: pip builds in the tree).
+cp -r clients/python "$work/pysrc" && rm -rf "$work/pysrc/build" "$work/pysrc"/*.egg-info
+if ! "$python" -m venv --system-site-packages "$work/venv" >"$work/pip.log" 2>&1 ||
+   ! "$work/venv/bin/pip" install -q --no-build-isolation --no-index "$work/pysrc" >>"$work/pip.log" 2>&1; then
+    echo "not ok - pip installs clients/python into a venv"; sed 's/^/#   /' "$work/pip.log" | tail -10; exit 0
+fi
+python=$work/venv/bin/python
 command -v pgbouncer >/dev/null || { echo "not ok - pgbouncer is installed (test/deps.sh)"; exit 0; }
 
-# As the README installs it: the extension in its own schema, first on the application
-# role's search_path.  The database gets PostgreSQL's default search_path, so that the test
-# server's own (which has holdcommit on it) stands in for nothing: the superuser's setup and
-# check.py name the schema, the service relies on its role's search_path alone.
+# The set-up doc/application.md prints (<!-- snippet: run-by examples/http/test.sh setup -->),
+# as printed but for the role's name: the extension in its own schema, first on the
+# application role's search_path.  The database gets PostgreSQL's default search_path, so
+# that the test server's own (which has holdcommit on it) stands in for nothing: check.py
+# names the schema, the service relies on its role's search_path alone.
+doc=doc/application.md
+setup_sql=$(perl -ne 'if (/^\s*<!--\s*snippet:\s*run-by\s+examples\/http\/test\.sh\s+setup\s*-->/) { $m = 1; next }
+                     if ($m == 1 && /^```sql\s*$/) { $m = 2; next }
+                     if ($m == 2) { last if /^```\s*$/; print }' "$doc")
+if [ -z "$setup_sql" ] || ! grep -q shop_app <<<"$setup_sql"; then
+    echo "not ok - $doc prints the service's set-up (the sql block after run-by examples/http/test.sh setup)"
+    exit 0
+fi
+echo "# the set-up of $doc, for the role $role:"
+sed 's/^/#   /' <<<"$setup_sql"
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "DROP ROLE IF EXISTS $role" >/dev/null 2>&1
 if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres \
-        -c "CREATE DATABASE $db" -c "ALTER DATABASE $db SET search_path = \"\$user\", public" \
-        -c "CREATE ROLE $role LOGIN NOSUPERUSER" >/dev/null ||
-   ! psql -X -q -v ON_ERROR_STOP=1 -d "$db" \
-        -c "CREATE EXTENSION holdcommit" -c "SELECT holdcommit.hc_grant_app('$role')" \
-        -c "ALTER ROLE $role SET search_path = holdcommit, public" >/dev/null; then
-    echo "not ok - set up database $db and the application role $role"
+        -c "CREATE DATABASE $db" -c "ALTER DATABASE $db SET search_path = \"\$user\", public" >/dev/null ||
+   ! sed "s/\bshop_app\b/$role/g" <<<"$setup_sql" | psql -X -q -v ON_ERROR_STOP=1 -d "$db" >/dev/null; then
+    echo "not ok - set up database $db and the application role $role as $doc prints"
     exit 0
 fi
 if [ "$(psql -X -qAt -d "$db" -c "SELECT current_setting('search_path')")" = '"$user", public' ] &&
@@ -114,10 +130,17 @@ if [ "$(psql -X -qAt -d "$db" -c "SELECT current_setting('search_path')")" = '"$
 else
     echo "not ok - in $db the superuser's search_path is PostgreSQL's default, the service's role's holdcommit, public"
 fi
+# The bound on a wait for an in-flight key (check.py waits that long).
+lock_timeout=$(psql -X -qAt -d "$db" -U "$role" -c "SELECT extract(epoch FROM current_setting('lock_timeout')::interval)")
+if [ -n "$lock_timeout" ] && [ "$lock_timeout" != 0 ]; then
+    echo "ok - the service's role has a lock_timeout ($lock_timeout s)"
+else
+    echo "not ok - the service's role has a lock_timeout (got '$lock_timeout')"; lock_timeout=3
+fi
 
 echo "# the service connects as $role, given hc_grant_app('$role'), holdcommit first on its search_path"
 if start_service direct "host=$PGHOST port=$PGPORT dbname=$db user=$role"; then
-    drive direct --readme README.md
+    drive direct --sqlstates clients/sqlstates.json
     stop_service
 fi
 
