@@ -133,19 +133,34 @@ hc_fingerprint_digest(HcFingerprint *fp)
 	return digest;
 }
 
+/* What a lock_timeout or cancel in the key's wait says it interrupted. */
+static void
+key_wait_context(void *arg)
+{
+	errcontext("waiting for another call with the same idempotency key");
+}
+
 /*
  * Wait for any other transaction that is using the key, and keep others
- * waiting for ours.  Held until the transaction ends; in memory only.
+ * waiting for ours.  Held until the transaction ends; in memory only.  An
+ * error in the wait (lock_timeout, a cancel) names it in its CONTEXT, so
+ * that a caller can tell a request in flight from a busy row.
  */
 static void
 hc_idempotency_lock(const char *key)
 {
 	LOCKTAG		tag;
 	uint64		hash = hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
+	ErrorContextCallback wait;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
 						 HC_KEY_LOCK_SPACE);
+	wait.callback = key_wait_context;
+	wait.arg = NULL;
+	wait.previous = error_context_stack;
+	error_context_stack = &wait;
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	error_context_stack = wait.previous;
 }
 
 /* The reservation of either kind that holds a key, by its unique index. */

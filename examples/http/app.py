@@ -50,6 +50,10 @@ from starlette.exceptions import HTTPException
 
 log = logging.getLogger("holdcommit.example")
 
+# The CONTEXT of an error in the wait for another call with the same idempotency key
+# (doc/reference.md, Conventions): the request with that key is still in flight.
+KEY_WAIT = "waiting for another call with the same idempotency key"
+
 MAX_BODY = int(os.environ.get("HC_MAX_BODY", "65536"))
 MAX_ITEMS = int(os.environ.get("HC_MAX_ITEMS", "100"))
 DEFAULT_LIST_LIMIT = 100
@@ -359,14 +363,15 @@ def ttl_arg(ttl_seconds):
 async def call(function, *args, keyed=False, **kwargs):
     """One call of the library, in autocommit mode (one statement: nothing for PgBouncer to
     keep).  The role's lock_timeout (the set-up sets it) bounds its waits; a keyed call whose
-    wait ran out before any statement of the function's own (no CONTEXT: the wait for the
-    key, which comes first) waited for another call with the same key: InProgress."""
+    wait ran out while it waited for another call with the same key (its CONTEXT says so)
+    is InProgress."""
     async with pool.connection() as conn:
         try:
             return await function(conn, *args, **kwargs)
         except Busy as e:
             cause = e.__cause__
-            if keyed and e.sqlstate == "55P03" and isinstance(cause, psycopg.Error) and not cause.diag.context:
+            if (keyed and e.sqlstate == "55P03" and isinstance(cause, psycopg.Error)
+                    and KEY_WAIT in (cause.diag.context or "")):
                 raise InProgress() from e
             raise
 

@@ -183,6 +183,7 @@ hc_check||read
 hc_commit|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-COMMIT'), false|write
 hc_commit|'A-COMMIT2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-COMMIT2'), false|write
 hc_distribute||citus
+hc_order_step|'P-1', 'header', '{res_x,read}'|citus
 hc_extend|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-EXTEND'), '2 hours'|write
 hc_extend|'A-EXTEND2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-EXTEND2'), '2 hours'|write
 hc_finalize|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-fin'), false|write
@@ -249,8 +250,9 @@ check "and each of the $writes writes is refused: 25006 \"NAME cannot run on a s
     "$(awk -F'|' '$3 == "write" { print $1 ":25006:1:1" }' "$work/calls" | paste -sd' ')"
 awk -F'|' '$2 == "write" && $3 != "25006" { print "#   " $0 }' "$work/matrix.standby"
 grep '^hc_hold|' "$work/matrix.standby" | sed 's/^/# a refusal: /'
-check "hc_distribute on the standby: Citus is missing (55000), before anything else" \
-    "$(awk -F'|' '$2 == "citus" { print $1 ":" $3 }' "$work/matrix.standby")" "hc_distribute:55000"
+check "hc_distribute and hc_order_step on the standby: 55000 (Citus is missing), 25006 (a write)" \
+    "$(awk -F'|' '$2 == "citus" { print $1 ":" $3 }' "$work/matrix.standby" | paste -sd' ')" \
+    "hc_distribute:55000 hc_order_step:25006"
 
 # At top level, in one session: a lease call (bound to the session, and
 # not), a hold with a new key, a sweep: refused at once, and the session is
@@ -363,9 +365,9 @@ promoted_s=$(elapsed "$t0")
 # The old primary's tokens, before any write here.
 S -c "SELECT resource || ':' || token FROM hc_locks ORDER BY resource" >"$work/tokens.before"
 matrix S >"$work/matrix.promoted"
-check "every call refused on the standby works now, with the same arguments (hc_distribute needs Citus)" \
+check "every call refused on the standby works now, with the same arguments (hc_distribute and hc_order_step need Citus)" \
     "$(awk -F'|' '{ print $1 ":" $3 }' "$work/matrix.promoted" | paste -sd' ')" \
-    "$(awk -F'|' '{ print $1 ":" ($3 == "citus" ? "55000" : "00000") }' "$work/calls" | paste -sd' ')"
+    "$(awk -F'|' '{ print $1 ":" ($3 == "citus" ? ($1 == "hc_order_step" ? "0A000" : "55000") : "00000") }' "$work/calls" | paste -sd' ')"
 awk -F'|' '$3 != "00000" { print "#   " $0 }' "$work/matrix.promoted"
 check "new holds and reserves work (the ones refused at top level)" \
     "$(S -c "SELECT status FROM hc_assets WHERE id = 'A-HOLD'") $(S -c "SELECT count(*) FROM hc_stock_reservations WHERE buyer_id IN ('liam', 'mia') AND status = 'RESERVED'")" \
