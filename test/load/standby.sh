@@ -183,7 +183,6 @@ hc_check||read
 hc_commit|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-COMMIT'), false|write
 hc_commit|'A-COMMIT2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-COMMIT2'), false|write
 hc_distribute||citus
-hc_order_step|'P-1', 'header', '{res_x,read}'|citus
 hc_extend|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-EXTEND'), '2 hours'|write
 hc_extend|'A-EXTEND2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-EXTEND2'), '2 hours'|write
 hc_finalize|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-fin'), false|write
@@ -196,6 +195,7 @@ hc_lock_acquire|'L-FREE', 'w-new', '3 minutes', 0|write
 hc_lock_acquire_session|'L-FREE-S', 'w-new', '3 minutes', 0|write
 hc_lock_heartbeat|'L-HELD', 'w1', 1|write
 hc_lock_release|'L-REL', 'w1', 1|write
+hc_order_step|'P-1', 'header', '{res_x,read}'|citus
 hc_release|(SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-RELEASE')|write
 hc_release|'A-RELEASE2', (SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = 'A-RELEASE2')|write
 hc_reserve|'P-1', 1, 'liam', 'k-new-reserve', '1 hour'|write
