@@ -93,13 +93,14 @@ done
 check "the package has README.md, CHANGELOG.md, doc/, examples/ and clients/sqlstates.json in $docdir (${#shipped[@]} files)" \
     "${missing# }" ""
 # Every relative link of those documents into what is shipped resolves in the package; links
-# into the source tree's bench/ and test/, and LICENSE (the package's copyright), do not.
+# into the source tree's bench/ and test/, the client packages' sources (installed with pip
+# and npm, not shipped) and LICENSE (the package's copyright), do not.
 unresolved= elsewhere=
 for f in README.md doc/*.md; do
     for l in $(grep -oE '\]\([^)#]+' "$f" | sed 's/^](//' | grep -vE '^[a-z]+:'); do
         t=$(realpath -m --relative-to=. "$(dirname "$f")/$l")
         case $t in
-        bench/* | test/* | LICENSE) elsewhere="$elsewhere $t" ;;
+        bench/* | test/* | clients/python/* | clients/node/* | LICENSE) elsewhere="$elsewhere $t" ;;
         *) grep -qx "$docdir/$t" <<<"$contents" || unresolved="$unresolved $f:$l" ;;
         esac
     done
