@@ -311,7 +311,8 @@ static HcStatement checks[] = {
 	 "                  FROM hc_stock_reservation_lines l) u"
 	 "        WINDOW r AS (PARTITION BY u.reservation_id)) w"
 	 " WHERE w.product_id IS NOT NULL AND NOT w.reservation_exists"
-	 "   AND (:whole OR w.scope_id" EQ "w.product_id)",
+	 "   AND (:whole OR w.scope_id" EQ "w.product_id"
+	 "        OR EXISTS (SELECT FROM hc_stock_parts s WHERE s.product_id" EQ "w.scope_id))",
 	{{"now", TIMESTAMPTZOID}, {"whole", BOOLOID}}},
 	/*
 	 * A reservation names its lines' products, in lock order, the first its
@@ -321,7 +322,8 @@ static HcStatement checks[] = {
 	 */
 	{"SELECT 'reservation lists its lines', w.id,"
 	 "       pg_catalog.format('scope %s, products %s; lines of %s, naming scope %s',"
-	 "                         w.scope_id, w.products, w.lines, w.line_scopes)"
+	 "                         w.scope_id, w.products, COALESCE(w.lines::pg_catalog.text, 'none'),"
+	 "                         COALESCE(w.line_scopes::pg_catalog.text, 'none'))"
 	 "  FROM (SELECT u.id, pg_catalog.max(u.scope_id) AS scope_id,"
 	 "               pg_catalog.max(u.products) AS products,"
 	 "               pg_catalog.array_agg(u.product_id ORDER BY u.product_id COLLATE \"C\")"

@@ -45,6 +45,8 @@ static const char *const app_functions[] = {
  * order of several products, which reach the other nodes as the caller.
  */
 static const char *const app_functions_0_3[] = {"hc_order_step", NULL};
+/* The parts that hc_inventory sums: on Citus a view's shards are read as the caller. */
+static const char *const app_tables_0_3[] = {"hc_stock_parts", NULL};
 static const char *const app_tables[] = {
 	"hc_assets", "hc_inventory", "hc_stock_reservation_lines",
 	"hc_locks", "hc_attempts", "hc_lease_status", "hc_attempt_status",
@@ -307,6 +309,7 @@ grant_app(GrantTarget *t)
 	if (hc_sql_at_least("0.3.0"))
 	{
 		grant_functions(t, app_functions_0_3);
+		grant_select(t, app_tables_0_3, false);
 		grant_execute(psprintf("GRANT SELECT, UPDATE ON TABLE %s TO %s",
 							   grant_relation_name(grant_relation(t, "hc_routes")),
 							   t->role_name));

@@ -19,6 +19,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 
 #include "errors.h"
 #include "holdcommit.h"
@@ -148,7 +149,7 @@ static HcStatement lock_header = {
 
 /* One line of a reservation, as order_products reads each. */
 static HcStatement read_line = {
-	"SELECT l.part::pg_catalog.int4 AS part, l.qty, l.status,"
+	"SELECT l.part::pg_catalog.int4 AS part, l.qty, l.status, l.scope_id, l.buyer_id,"
 	"       l.status" EQ "'EXPIRED'"
 	"       AND EXISTS (SELECT FROM hc_stock_parts s"
 	"                    WHERE s.product_id" EQ ":product_id" " AND s.part" GT "0) AS may_retake"
@@ -156,6 +157,40 @@ static HcStatement read_line = {
 	" WHERE l.product_id" EQ ":product_id" " AND l.reservation_id" EQ ":reservation_id",
 	{{"product_id", TEXTOID}, {"reservation_id", TEXTOID}}
 };
+
+/*
+ * A step on a line whose order's row is on this node (the line's product is
+ * the order's first) checks it: there, RESERVED or EXPIRED, of several
+ * products, this one first.  Of a line of another product nothing can be
+ * checked here; the call checks the row where it is (stock_require_open_lines).
+ */
+static void
+order_require_row(HcCall *call, const char *scope_id, const char *reservation_id, bool lock)
+{
+	HcArgs		args;
+	bool		isnull;
+	char	  **products;
+	int			nproducts = 0;
+	char	   *status = NULL;
+
+	hc_args(&args, lock ? &lock_header : &read_header);
+	hc_bind_text(&args, "scope_id", scope_id);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	if (hc_run(call, &args, SPI_OK_SELECT) == 1)
+	{
+		status = hc_text(call, 0, "status");
+		products = order_unarray(hc_datum(0, "products", &isnull), &nproducts);
+		if (nproducts > 0 && strcmp(products[0], scope_id) != 0)
+			nproducts = 0;
+	}
+	if (status == NULL || nproducts < 2 ||
+		(strcmp(status, "RESERVED") != 0 && strcmp(status, "EXPIRED") != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reservation \"%s\" is not an open order of several products whose first is \"%s\"",
+						reservation_id, scope_id),
+				 errhint("hc_order_step is a step of hc_reserve_items, hc_finalize and hc_unreserve on Citus.")));
+}
 
 static char **order_here(HcCall *call, const char *routing_id, const char *step, char **args,
 						 int nargs, int *n);
@@ -171,6 +206,7 @@ order_step(HcCall *call, const char *routing_id, const char *step, const char *c
 	bool		isnull;
 	Datum		answer;
 	char	  **result;
+	const char *nested;
 
 	if (hc_route_local(call, routing_id) != NULL)
 	{
@@ -178,6 +214,18 @@ order_step(HcCall *call, const char *routing_id, const char *step, const char *c
 		call->shards = saved;
 		return result;
 	}
+	/*
+	 * Citus refuses to reach another node from a query it sent to a shard;
+	 * a role may allow it, but then the step would commit apart from the
+	 * caller's transaction.
+	 */
+	nested = GetConfigOption("citus.allow_nested_distributed_execution", true, false);
+	if (nested != NULL && strcmp(nested, "on") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s cannot reach another node with citus.allow_nested_distributed_execution on",
+						call->function),
+				 errhint("Call it with a bare SELECT, not inside a query that Citus sends to a shard.")));
 	values[0] = CStringGetTextDatum(step);
 	values[1] = order_array(args, nargs);
 	answer = hc_route_send(call, routing_id, "hc_order_step", 2, types, values, TEXTARRAYOID,
@@ -228,11 +276,27 @@ order_open_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
 		if (hc_idempotency_find(call, key, &fp, &known))
 			return order_answer(3, n, "replay", known.id, order_us(known.created_at));
 	}
-	if (na < 7)
-		(void) order_arg(a, na, 6);
+	/* Its products in lock order, the first this node's, as hc_reserve_items makes them. */
+	if (na < 8 || na - 6 > hc_max_items || strcmp(order_arg(a, na, 6), scope_id) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an order of several products names 2 to holdcommit.max_items products, \"%s\" first",
+						scope_id)));
 	products = palloc(sizeof(Datum) * (na - 6));
 	for (i = 6; i < na; i++)
+	{
+		if (i > 6 && strcmp(order_arg(a, na, i - 1), order_arg(a, na, i)) >= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the products of an order are named once each, in byte order")));
 		products[i - 6] = CStringGetTextDatum(order_arg(a, na, i));
+	}
+	if (order_time(a, na, 5) < call->now - SECS_PER_MINUTE * USECS_PER_SEC ||
+		order_time(a, na, 5) > call->now + SECS_PER_MINUTE * USECS_PER_SEC ||
+		order_expiry(call, a, na, 4) <= order_time(a, na, 5))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an order is made now, and expires after it is made")));
 	hc_args(&args, &insert_header);
 	hc_bind_text(&args, "scope_id", scope_id);
 	hc_bind_text(&args, "reservation_id", order_arg(a, na, 0));
@@ -266,6 +330,8 @@ order_take_here(HcCall *call, const char *product_id, char **a, int na, int *n)
 
 	if (qty <= 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("qty must be positive")));
+	if (strcmp(order_arg(a, na, 4), product_id) == 0)
+		order_require_row(call, product_id, reservation_id, false);
 	hc_args(&args, &count_parts);
 	hc_bind_text(&args, "product_id", product_id);
 	(void) hc_run(call, &args, SPI_OK_SELECT);
@@ -411,13 +477,15 @@ order_finish_here(HcCall *call, const char *product_id, char **a, int na, int *n
 	bool		finalize = strcmp(status, "FINALIZED") == 0;
 
 	r.id = (char *) order_arg(a, na, 0);
-	r.buyer_id = (char *) order_arg(a, na, 2);
 	if (!finalize && strcmp(status, "RELEASED") != 0 && strcmp(status, "EXPIRED") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a line cannot end as \"%s\"", status)));
 	if (!order_lock_line(call, product_id, r.id, strcmp(order_arg(a, na, 3), "retake") == 0, &line))
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, r.id);
+	if (strcmp(hc_text(call, 0, "scope_id"), product_id) == 0)
+		order_require_row(call, product_id, r.id, true);
+	r.buyer_id = hc_text(call, 0, "buyer_id");
 	if (finalize && strcmp(line.status, "EXPIRED") == 0)
 	{
 		if (!stock_retake_line(call, &r, &line))
@@ -444,20 +512,19 @@ order_end_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
 {
 	StockReservation r = {0};
 	const char *status = order_arg(a, na, 2);
-	HcArgs		args;
+	StockLine	line;
 	char	   *line_status;
 
 	r.id = (char *) order_arg(a, na, 0);
 	r.scope_id = (char *) scope_id;
 	r.status = (char *) order_arg(a, na, 1);
-	if (strcmp(r.status, "RESERVED") != 0 && strcmp(r.status, "EXPIRED") != 0)
+	if ((strcmp(r.status, "RESERVED") != 0 && strcmp(r.status, "EXPIRED") != 0) ||
+		(strcmp(status, "FINALIZED") != 0 && strcmp(status, "RELEASED") != 0 &&
+		 strcmp(status, "EXPIRED") != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("an order does not end from \"%s\"", r.status)));
-	hc_args(&args, &read_line);
-	hc_bind_text(&args, "product_id", scope_id);
-	hc_bind_text(&args, "reservation_id", r.id);
-	line_status = hc_run(call, &args, SPI_OK_SELECT) == 1 ? hc_text(call, 0, "status") : NULL;
+				 errmsg("an order does not end from \"%s\" as \"%s\"", r.status, status)));
+	line_status = order_lock_line(call, scope_id, r.id, false, &line) ? line.status : NULL;
 	if (line_status == NULL ||
 		(strcmp(status, "EXPIRED") == 0 ? strcmp(line_status, "RESERVED") == 0
 		 : strcmp(line_status, status) != 0))
@@ -550,11 +617,11 @@ order_reserve(HcCall *call, StockReservation *r, const char *key, HcFingerprint 
 }
 
 /*
- * On Citus, is the reservation an order of several products (its row on
- * scope_id's node says so)?  Then r has its scope and its products, and the
- * call runs its steps where they are (r->spread).
+ * On Citus, how many products the reservation's row on scope_id's node
+ * names (0: there is none).  For several, r has its scope and its products,
+ * and the call runs its steps where they are (r->spread).
  */
-bool
+int
 order_spread(HcCall *call, const char *scope_id, const char *reservation_id, StockReservation *r)
 {
 	const char *header[2] = {reservation_id, "read"};
@@ -564,14 +631,14 @@ order_spread(HcCall *call, const char *scope_id, const char *reservation_id, Sto
 
 	answer = order_step(call, scope_id, "header", header, 2, &n);
 	if (n <= 5)
-		return false;
+		return n == 0 ? 0 : 1;
 	r->spread = true;
 	r->scope_id = pstrdup(scope_id);
 	r->nlines = n - 4;
 	r->lines = palloc0(sizeof(StockLine) * r->nlines);
 	for (i = 0; i < r->nlines; i++)
 		r->lines[i].product_id = answer[4 + i];
-	return true;
+	return r->nlines;
 }
 
 /* stock_lock for an order of several products on Citus. */

@@ -278,7 +278,7 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 	int16		typlen;
 	bool		typbyval;
 	Datum		result;
-	MemoryContext old;
+	MemoryContext mine = CurrentMemoryContext;	/* SPI leaves its own current */
 	int			rc;
 
 	path.addCatalog = true;
@@ -291,6 +291,7 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 	if (rc != SPI_OK_SELECT || SPI_processed > 1)
 		elog(ERROR, "%s: \"%s\" answered %s with " UINT64_FORMAT " rows",
 			 call->function, sql, SPI_result_code_string(rc), SPI_processed);
+	MemoryContextSwitchTo(mine);
 	if (SPI_processed == 0)
 	{
 		*isnull = true;
@@ -298,10 +299,10 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 	}
 	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
 	get_typlenbyval(rettype, &typlen, &typbyval);
-	old = MemoryContextSwitchTo(call->outer);
+	MemoryContextSwitchTo(call->outer);
 	if (!*isnull)
 		result = datumCopy(result, typbyval, typlen);
-	MemoryContextSwitchTo(old);
+	MemoryContextSwitchTo(mine);
 	return result;
 }
 

@@ -1553,6 +1553,29 @@ stock_is_expired(HcCall *call, const StockReservation *r)
 	return false;
 }
 
+/*
+ * A reservation that is still RESERVED or EXPIRED has no line that was
+ * finalized or released: such a line was changed without its reservation
+ * (by hand, or a step of an order on Citus called by hand), and moving it
+ * again would count it twice.
+ */
+static void
+stock_require_open_lines(const StockReservation *r)
+{
+	int			i;
+
+	if (strcmp(r->status, "RESERVED") != 0 && strcmp(r->status, "EXPIRED") != 0)
+		return;
+	for (i = 0; i < r->nlines; i++)
+		if (strcmp(r->lines[i].status, "FINALIZED") == 0 ||
+			strcmp(r->lines[i].status, "RELEASED") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("line of product \"%s\" in reservation \"%s\" is %s, the reservation %s",
+							r->lines[i].product_id, r->id, r->lines[i].status, r->status),
+					 errhint("Nothing was changed. Run hc_check(): the line was changed without its reservation.")));
+}
+
 /* RS004 and RS003 for a stock reservation. */
 static void
 stock_not_active(const StockReservation *r, const char *hint)
@@ -1585,8 +1608,17 @@ stock_route(HcCall *call, FunctionCallInfo fcinfo, const char *product_id,
 		scope_id = hc_route_lookup(call, "hc_stock_reservations", "scope_id", reservation_id);
 	if (scope_id == NULL)
 		stock_not_found(NULL, reservation_id);
-	if (order_spread(call, scope_id, reservation_id, r))
-		return false;
+	switch (order_spread(call, scope_id, reservation_id, r))
+	{
+		case 0:
+			/* Its row is on its first product's node, whose id this is not. */
+			stock_not_found(product_id, reservation_id);
+			break;
+		case 1:
+			break;
+		default:
+			return false;
+	}
 	if (product_id == NULL)
 	{
 		*result = hc_route_prefixed(call, fcinfo, scope_id);
@@ -1625,6 +1657,7 @@ stock_finalize(FunctionCallInfo fcinfo, int first)
 	hc_require_sql_at_least("0.3.0", call.function);
 	STOCK_ROUTE(&call, fcinfo, product_id, reservation_id, &r);
 	stock_lock(&call, product_id, reservation_id, late_ok, &r);
+	stock_require_open_lines(&r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		r.replayed = true;
@@ -1682,6 +1715,7 @@ stock_unreserve(FunctionCallInfo fcinfo, int first)
 	hc_require_sql_at_least("0.3.0", call.function);
 	STOCK_ROUTE(&call, fcinfo, product_id, reservation_id, &r);
 	stock_lock(&call, product_id, reservation_id, false, &r);
+	stock_require_open_lines(&r);
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		stock_not_active(&r, "A finalized order cannot be cancelled; refund through your payment flow.");

@@ -69,7 +69,7 @@ extern void stock_end(HcCall *call, StockReservation *r, const char *status);
 /* Orders of several products on Citus (order_steps.c). */
 extern void order_reserve(HcCall *call, StockReservation *r, const char *key, HcFingerprint *fp,
 						  int64 ttl);
-extern bool order_spread(HcCall *call, const char *scope_id, const char *reservation_id,
+extern int	order_spread(HcCall *call, const char *scope_id, const char *reservation_id,
 						 StockReservation *r);
 extern void order_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r);
 extern bool order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status,

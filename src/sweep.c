@@ -105,6 +105,7 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 	Datum		values[1];
 	uint64		i;
 	int			rc;
+	MemoryContext mine = CurrentMemoryContext;	/* SPI leaves its own current */
 
 	if (!hc_distributed(call) || !hc_citus_coordinator(call) ||
 		hc_local_shard_groups(call, &groups) > 0)
@@ -136,6 +137,7 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 		counts->expired_reservations += reservations;
 		counts->purged_keys += keys;
 	}
+	MemoryContextSwitchTo(mine);
 	return true;
 }
 

@@ -211,6 +211,29 @@ check "an application role: an order of two products, then its finalize" \
     "$(printf '%s\n' "SELECT reservation_id AS r FROM hc_reserve_items('$items', 'b1', 'mk9') \\gset" \
         "SELECT status FROM hc_finalize(:'r');" |
         psql -X -qAt -v ON_ERROR_STOP=1 -h "$host" -p "$port" -U shop_app -d postgres 2>&1 | tr '\n' ' ')" "FINALIZED "
+check "hc_finalize given the order's second product: RS006, as on a single node" \
+    "$(sqlstate "SELECT hc_finalize('$(printf '%s\n%s\n' "$m1" "$m2" | LC_ALL=C sort | tail -1)', '$o1', false)")" "RS006 1 "
+# A step called by hand (sent to the node of its rows as Citus sends a call
+# inside a query): what it changes it decides from the rows it locks.
+step() { sqlstate "SELECT hc_order_step('$1', '$2', ARRAY[$3]) FROM hc_assets WHERE id = '$1' HAVING true"; }
+h1=$(c -c "SELECT reservation_id FROM hc_reserve('$m1', 1, 'b1', 'hk1')")
+before=$(c -c "SELECT stock FROM hc_inventory WHERE product_id = '$m1'")
+check "by hand: no step ends the line of an order of one product" \
+    "$(step "$m1" finish "'$h1', 'FINALIZED', 'x', 'line'")" "22023 1 "
+check "... which then finalizes once" \
+    "$(c -c "SELECT status FROM hc_finalize('$h1')") $(c -c "SELECT $before - stock FROM hc_inventory WHERE product_id = '$m1'")" \
+    "FINALIZED 1"
+c -c "SELECT hc_stock_set('$m1', 20), hc_stock_set('$m2', 20)" >/dev/null
+o6=$(c -c "SELECT reservation_id FROM hc_reserve_items('$items', 'b1', 'mk10')")
+check "by hand: an order's row does not end as RESERVED, nor before its first line" \
+    "$(step "$mscope" end "'$o6', 'RESERVED', 'RESERVED'")$(step "$mscope" end "'$o6', 'RESERVED', 'FINALIZED'")" \
+    "22023 1 22023 1 "
+check "by hand: an order's row names its products once each, in order, and its own first" \
+    "$(step "$mscope" open "'res_h1', 'b1', NULL, '\\x00', '$(($(date +%s%6N) - 946684800000000 + 60000000))', '$(($(date +%s%6N) - 946684800000000))', 'zz', '$mscope'")" \
+    "22023 1 "
+check "by hand: no line of an order's first product without its open row" \
+    "$(step "$mscope" take "'res_h2', '1', 'b1', '$(($(date +%s%6N) - 946684800000000 + 60000000))', '$mscope'")" "22023 1 "
+check "... and the order made meanwhile finalizes whole" "$(c -c "SELECT status FROM hc_finalize('$o6')")" "FINALIZED"
 check "a step of an order is refused when its rows are on another node" \
     "$(printf '%s\n' '\set VERBOSITY sqlstate' "SELECT hc_order_step('$m1', 'header', '{res_x,read}')" |
         psql -X -qAt -h 127.0.0.1 -p $((port + 2)) -U postgres -d postgres 2>&1)" "ERROR:  40001"
