@@ -10,6 +10,11 @@
 #     sent whole to the worker; a transaction over two workers in two phases;
 #   - 50 concurrent holds of one asset: one winner; 200 reserves of 100 units
 #     from 20 clients: exactly 100;
+#   - orders of several products, a line on each worker: every outcome of
+#     hc_reserve_items, hc_finalize and hc_unreserve, two-phase commit, the
+#     sweep, 100 concurrent orders (exactly the stock, no deadlock), steps
+#     called by hand, and a worker stopped between PREPARE and COMMIT PREPARED
+#     in the middle of such an order;
 #   - what Citus cannot give, as doc/scale-out.md says: keys per routing id,
 #     no session-bound lease.
 # Prints "ok - ..." / "not ok - ..."; exits 0.
