@@ -402,9 +402,7 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 	bool		isnull;
 	Datum		may_retake;
 	int16		part;
-	int32		locked = 0;
-	Datum		numbers[2];
-	bool		nulls[2];
+	int32		locked;
 
 	hc_args(&args, &read_line);
 	hc_bind_text(&args, "product_id", product_id);
@@ -413,22 +411,8 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 		return false;
 	part = (int16) hc_int32(0, "part");
 	may_retake = hc_datum(0, "may_retake", &isnull);
-	if (retake && !isnull && DatumGetBool(may_retake))
-	{
-		StockParts	p;
-
-		stock_lock_parts(call, product_id, &p);
-		locked = p.n;
-	}
-	else if (!hc_fetch_part(call, &lock_part, product_id, part, numbers, nulls))
-	{
-		hc_args(&args, &count_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		(void) hc_run(call, &args, SPI_OK_SELECT);
-		if (hc_int32(0, "parts") == 0)
-			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", product_id, reservation_id);
-		stock_parts_changed(product_id);
-	}
+	locked = stock_lock_line_part(call, product_id, reservation_id, part,
+								  retake && !isnull && DatumGetBool(may_retake));
 	hc_args(&args, &read_line);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind_text(&args, "reservation_id", reservation_id);

@@ -89,7 +89,7 @@ static void stock_expired(const StockReservation *r, const char *hint);
 #define PART_OF_SEQ(seq) ((int16) ((seq) >> 48))
 
 /* One part of a product, locked FOR NO KEY UPDATE. */
-HcFetch lock_part = {"hc_stock_parts", "product_id", HC_FETCH_WAIT, 2, {"stock", "reserved"},
+static HcFetch lock_part = {"hc_stock_parts", "product_id", HC_FETCH_WAIT, 2, {"stock", "reserved"},
 	"part"};
 
 /*
@@ -1359,6 +1359,38 @@ stock_not_found(const char *product_id, const char *reservation_id)
 }
 
 /*
+ * Lock what a line of reservation_id counts in: its part, or every part of
+ * its product (all_parts).  Returns how many parts are locked (0: the
+ * line's alone); 40001 if the part is gone (stock_parts_changed).
+ */
+int32
+stock_lock_line_part(HcCall *call, const char *product_id, const char *reservation_id,
+					 int16 part, bool all_parts)
+{
+	HcArgs		args;
+	Datum		numbers[2];
+	bool		nulls[2];
+
+	if (all_parts)
+	{
+		StockParts	p;
+
+		stock_lock_parts(call, product_id, &p);
+		return p.n;
+	}
+	if (!hc_fetch_part(call, &lock_part, product_id, part, numbers, nulls))
+	{
+		hc_args(&args, &count_parts);
+		hc_bind_text(&args, "product_id", product_id);
+		(void) hc_run(call, &args, SPI_OK_SELECT);
+		if (hc_int32(0, "parts") == 0)
+			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", product_id, reservation_id);
+		stock_parts_changed(product_id);
+	}
+	return 0;
+}
+
+/*
  * Lock a reservation for finalize or unreserve: its products one at a time
  * in order, then the reservation row, and read it with its lines under
  * those locks.  Of each product, the line's part; for a late finalize
@@ -1401,27 +1433,7 @@ stock_lock(HcCall *call, const char *product_id, const char *reservation_id, boo
 			locked[i] = -1;
 	}
 	for (i = 0; i < n; i++)
-	{
-		Datum		numbers[2];
-		bool		nulls[2];
-
-		if (locked[i] != 0)
-		{
-			StockParts	p;
-
-			stock_lock_parts(call, products[i], &p);
-			locked[i] = p.n;
-		}
-		else if (!hc_fetch_part(call, &lock_part, products[i], parts[i], numbers, nulls))
-		{
-			hc_args(&args, &count_parts);
-			hc_bind_text(&args, "product_id", products[i]);
-			(void) hc_run(call, &args, SPI_OK_SELECT);
-			if (hc_int32(0, "parts") == 0)
-				elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", products[i], reservation_id);
-			stock_parts_changed(products[i]);
-		}
-	}
+		locked[i] = stock_lock_line_part(call, products[i], reservation_id, parts[i], locked[i] != 0);
 
 	hc_args(&args, &lock_order);
 	hc_bind_text(&args, "reservation_id", reservation_id);

@@ -10,7 +10,6 @@
 #include "fmgr.h"
 
 #include "call.h"
-#include "fetch.h"
 #include "idempotency.h"
 #include "statement.h"
 
@@ -49,14 +48,15 @@ typedef struct StockParts
 	int64		total_reserved;
 } StockParts;
 
-/* One part of a product, locked FOR NO KEY UPDATE; how many parts a product has. */
-extern HcFetch lock_part;
+/* How many parts a product has. */
 extern HcStatement count_parts;
 
 extern void product_not_found(const char *product_id);
 extern void stock_parts_changed(const char *product_id);
 extern void stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 reserved);
 extern void stock_lock_parts(HcCall *call, const char *product_id, StockParts *p);
+extern int32 stock_lock_line_part(HcCall *call, const char *product_id,
+								  const char *reservation_id, int16 part, bool all_parts);
 extern bool stock_take(HcCall *call, const char *product_id, int32 parts, int16 *part, int32 qty,
 					   const char *reservation_id, const char *buyer_id, int32 *stock,
 					   int32 *reserved);
