@@ -203,6 +203,68 @@ static HcStatement take_stock = {
 };
 
 /*
+ * The whole of the common reserve, one line, in one statement: the
+ * conditional update of one part with its ledger row, and only if it took
+ * the units, the reservation and its line.  No row when it took nothing:
+ * the call then goes the whole way (stock_reserve).  reserve_line takes
+ * from part 0 of a product of one part; reserve_line_probe from any part
+ * that has the units and that nobody holds, the backend's own first (h:
+ * :pid modulo the number of parts), as probe_stock.
+ */
+#define RESERVE_LINE_WRITES \
+	" l AS (" \
+	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("u.part", "u.version"), "'reserve'", \
+				   "'call'", ":reservation_id", ":buyer_id", ":qty", "0", "NULL") \
+	"  FROM u)," \
+	" r AS (" \
+	"  INSERT INTO hc_stock_reservations" \
+	"    (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at," \
+	"     products)" \
+	"  SELECT :product_id, :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED'," \
+	"         :expires_at, :now, ARRAY[:product_id] FROM u)" \
+	" INSERT INTO hc_stock_reservation_lines" \
+	"   (product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)" \
+	" SELECT :product_id, :reservation_id, :qty, 'RESERVED', :expires_at, :buyer_id, u.part," \
+	"        :product_id FROM u"
+#define RESERVE_LINE_PARAMS \
+	{"product_id", TEXTOID}, {"qty", INT4OID}, {"reservation_id", TEXTOID}, \
+	{"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID}, \
+	{"expires_at", TIMESTAMPTZOID}, HC_LEDGER_PARAMS
+
+static HcStatement reserve_line = {
+	"WITH u AS ("
+	"  UPDATE hc_stock_parts"
+	"     SET reserved = reserved" PLUS ":qty, version = version" PLUS "1, updated_at = :now"
+	"   WHERE product_id" EQ ":product_id" " AND part" EQ "0"
+	"     AND stock" MINUS "reserved" GE ":qty"
+	"  RETURNING part, version),"
+	RESERVE_LINE_WRITES,
+	{RESERVE_LINE_PARAMS}
+};
+
+static HcStatement reserve_line_probe = {
+	"WITH h AS MATERIALIZED ("
+	"  SELECT (:pid" MOD "pg_catalog.count(*)::pg_catalog.int4)::pg_catalog.int2 AS part"
+	"    FROM hc_stock_parts WHERE product_id" EQ ":product_id" "),"
+	" s AS ("
+	"  SELECT p.part FROM hc_stock_parts p, h"
+	"   WHERE p.product_id" EQ ":product_id" " AND p.stock" MINUS "p.reserved" GE ":qty"
+	"   ORDER BY p.part" NE "h.part, p.part" LT "h.part, p.part"
+	"   LIMIT 1 FOR NO KEY UPDATE OF p SKIP LOCKED),"
+	" u AS ("
+	"  UPDATE hc_stock_parts t"
+	"     SET reserved = t.reserved" PLUS ":qty, version = t.version" PLUS "1, updated_at = :now"
+	"    FROM s WHERE t.product_id" EQ ":product_id" " AND t.part" EQ "s.part"
+	"  RETURNING t.part, t.version),"
+	RESERVE_LINE_WRITES,
+	{RESERVE_LINE_PARAMS, {"pid", INT4OID}}
+};
+
+/* A product's second part: whether it has more than one (parts are 0..n-1). */
+static HcFetch second_part = {"hc_stock_parts", "product_id", HC_FETCH_READ, 1, {"stock"},
+	"part"};
+
+/*
  * The same on any part that has the units and that nobody holds, :part
  * first, then the parts after it: a probe that never waits.
  */
@@ -1200,6 +1262,73 @@ stock_quantities(const StockLine *lines, int n)
 	return PointerGetDatum(construct_array(qtys, n, INT4OID, 4, true, TYPALIGN_INT));
 }
 
+/* The arguments of one try of reserve_line_probe (stock_try_line). */
+typedef struct StockLineTry
+{
+	HcCall	   *call;
+	HcArgs	   *args;
+} StockLineTry;
+
+static bool
+stock_try_line(void *arg)
+{
+	StockLineTry *t = (StockLineTry *) arg;
+
+	return hc_run(t->call, t->args, SPI_OK_INSERT) == 1;
+}
+
+/*
+ * The common reserve, one line, on one node: the key first, then
+ * reserve_line, or for a product of several parts reserve_line_probe in a
+ * subtransaction rolled back if it took nothing (so that it keeps no part
+ * whose re-check failed, as stock_try_part).  True with *r made or
+ * replayed; false, having written nothing and holding no part of several,
+ * when the call must go the whole way: the product is missing, or the part
+ * tried has too little, or every part with the units is held.
+ */
+static bool
+stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerprint *fp,
+				   int64 ttl)
+{
+	StockLine  *line = &r->lines[0];
+	HcKnownKey	known;
+	HcArgs		args;
+	Datum		stock;
+	bool		isnull;
+	bool		parts;
+
+	if (hc_idempotency_find(call, key, fp, &known))
+	{
+		r->id = known.id;
+		r->created_at = known.created_at;
+		r->expires_at = known.created_at + ttl;
+		r->replayed = true;
+		return true;
+	}
+	parts = hc_fetch_part(call, &second_part, line->product_id, 1, &stock, &isnull);
+
+	r->id = hc_new_reservation_id(call->now);
+	hc_args(&args, parts ? &reserve_line_probe : &reserve_line);
+	hc_bind_text(&args, "product_id", line->product_id);
+	hc_bind(&args, "qty", Int32GetDatum(line->qty));
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind_text(&args, "buyer_id", r->buyer_id);
+	hc_bind_text(&args, "key", key);
+	hc_bind(&args, "fingerprint", PointerGetDatum(hc_fingerprint_digest(fp)));
+	hc_bind(&args, "expires_at", TimestampTzGetDatum(r->expires_at));
+	if (parts)
+	{
+		StockLineTry t = {call, &args};
+
+		hc_bind(&args, "pid", Int32GetDatum(MyProcPid));
+		if (!hc_try_in_subxact(stock_try_line, &t))
+			return false;
+	}
+	else if (hc_run(call, &args, SPI_OK_INSERT) != 1)
+		return false;
+	return true;
+}
+
 /*
  * The body of hc_reserve and hc_reserve_items: all lines or nothing.
  */
@@ -1236,6 +1365,12 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	if (n > 1 && hc_distributed(&call))
 	{
 		order_reserve(&call, &r, key, &fp, ttl);
+		hc_call_end(&call);
+		return stock_result(fcinfo, &r);
+	}
+	if (n == 1 && call.shards == NULL && !hc_distributed(&call) &&
+		stock_reserve_line(&call, &r, key, &fp, ttl))
+	{
 		hc_call_end(&call);
 		return stock_result(fcinfo, &r);
 	}
