@@ -332,10 +332,7 @@ order_take_here(HcCall *call, const char *product_id, char **a, int na, int *n)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("qty must be positive")));
 	if (strcmp(order_arg(a, na, 4), product_id) == 0)
 		order_require_row(call, product_id, reservation_id, false);
-	hc_args(&args, &count_parts);
-	hc_bind_text(&args, "product_id", product_id);
-	(void) hc_run(call, &args, SPI_OK_SELECT);
-	parts = hc_int32(0, "parts");
+	parts = stock_count_parts(call, product_id);
 	if (parts == 0)
 		return order_answer(1, n, "missing");
 	part = parts > 1 ? (int16) (MyProcPid % parts) : 0;

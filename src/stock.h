@@ -49,7 +49,7 @@ typedef struct StockParts
 } StockParts;
 
 /* How many parts a product has. */
-extern HcStatement count_parts;
+extern int32 stock_count_parts(HcCall *call, const char *product_id);
 
 extern void product_not_found(const char *product_id);
 extern void stock_parts_changed(const char *product_id);
