@@ -247,6 +247,13 @@ static HcStatement take_stock = {
 	{"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID}, \
 	{"expires_at", TIMESTAMPTZOID}, HC_LEDGER_PARAMS
 
+/* h: the backend's own part of the product (none if it has no part). */
+#define HOME_PART \
+	"h AS MATERIALIZED (" \
+	"  SELECT (:pid" MOD "pg_catalog.nullif(pg_catalog.count(*)::pg_catalog.int4, 0))" \
+	"         ::pg_catalog.int2 AS part" \
+	"    FROM hc_stock_parts WHERE product_id" EQ ":product_id" ")"
+
 static HcStatement reserve_line = {
 	"WITH u AS ("
 	"  UPDATE hc_stock_parts"
@@ -259,9 +266,7 @@ static HcStatement reserve_line = {
 };
 
 static HcStatement reserve_line_home = {
-	"WITH h AS MATERIALIZED ("
-	"  SELECT (:pid" MOD "pg_catalog.count(*)::pg_catalog.int4)::pg_catalog.int2 AS part"
-	"    FROM hc_stock_parts WHERE product_id" EQ ":product_id" "),"
+	"WITH " HOME_PART ","
 	" s AS ("
 	"  SELECT p.part FROM hc_stock_parts p, h"
 	"   WHERE p.product_id" EQ ":product_id" " AND p.part" EQ "h.part"
@@ -277,9 +282,7 @@ static HcStatement reserve_line_home = {
 };
 
 static HcStatement reserve_line_probe = {
-	"WITH h AS MATERIALIZED ("
-	"  SELECT (:pid" MOD "pg_catalog.count(*)::pg_catalog.int4)::pg_catalog.int2 AS part"
-	"    FROM hc_stock_parts WHERE product_id" EQ ":product_id" "),"
+	"WITH " HOME_PART ","
 	" s AS ("
 	"  SELECT p.part FROM hc_stock_parts p, h"
 	"   WHERE p.product_id" EQ ":product_id" " AND p.stock" MINUS "p.reserved" GE ":qty"
@@ -1306,18 +1309,7 @@ stock_try_line(void *arg)
 	return hc_run(t->call, t->args, SPI_OK_INSERT) == 1;
 }
 
-/*
- * The common reserve, one line, on one node: the key first, then for a
- * product of one part reserve_line on part 0; of several, the tries of
- * stock_take_unordered in its statements: the backend's own part if nobody
- * holds it (reserve_line_home, a point read where the probe sorts every
- * part), any part nobody holds (reserve_line_probe), then its own part,
- * waiting for it (reserve_line), each in a subtransaction rolled back if it
- * took nothing (so that it keeps no part whose re-check failed).
- * True with *r made or replayed; false, having written nothing and holding
- * no part of several, when the call must go the whole way: the product is
- * missing, or the parts tried have too little.
- */
+/* The arguments every reserve_line statement takes, for the call's one line. */
 static void
 stock_bind_line(HcArgs *args, HcStatement *stmt, const StockReservation *r, const char *key,
 				HcFingerprint *fp)
@@ -1332,6 +1324,18 @@ stock_bind_line(HcArgs *args, HcStatement *stmt, const StockReservation *r, cons
 	hc_bind(args, "expires_at", TimestampTzGetDatum(r->expires_at));
 }
 
+/*
+ * The common reserve, one line, on one node: the key first, then for a
+ * product of one part reserve_line on part 0; of several, the tries of
+ * stock_take_unordered in its statements: the backend's own part if nobody
+ * holds it (reserve_line_home, a point read where the probe sorts every
+ * part), any part nobody holds (reserve_line_probe), then its own part,
+ * waiting for it (reserve_line), each in a subtransaction rolled back if it
+ * took nothing (so that it keeps no part whose re-check failed).
+ * True with *r made or replayed; false, having written nothing and holding
+ * no part of several, when the call must go the whole way: the product is
+ * missing, or the parts tried have too little.
+ */
 static bool
 stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerprint *fp,
 				   int64 ttl)
