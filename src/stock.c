@@ -250,7 +250,7 @@ static HcStatement take_stock = {
 /* h: the backend's own part of the product (none if it has no part). */
 #define HOME_PART \
 	"h AS MATERIALIZED (" \
-	"  SELECT (:pid" MOD "pg_catalog.nullif(pg_catalog.count(*)::pg_catalog.int4, 0))" \
+	"  SELECT (:pid" MOD "NULLIF(pg_catalog.count(*)::pg_catalog.int4, 0))" \
 	"         ::pg_catalog.int2 AS part" \
 	"    FROM hc_stock_parts WHERE product_id" EQ ":product_id" ")"
 
