@@ -265,6 +265,15 @@ static HcStatement reserve_line = {
 	{RESERVE_LINE_PARAMS, {"part", INT2OID}}
 };
 
+/* The take from the part s chose, and the writes. */
+#define RESERVE_LINE_FROM_S \
+	" u AS (" \
+	"  UPDATE hc_stock_parts t" \
+	"     SET reserved = t.reserved" PLUS ":qty, version = t.version" PLUS "1, updated_at = :now" \
+	"    FROM s WHERE t.product_id" EQ ":product_id" " AND t.part" EQ "s.part" \
+	"  RETURNING t.part, t.version)," \
+	RESERVE_LINE_WRITES
+
 static HcStatement reserve_line_home = {
 	"WITH " HOME_PART ","
 	" s AS ("
@@ -272,12 +281,7 @@ static HcStatement reserve_line_home = {
 	"   WHERE p.product_id" EQ ":product_id" " AND p.part" EQ "h.part"
 	"     AND p.stock" MINUS "p.reserved" GE ":qty"
 	"   FOR NO KEY UPDATE OF p SKIP LOCKED),"
-	" u AS ("
-	"  UPDATE hc_stock_parts t"
-	"     SET reserved = t.reserved" PLUS ":qty, version = t.version" PLUS "1, updated_at = :now"
-	"    FROM s WHERE t.product_id" EQ ":product_id" " AND t.part" EQ "s.part"
-	"  RETURNING t.part, t.version),"
-	RESERVE_LINE_WRITES,
+	RESERVE_LINE_FROM_S,
 	{RESERVE_LINE_PARAMS, {"pid", INT4OID}}
 };
 
@@ -288,12 +292,7 @@ static HcStatement reserve_line_probe = {
 	"   WHERE p.product_id" EQ ":product_id" " AND p.stock" MINUS "p.reserved" GE ":qty"
 	"   ORDER BY p.part" NE "h.part, p.part" LT "h.part, p.part"
 	"   LIMIT 1 FOR NO KEY UPDATE OF p SKIP LOCKED),"
-	" u AS ("
-	"  UPDATE hc_stock_parts t"
-	"     SET reserved = t.reserved" PLUS ":qty, version = t.version" PLUS "1, updated_at = :now"
-	"    FROM s WHERE t.product_id" EQ ":product_id" " AND t.part" EQ "s.part"
-	"  RETURNING t.part, t.version),"
-	RESERVE_LINE_WRITES,
+	RESERVE_LINE_FROM_S,
 	{RESERVE_LINE_PARAMS, {"pid", INT4OID}}
 };
 
