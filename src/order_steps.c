@@ -336,7 +336,7 @@ order_take_here(HcCall *call, const char *product_id, char **a, int na, int *n)
 	if (parts == 0)
 		return order_answer(1, n, "missing");
 	part = parts > 1 ? (int16) (MyProcPid % parts) : 0;
-	if (!stock_take(call, product_id, parts, &part, qty, reservation_id, buyer_id, &stock, &reserved))
+	if (!stock_take(call, product_id, parts, false, &part, qty, reservation_id, buyer_id, &stock, &reserved))
 		return order_answer(3, n, "short", psprintf("%d", stock), psprintf("%d", reserved));
 	hc_args(&args, &insert_line);
 	hc_bind_text(&args, "product_id", product_id);

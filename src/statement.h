@@ -77,7 +77,6 @@ extern Datum hc_text_datum(const char *s);
 #define MINUS	" OPERATOR(pg_catalog.-) "
 #define TIMES	" OPERATOR(pg_catalog.*) "
 #define DIVIDE	" OPERATOR(pg_catalog./) "
-#define MOD		" OPERATOR(pg_catalog.%) "
 #define FIELD	" OPERATOR(pg_catalog.->>) "	/* a jsonb member as text */
 
 #endif							/* HOLDCOMMIT_STATEMENT_H */

@@ -58,6 +58,7 @@
 #include "errors.h"
 #include "fetch.h"
 #include "holdcommit.h"
+#include "home_part.h"
 #include "idempotency.h"
 #include "ids.h"
 #include "ledger.h"
@@ -221,11 +222,10 @@ static HcStatement take_stock = {
  * The whole of the common reserve, one line, in one statement: the
  * conditional update of one part with its ledger row, and only if it took
  * the units, the reservation and its line.  No row when it took nothing:
- * the call then goes the whole way (stock_reserve).  reserve_line takes
- * from :part, waiting for it, as take_stock; reserve_line_home from the
- * backend's own part (h: :pid modulo the number of parts) if nobody holds
- * it; reserve_line_probe from any part that has the units and that nobody
- * holds, h first, as probe_stock.
+ * the call then goes the whole way (stock_reserve).  It returns the part
+ * taken from.  reserve_line takes from :part, waiting for it, as
+ * take_stock; reserve_line_probe from any part that has the units and that
+ * nobody holds, :part first, as probe_stock.
  */
 #define RESERVE_LINE_WRITES \
 	" l AS (" \
@@ -241,18 +241,11 @@ static HcStatement take_stock = {
 	" INSERT INTO hc_stock_reservation_lines" \
 	"   (product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)" \
 	" SELECT :product_id, :reservation_id, :qty, 'RESERVED', :expires_at, :buyer_id, u.part," \
-	"        :product_id FROM u"
+	"        :product_id FROM u RETURNING part"
 #define RESERVE_LINE_PARAMS \
 	{"product_id", TEXTOID}, {"qty", INT4OID}, {"reservation_id", TEXTOID}, \
 	{"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID}, \
 	{"expires_at", TIMESTAMPTZOID}, HC_LEDGER_PARAMS
-
-/* h: the backend's own part of the product (none if it has no part). */
-#define HOME_PART \
-	"h AS MATERIALIZED (" \
-	"  SELECT (:pid" MOD "NULLIF(pg_catalog.count(*)::pg_catalog.int4, 0))" \
-	"         ::pg_catalog.int2 AS part" \
-	"    FROM hc_stock_parts WHERE product_id" EQ ":product_id" ")"
 
 static HcStatement reserve_line = {
 	"WITH u AS ("
@@ -274,27 +267,19 @@ static HcStatement reserve_line = {
 	"  RETURNING t.part, t.version)," \
 	RESERVE_LINE_WRITES
 
-static HcStatement reserve_line_home = {
-	"WITH " HOME_PART ","
-	" s AS ("
-	"  SELECT p.part FROM hc_stock_parts p, h"
-	"   WHERE p.product_id" EQ ":product_id" " AND p.part" EQ "h.part"
-	"     AND p.stock" MINUS "p.reserved" GE ":qty"
-	"   FOR NO KEY UPDATE OF p SKIP LOCKED),"
+static HcStatement reserve_line_probe = {
+	"WITH s AS ("
+	"  SELECT part FROM hc_stock_parts"
+	"   WHERE product_id" EQ ":product_id" " AND stock" MINUS "reserved" GE ":qty"
+	"   ORDER BY part" NE ":part, part" LT ":part, part"
+	"   LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED),"
 	RESERVE_LINE_FROM_S,
-	{RESERVE_LINE_PARAMS, {"pid", INT4OID}}
+	{RESERVE_LINE_PARAMS, {"part", INT2OID}}
 };
 
-static HcStatement reserve_line_probe = {
-	"WITH " HOME_PART ","
-	" s AS ("
-	"  SELECT p.part FROM hc_stock_parts p, h"
-	"   WHERE p.product_id" EQ ":product_id" " AND p.stock" MINUS "p.reserved" GE ":qty"
-	"   ORDER BY p.part" NE "h.part, p.part" LT "h.part, p.part"
-	"   LIMIT 1 FOR NO KEY UPDATE OF p SKIP LOCKED),"
-	RESERVE_LINE_FROM_S,
-	{RESERVE_LINE_PARAMS, {"pid", INT4OID}}
-};
+/* A part locked if nobody holds it: the first try of a reserve (stock_try_home). */
+static HcFetch home_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP, 2, {"stock", "reserved"},
+	"part"};
 
 /* A product's second part: whether it has more than one (parts are 0..n-1). */
 static HcFetch second_part = {"hc_stock_parts", "product_id", HC_FETCH_READ, 1, {"stock"},
@@ -1032,18 +1017,22 @@ stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qt
  * expired units as are missing, and if the product has the units, spread
  * them anew so that the line's part has them, and take them there.  Returns
  * false if there is still too little, decided with every part locked, with
- * the product's numbers in *stock and *reserved.
+ * the product's numbers in *stock and *reserved.  tried: the call made
+ * those tries already (stock_reserve_line) and may hold part 0, first in
+ * the order: straight to every part.
  */
 bool
-stock_take(HcCall *call, const char *product_id, int32 parts, int16 *part, int32 qty,
-		   const char *reservation_id, const char *buyer_id, int32 *stock, int32 *reserved)
+stock_take(HcCall *call, const char *product_id, int32 parts, bool tried, int16 *part,
+		   int32 qty, const char *reservation_id, const char *buyer_id, int32 *stock,
+		   int32 *reserved)
 {
 	StockParts p;
 	int64		missing;
 
-	if (parts > 1 ?
-		stock_take_unordered(call, product_id, part, qty, reservation_id, buyer_id) :
-		stock_take_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id))
+	if (!tried &&
+		(parts > 1 ?
+		 stock_take_unordered(call, product_id, part, qty, reservation_id, buyer_id) :
+		 stock_take_part(call, &take_stock, product_id, part, qty, reservation_id, buyer_id)))
 		return true;
 
 	stock_lock_parts(call, product_id, &p);
@@ -1078,10 +1067,10 @@ stock_retake(HcCall *call, StockLine *line, const char *reservation_id, const ch
 			 int32 *stock, int32 *reserved)
 {
 	if (line->parts > 0)
-		return stock_take(call, line->product_id, line->parts, &line->part, line->qty,
+		return stock_take(call, line->product_id, line->parts, false, &line->part, line->qty,
 						  reservation_id, buyer_id, stock, reserved);
 	if (stock_count_parts(call, line->product_id) <= 1)
-		return stock_take(call, line->product_id, 1, &line->part, line->qty, reservation_id,
+		return stock_take(call, line->product_id, 1, false, &line->part, line->qty, reservation_id,
 						  buyer_id, stock, reserved);
 	if (!stock_take_unordered(call, line->product_id, &line->part, line->qty, reservation_id,
 							  buyer_id))
@@ -1298,6 +1287,7 @@ typedef struct StockLineTry
 {
 	HcCall	   *call;
 	HcArgs	   *args;
+	int16		part;			/* the part it took from */
 } StockLineTry;
 
 static bool
@@ -1305,7 +1295,31 @@ stock_try_line(void *arg)
 {
 	StockLineTry *t = (StockLineTry *) arg;
 
-	return hc_run(t->call, t->args, SPI_OK_INSERT) == 1;
+	if (hc_run(t->call, t->args, SPI_OK_INSERT_RETURNING) != 1)
+		return false;
+	t->part = (int16) hc_int32(0, "part");
+	return true;
+}
+
+/* The arguments of the first try at a product's part (stock_try_home). */
+typedef struct StockHomeTry
+{
+	HcCall	   *call;
+	const char *product_id;
+	int16		part;
+	int32		qty;
+} StockHomeTry;
+
+/* Lock the part if nobody holds it; true if it has the units. */
+static bool
+stock_try_home(void *arg)
+{
+	StockHomeTry *h = (StockHomeTry *) arg;
+	Datum		values[2];
+	bool		nulls[2];
+
+	return hc_fetch_part(h->call, &home_part, h->product_id, h->part, values, nulls) &&
+		(int64) DatumGetInt32(values[0]) - DatumGetInt32(values[1]) >= h->qty;
 }
 
 /* The arguments every reserve_line statement takes, for the call's one line. */
@@ -1326,14 +1340,22 @@ stock_bind_line(HcArgs *args, HcStatement *stmt, const StockReservation *r, cons
 /*
  * The common reserve, one line, on one node: the key first, then for a
  * product of one part reserve_line on part 0; of several, the tries of
- * stock_take_unordered in its statements: the backend's own part if nobody
- * holds it (reserve_line_home, a point read where the probe sorts every
- * part), any part nobody holds (reserve_line_probe), then its own part,
- * waiting for it (reserve_line), each in a subtransaction rolled back if it
- * took nothing (so that it keeps no part whose re-check failed).
- * True with *r made or replayed; false, having written nothing and holding
- * no part of several, when the call must go the whole way: the product is
- * missing, or the parts tried have too little.
+ * stock_take_unordered in its statements, from the backend's home part
+ * (home_part.c; the first time, its pid modulo the number of parts): that
+ * part if nobody holds it (stock_try_home, a point lock where the probe
+ * reads every part, then reserve_line), any part nobody holds
+ * (reserve_line_probe), then the
+ * home part, waiting for it (reserve_line), each in a subtransaction rolled
+ * back if it took nothing (so that it keeps no part whose re-check failed).
+ * The part it took from is its home part next time.
+ * True with *r made or replayed; false when the call must go the whole way:
+ * the product is missing, or the parts tried have too little.  It then
+ * wrote nothing of a reservation (the key's lookup may have forgotten an
+ * expired key, as the whole way would) and holds no part, but for part 0
+ * of a product of one part whose update waited for it and failed its
+ * re-check (the product may have been spread meanwhile): part 0 comes first
+ * in the order, so the whole way takes every part next, without the tries
+ * made here (stock_take's tried).
  */
 static bool
 stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerprint *fp,
@@ -1343,9 +1365,10 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	HcKnownKey	known;
 	HcArgs		args;
 	StockLineTry t = {call, &args};
+	StockHomeTry h = {call, product_id, 0, r->lines[0].qty};
 	Datum		stock;
 	bool		isnull;
-	int32		parts;
+	int16		home;
 
 	if (hc_idempotency_find(call, key, fp, &known))
 	{
@@ -1360,23 +1383,41 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	{
 		stock_bind_line(&args, &reserve_line, r, key, fp);
 		hc_bind(&args, "part", Int16GetDatum(0));
-		return hc_run(call, &args, SPI_OK_INSERT) == 1;
+		return stock_try_line(&t);
 	}
 
-	stock_bind_line(&args, &reserve_line_home, r, key, fp);
-	hc_bind(&args, "pid", Int32GetDatum(MyProcPid));
-	if (hc_try_in_subxact(stock_try_line, &t))
-		return true;
-	stock_bind_line(&args, &reserve_line_probe, r, key, fp);
-	hc_bind(&args, "pid", Int32GetDatum(MyProcPid));
-	if (hc_try_in_subxact(stock_try_line, &t))
-		return true;
-	parts = stock_count_parts(call, product_id);
-	if (parts < 2)
-		return false;
-	stock_bind_line(&args, &reserve_line, r, key, fp);
-	hc_bind(&args, "part", Int16GetDatum((int16) (MyProcPid % parts)));
-	return hc_try_in_subxact(stock_try_line, &t);
+	if (!home_part_get(product_id, &home))
+	{
+		int32		parts = stock_count_parts(call, product_id);
+
+		if (parts < 2)
+			return false;
+		home = (int16) (MyProcPid % parts);
+	}
+	h.part = home;
+	if (hc_try_in_subxact(stock_try_home, &h))
+	{
+		/* Held and checked: the update takes the units. */
+		stock_bind_line(&args, &reserve_line, r, key, fp);
+		hc_bind(&args, "part", Int16GetDatum(home));
+		if (!stock_try_line(&t))
+			elog(ERROR, "part %d of product \"%s\" did not have the units it was locked with",
+				 home, product_id);
+	}
+	else
+	{
+		stock_bind_line(&args, &reserve_line_probe, r, key, fp);
+		hc_bind(&args, "part", Int16GetDatum(home));
+		if (!hc_try_in_subxact(stock_try_line, &t))
+		{
+			stock_bind_line(&args, &reserve_line, r, key, fp);
+			hc_bind(&args, "part", Int16GetDatum(home));
+			if (!hc_try_in_subxact(stock_try_line, &t))
+				return false;
+		}
+	}
+	home_part_set(product_id, t.part);
+	return true;
 }
 
 /*
@@ -1391,6 +1432,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	HcKnownKey	known;
 	StockReservation r = {0};
 	HcArgs		args;
+	bool		tried = false;
 	int			i;
 
 	hc_call_begin_keyed(&call, fcinfo, function);
@@ -1418,11 +1460,14 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		hc_call_end(&call);
 		return stock_result(fcinfo, &r);
 	}
-	if (n == 1 && call.shards == NULL && !hc_distributed(&call) &&
-		stock_reserve_line(&call, &r, key, &fp, ttl))
+	if (n == 1 && call.shards == NULL && !hc_distributed(&call))
 	{
-		hc_call_end(&call);
-		return stock_result(fcinfo, &r);
+		if (stock_reserve_line(&call, &r, key, &fp, ttl))
+		{
+			hc_call_end(&call);
+			return stock_result(fcinfo, &r);
+		}
+		tried = true;
 	}
 
 	hc_args(&args, &read_order);
@@ -1482,8 +1527,8 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		int32		stock;
 		int32		reserved;
 
-		if (!stock_take(&call, lines[i].product_id, lines[i].parts, &part, lines[i].qty, r.id,
-						buyer_id, &stock, &reserved))
+		if (!stock_take(&call, lines[i].product_id, lines[i].parts, tried, &part, lines[i].qty,
+						r.id, buyer_id, &stock, &reserved))
 			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
 		if (part != lines[i].part)
 			stock_count_line_in(&call, lines[i].product_id, r.id, part);

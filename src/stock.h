@@ -57,8 +57,8 @@ extern void stock_insufficient(const char *product_id, int32 qty, int32 stock, i
 extern void stock_lock_parts(HcCall *call, const char *product_id, StockParts *p);
 extern int32 stock_lock_line_part(HcCall *call, const char *product_id,
 								  const char *reservation_id, int16 part, bool all_parts);
-extern bool stock_take(HcCall *call, const char *product_id, int32 parts, int16 *part, int32 qty,
-					   const char *reservation_id, const char *buyer_id, int32 *stock,
+extern bool stock_take(HcCall *call, const char *product_id, int32 parts, bool tried, int16 *part,
+					   int32 qty, const char *reservation_id, const char *buyer_id, int32 *stock,
 					   int32 *reserved);
 extern bool stock_retake_line(HcCall *call, StockReservation *r, StockLine *line);
 extern void stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *status,
