@@ -92,6 +92,32 @@ SELECT status FROM hc_unreserve((SELECT id FROM hc_stock_reservations WHERE idem
 SELECT product_id, stock, reserved FROM hc_stock_spread('SP-1', 1);
 SELECT count(*) FROM hc_check();
 
+-- A backend takes from its home part, the part its last reserve of the
+-- product took from, while that part has the units; then from another,
+-- which becomes its home part.  A home part that is gone is only a hint.
+SELECT product_id, stock FROM hc_stock_set('SP-H', 40);
+SELECT count(*) FROM hc_stock_spread('SP-H', 4);
+SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h1');
+SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h2');
+SELECT status FROM hc_reserve('SP-H', 8, 'hana', 'sp-h3');
+SELECT count(DISTINCT part) AS parts_taken_from FROM hc_stock_reservation_lines WHERE product_id = 'SP-H';
+SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h4');
+SELECT status FROM hc_reserve('SP-H', 2, 'hana', 'sp-h5');
+SELECT reserved FROM hc_stock_parts WHERE product_id = 'SP-H' ORDER BY reserved DESC, part;
+-- The first part has units again; the backend stays with its new one.
+SELECT status FROM hc_unreserve((SELECT id FROM hc_stock_reservations WHERE idempotency_key = 'sp-h3'));
+SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h6');
+SELECT count(DISTINCT l.part) AS parts_taken_from
+  FROM hc_stock_reservation_lines l JOIN hc_stock_reservations r ON r.id = l.reservation_id
+ WHERE r.idempotency_key IN ('sp-h4', 'sp-h5', 'sp-h6');
+SELECT reserved FROM hc_stock_parts WHERE product_id = 'SP-H' ORDER BY reserved DESC, part;
+SELECT count(*) FROM hc_stock_spread('SP-H', 2);
+SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h7');
+SELECT count(*) FROM hc_stock_spread('SP-H', 1);
+SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h8');
+SELECT stock, reserved, available FROM hc_inventory WHERE product_id = 'SP-H';
+SELECT count(*) FROM hc_check();
+
 -- Each part's ledger rows have seqs of their own, and no seq repeats.
 SELECT count(*) = count(DISTINCT seq) AS unique_seqs,
        count(DISTINCT seq / 281474976710656) > 1 AS several_parts
