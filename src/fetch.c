@@ -25,7 +25,13 @@
  * wait whatever the wait policy (heap_lock_updated_tuple).  The sweeper
  * must never wait on a live call, which may be waiting for a row the
  * sweeper holds, so it locks with HC_FETCH_SKIP_NOWAIT: the newest version
- * only, skipped if anyone has it.
+ * only, skipped if anyone has it.  HC_FETCH_SKIP_SEEN locks no version but
+ * the one read, and only if the caller's look at its columns admits it
+ * (hc_fetch_part_if): without TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+ * heap_lock_tuple refuses a version that anyone has updated since
+ * (TM_Updated) or holds (TM_WouldBlock), so the row locked is the row the
+ * caller looked at.  A lock that a re-check would have found unwanted is
+ * never taken, and the caller needs no subtransaction to give it back.
  *
  * The read uses a fresh snapshot after CommandCounterIncrement, as SPI
  * does for each statement, so a call sees what it has written so far.
@@ -269,6 +275,9 @@ fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey, in
 	Datum		now_key;
 
 	ExecClearTuple(slot);
+	if (fetch->lock == HC_FETCH_SKIP_SEEN)
+		return table_tuple_lock(heap, &tid, GetActiveSnapshot(), slot, GetCurrentCommandId(true),
+								LockTupleNoKeyExclusive, LockWaitSkip, 0, &tmfd) == TM_Ok;
 	result = table_tuple_lock(heap, &tid, GetActiveSnapshot(), slot,
 							  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
 							  fetch->lock == HC_FETCH_WAIT ? LockWaitBlock : LockWaitSkip,
@@ -293,14 +302,35 @@ fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey, in
 	return true;
 }
 
+/* The columns of the row in slot, copied into the caller's memory. */
+static void
+fetch_columns(HcCall *call, HcFetch *fetch, TupleTableSlot *slot, Datum *values, bool *nulls)
+{
+	MemoryContext old = MemoryContextSwitchTo(call->outer);
+	int			i;
+
+	for (i = 0; i < fetch->ncolumns; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(slot->tts_tupleDescriptor, fetch->attnums[i] - 1);
+
+		/* Detoasted while the snapshot is still pushed. */
+		values[i] = slot_getattr(slot, fetch->attnums[i], &nulls[i]);
+		if (!nulls[i])
+			values[i] = fetch_copy(values[i], attr);
+	}
+	MemoryContextSwitchTo(old);
+}
+
 /*
  * Look the row of fetch->table whose key column equals key (and part column,
- * part) up, locked as fetch->lock says (see the top of this file).  Copy its
- * columns into values and nulls in the caller's memory.  false if there is no such row,
- * or it was skipped.
+ * part) up, locked as fetch->lock says (see the top of this file); with
+ * HC_FETCH_SKIP_SEEN, only if admit(values, nulls, arg) says so.  Copy its
+ * columns into values and nulls in the caller's memory.  false if there is
+ * no such row, or it was skipped (or not admitted).
  */
 static bool
-fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *values, bool *nulls)
+fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit admit, void *arg,
+		  Datum *values, bool *nulls)
 {
 	Relation	heap;
 	Relation	index;
@@ -309,7 +339,6 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *valu
 	ScanKeyData skey[2];
 	int			nkeys = fetch->part != NULL ? 2 : 1;
 	bool		found;
-	int			i;
 
 	if (fetch->lock != HC_FETCH_READ)
 	{
@@ -322,6 +351,9 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *valu
 	if (!OidIsValid(fetch->indexid))
 	{
 		table_close(heap, NoLock);
+		/* A statement cannot look before it locks: no row, the caller goes on without it. */
+		if (fetch->lock == HC_FETCH_SKIP_SEEN)
+			return false;
 		return fetch_statement(call, fetch, key, part, values, nulls);
 	}
 	index = index_open(fetch->indexid, AccessShareLock);
@@ -339,23 +371,17 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *valu
 	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
-	if (found && fetch->lock != HC_FETCH_READ)
-		found = fetch_lock(fetch, heap, slot, skey, nkeys);
-	if (found)
+	if (found && fetch->lock == HC_FETCH_SKIP_SEEN)
 	{
-		MemoryContext old = MemoryContextSwitchTo(call->outer);
-
-		for (i = 0; i < fetch->ncolumns; i++)
-		{
-			Form_pg_attribute attr = TupleDescAttr(slot->tts_tupleDescriptor,
-												   fetch->attnums[i] - 1);
-
-			/* Detoasted while the snapshot is still pushed. */
-			values[i] = slot_getattr(slot, fetch->attnums[i], &nulls[i]);
-			if (!nulls[i])
-				values[i] = fetch_copy(values[i], attr);
-		}
-		MemoryContextSwitchTo(old);
+		fetch_columns(call, fetch, slot, values, nulls);
+		found = admit(values, nulls, arg) && fetch_lock(fetch, heap, slot, skey, nkeys);
+	}
+	else
+	{
+		if (found && fetch->lock != HC_FETCH_READ)
+			found = fetch_lock(fetch, heap, slot, skey, nkeys);
+		if (found)
+			fetch_columns(call, fetch, slot, values, nulls);
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	PopActiveSnapshot();
@@ -367,14 +393,23 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *valu
 bool
 hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
 {
-	Assert(fetch->part == NULL);
-	return fetch_row(call, fetch, key, 0, values, nulls);
+	Assert(fetch->part == NULL && fetch->lock != HC_FETCH_SKIP_SEEN);
+	return fetch_row(call, fetch, key, 0, NULL, NULL, values, nulls);
 }
 
 /* The same for a fetch by key and part. */
 bool
 hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *values, bool *nulls)
 {
-	Assert(fetch->part != NULL);
-	return fetch_row(call, fetch, key, part, values, nulls);
+	Assert(fetch->part != NULL && fetch->lock != HC_FETCH_SKIP_SEEN);
+	return fetch_row(call, fetch, key, part, NULL, NULL, values, nulls);
+}
+
+/* The same, HC_FETCH_SKIP_SEEN: locked only if admit says so of what it read. */
+bool
+hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit admit,
+				 void *arg, Datum *values, bool *nulls)
+{
+	Assert(fetch->part != NULL && fetch->lock == HC_FETCH_SKIP_SEEN);
+	return fetch_row(call, fetch, key, part, admit, arg, values, nulls);
 }

@@ -13,8 +13,14 @@ typedef enum HcFetchLock
 	HC_FETCH_READ,				/* no lock: a plain read */
 	HC_FETCH_WAIT,				/* FOR NO KEY UPDATE: wait for a holder */
 	HC_FETCH_SKIP,				/* FOR NO KEY UPDATE SKIP LOCKED: skip a held row */
-	HC_FETCH_SKIP_NOWAIT		/* the same, and never wait on an update chain */
+	HC_FETCH_SKIP_NOWAIT,		/* the same, and never wait on an update chain */
+	HC_FETCH_SKIP_SEEN			/* lock the version read if the caller admits it,
+								 * unless anyone holds or has changed it: never
+								 * a lock on a row the caller did not want */
 } HcFetchLock;
+
+/* The caller's look at a row's columns before it is locked (HC_FETCH_SKIP_SEEN). */
+typedef bool (*HcAdmit) (const Datum *values, const bool *nulls, void *arg);
 
 /*
  * A row looked up (and maybe locked) by one text key, or a text and a
@@ -48,5 +54,7 @@ typedef struct HcFetch
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
 extern bool hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part,
 						  Datum *values, bool *nulls);
+extern bool hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part,
+							 HcAdmit admit, void *arg, Datum *values, bool *nulls);
 
 #endif							/* HOLDCOMMIT_FETCH_H */

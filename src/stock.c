@@ -15,11 +15,13 @@
  * a product, all of its parts in part order, or one part alone -- a line's
  * part, or the part a reserve takes its units from -- after which the
  * transaction takes nothing else of that product.  A reserve of a product
- * with several parts first tries, each in a subtransaction rolled back if
- * it took nothing (so that it holds no part), any part that has the units
- * and that nobody holds, its home part first (SKIP LOCKED, never waiting),
- * then its home part, waiting for it (it holds nothing else of the
- * product); if neither gives them, it takes all the parts in order: only
+ * with several parts first tries its home part, locked only if nobody
+ * holds it and it has the units (a lock of the version it looked at, so
+ * there is nothing to give back), then, each in a subtransaction rolled
+ * back if it took nothing (so that it holds no part), any part that has the
+ * units and that nobody holds (SKIP LOCKED, never waiting), then its home
+ * part, waiting for it (it holds nothing else of the product); if none
+ * gives them, it takes all the parts in order: only
  * then, with every part locked, does it spread the product's units anew or
  * refuse.  So two orders never deadlock.  (A probe that took a part may also
  * keep the lock of a part whose re-check failed before it; it takes nothing
@@ -277,9 +279,12 @@ static HcStatement reserve_line_probe = {
 	{RESERVE_LINE_PARAMS, {"part", INT2OID}}
 };
 
-/* A part locked if nobody holds it: the first try of a reserve (stock_try_home). */
-static HcFetch home_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP, 2, {"stock", "reserved"},
-	"part"};
+/*
+ * A reserve's first try: its home part, locked only if nobody holds it and
+ * it has the units (stock_part_admits), so it keeps no lock it did not want.
+ */
+static HcFetch home_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP_SEEN, 2,
+	{"stock", "reserved"}, "part"};
 
 /* A product's second part: whether it has more than one (parts are 0..n-1). */
 static HcFetch second_part = {"hc_stock_parts", "product_id", HC_FETCH_READ, 1, {"stock"},
@@ -1301,25 +1306,11 @@ stock_try_line(void *arg)
 	return true;
 }
 
-/* The arguments of the first try at a product's part (stock_try_home). */
-typedef struct StockHomeTry
-{
-	HcCall	   *call;
-	const char *product_id;
-	int16		part;
-	int32		qty;
-} StockHomeTry;
-
-/* Lock the part if nobody holds it; true if it has the units. */
+/* A part that has *arg units available (home_part). */
 static bool
-stock_try_home(void *arg)
+stock_part_admits(const Datum *values, const bool *nulls, void *arg)
 {
-	StockHomeTry *h = (StockHomeTry *) arg;
-	Datum		values[2];
-	bool		nulls[2];
-
-	return hc_fetch_part(h->call, &home_part, h->product_id, h->part, values, nulls) &&
-		(int64) DatumGetInt32(values[0]) - DatumGetInt32(values[1]) >= h->qty;
+	return (int64) DatumGetInt32(values[0]) - DatumGetInt32(values[1]) >= *(int32 *) arg;
 }
 
 /* The arguments every reserve_line statement takes, for the call's one line. */
@@ -1339,13 +1330,14 @@ stock_bind_line(HcArgs *args, HcStatement *stmt, const StockReservation *r, cons
 
 /*
  * The common reserve, one line, on one node: the key first, then for a
- * product of one part reserve_line on part 0; of several, the tries of
- * stock_take_unordered in its statements, from the backend's home part
- * (home_part.c; the first time, its pid modulo the number of parts): that
- * part if nobody holds it (stock_try_home, a point lock where the probe
- * reads every part, then reserve_line), any part nobody holds
- * (reserve_line_probe), then the
- * home part, waiting for it (reserve_line), each in a subtransaction rolled
+ * product of one part reserve_line on part 0; of several (or one that had
+ * several when this backend last reserved it), the tries of
+ * stock_take_unordered, from the backend's home part (home_part.c; the
+ * first time, its pid modulo the number of parts): that part if nobody
+ * holds it and it has the units (home_part, a point lock of the version it
+ * looked at, where the probe reads every part; then reserve_line there),
+ * else any part nobody holds (reserve_line_probe), then the home part,
+ * waiting for it (reserve_line), these two each in a subtransaction rolled
  * back if it took nothing (so that it keeps no part whose re-check failed).
  * The part it took from is its home part next time.
  * True with *r made or replayed; false when the call must go the whole way:
@@ -1365,9 +1357,8 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	HcKnownKey	known;
 	HcArgs		args;
 	StockLineTry t = {call, &args};
-	StockHomeTry h = {call, product_id, 0, r->lines[0].qty};
-	Datum		stock;
-	bool		isnull;
+	Datum		part[2];
+	bool		isnull[2];
 	int16		home;
 
 	if (hc_idempotency_find(call, key, fp, &known))
@@ -1379,23 +1370,24 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 		return true;
 	}
 	r->id = hc_new_reservation_id(call->now);
-	if (!hc_fetch_part(call, &second_part, product_id, 1, &stock, &isnull))
-	{
-		stock_bind_line(&args, &reserve_line, r, key, fp);
-		hc_bind(&args, "part", Int16GetDatum(0));
-		return stock_try_line(&t);
-	}
-
 	if (!home_part_get(product_id, &home))
 	{
-		int32		parts = stock_count_parts(call, product_id);
+		int32		parts;
+
+		if (!hc_fetch_part(call, &second_part, product_id, 1, part, isnull))
+		{
+			stock_bind_line(&args, &reserve_line, r, key, fp);
+			hc_bind(&args, "part", Int16GetDatum(0));
+			return stock_try_line(&t);
+		}
+		parts = stock_count_parts(call, product_id);
 
 		if (parts < 2)
 			return false;
 		home = (int16) (MyProcPid % parts);
 	}
-	h.part = home;
-	if (hc_try_in_subxact(stock_try_home, &h))
+	if (hc_fetch_part_if(call, &home_part, product_id, home, stock_part_admits,
+						 &r->lines[0].qty, part, isnull))
 	{
 		/* Held and checked: the update takes the units. */
 		stock_bind_line(&args, &reserve_line, r, key, fp);
