@@ -6,7 +6,8 @@
  * reviewed against each PostgreSQL major version: hc_fetch does what
  * "SELECT columns FROM table WHERE key = $1 [FOR NO KEY UPDATE [SKIP
  * LOCKED]]" does in a READ COMMITTED transaction, for one row found through
- * a unique btree index on the key.
+ * a unique btree index on the key; HC_FETCH_SKIP_SEEN (below) is a lock no
+ * statement can take.
  *
  * Locks, in the order they are taken:
  *   1. the table, RowShareLock to lock a row (AccessShareLock to read), as
@@ -29,8 +30,9 @@
  * the one read, and only if the caller's look at its columns admits it
  * (hc_fetch_part_if): without TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
  * heap_lock_tuple refuses a version that anyone has updated since
- * (TM_Updated) or holds (TM_WouldBlock), so the row locked is the row the
- * caller looked at.  A lock that a re-check would have found unwanted is
+ * (TM_Updated), or is updating or holds in a conflicting mode
+ * (TM_WouldBlock), so the row locked is the row the caller looked at, with
+ * the values it looked at.  A lock that a re-check would have found unwanted is
  * never taken, and the caller needs no subtransaction to give it back.
  *
  * The read uses a fresh snapshot after CommandCounterIncrement, as SPI
@@ -263,7 +265,8 @@ fetch_open(HcCall *call, HcFetch *fetch)
 /*
  * Lock the row found in slot as ExecLockRows does: wait or skip, then lock
  * its newest version, which must still have the key asked for (skey).
- * false if the row is gone or skipped.
+ * HC_FETCH_SKIP_SEEN: that version itself, or nothing.  false if the row is
+ * gone or skipped.
  */
 static bool
 fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey, int nkeys)

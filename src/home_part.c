@@ -9,7 +9,8 @@
  * A hint and nothing more: the tries lock and re-check the part they take
  * from, so a part that is held, empty or gone (the product merged or spread
  * anew) only sends the call on to the probe.  Kept in backend memory, a few
- * products' worth: forgotten wholesale when full.
+ * products' worth: forgotten wholesale when full, and for a product found
+ * with one part.
  */
 #include "postgres.h"
 
@@ -43,13 +44,22 @@ home_part_get(const char *product_id, int16 *part)
 	return true;
 }
 
+/* The product has one part now: no hint. */
+void
+home_part_forget(const char *product_id)
+{
+	if (home_parts != NULL)
+		(void) hash_search(home_parts, product_id, HASH_REMOVE, NULL);
+}
+
 /* The part a reserve of the product took its units from. */
 void
 home_part_set(const char *product_id, int16 part)
 {
 	HomePart   *entry;
 
-	if (home_parts != NULL && hash_get_num_entries(home_parts) >= HOME_PART_PRODUCTS)
+	if (home_parts != NULL && hash_get_num_entries(home_parts) >= HOME_PART_PRODUCTS &&
+		hash_search(home_parts, product_id, HASH_FIND, NULL) == NULL)
 	{
 		hash_destroy(home_parts);
 		home_parts = NULL;

@@ -8,5 +8,6 @@
 
 extern bool home_part_get(const char *product_id, int16 *part);
 extern void home_part_set(const char *product_id, int16 part);
+extern void home_part_forget(const char *product_id);
 
 #endif							/* HOLDCOMMIT_HOME_PART_H */

@@ -42,7 +42,9 @@
  * a reserve of several lines does: it reads first, without locking, and
  * refuses (RS002) or replays from that read alone; it then writes the
  * reservation and its lines, and only last takes each product's lock, for
- * the conditional update of reserved and its ledger row.
+ * the conditional update of reserved and its ledger row (but for part 0 of
+ * a product of one part, which the statement may have kept: see
+ * stock_reserve_line).
  */
 #include "postgres.h"
 
@@ -1022,9 +1024,9 @@ stock_take_unordered(HcCall *call, const char *product_id, int16 *part, int32 qt
  * expired units as are missing, and if the product has the units, spread
  * them anew so that the line's part has them, and take them there.  Returns
  * false if there is still too little, decided with every part locked, with
- * the product's numbers in *stock and *reserved.  tried: the call made
- * those tries already (stock_reserve_line) and may hold part 0, first in
- * the order: straight to every part.
+ * the product's numbers in *stock and *reserved.  tried: the call's tries
+ * in one statement (stock_reserve_line) found nothing and may hold part 0,
+ * first in the order: straight to every part.
  */
 bool
 stock_take(HcCall *call, const char *product_id, int32 parts, bool tried, int16 *part,
@@ -1359,6 +1361,7 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	StockLineTry t = {call, &args};
 	Datum		part[2];
 	bool		isnull[2];
+	bool		hinted;
 	int16		home;
 
 	if (hc_idempotency_find(call, key, fp, &known))
@@ -1370,17 +1373,20 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 		return true;
 	}
 	r->id = hc_new_reservation_id(call->now);
-	if (!home_part_get(product_id, &home))
+	hinted = home_part_get(product_id, &home);
+	/* Part 0 is every product's: such a hint does not say the product still has several. */
+	if ((!hinted || home == 0) &&
+		!hc_fetch_part(call, &second_part, product_id, 1, part, isnull))
 	{
-		int32		parts;
-
-		if (!hc_fetch_part(call, &second_part, product_id, 1, part, isnull))
-		{
-			stock_bind_line(&args, &reserve_line, r, key, fp);
-			hc_bind(&args, "part", Int16GetDatum(0));
-			return stock_try_line(&t);
-		}
-		parts = stock_count_parts(call, product_id);
+		if (hinted)
+			home_part_forget(product_id);
+		stock_bind_line(&args, &reserve_line, r, key, fp);
+		hc_bind(&args, "part", Int16GetDatum(0));
+		return stock_try_line(&t);
+	}
+	if (!hinted)
+	{
+		int32		parts = stock_count_parts(call, product_id);
 
 		if (parts < 2)
 			return false;
@@ -1497,7 +1503,10 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
 		/* A product of several parts: the backend's own part first, to spread the callers. */
 		lines[i].parts = hc_int32(i, "parts");
-		lines[i].part = lines[i].parts > 1 ? (int16) (MyProcPid % lines[i].parts) : 0;
+		lines[i].part = 0;
+		if (lines[i].parts > 1 &&
+			(!home_part_get(lines[i].product_id, &lines[i].part) || lines[i].part >= lines[i].parts))
+			lines[i].part = (int16) (MyProcPid % lines[i].parts);
 	}
 
 	r.id = hc_new_reservation_id(call.now);
@@ -1524,6 +1533,8 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 			stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
 		if (part != lines[i].part)
 			stock_count_line_in(&call, lines[i].product_id, r.id, part);
+		if (lines[i].parts > 1)
+			home_part_set(lines[i].product_id, part);
 	}
 	hc_call_end(&call);
 	return stock_result(fcinfo, &r);
