@@ -1535,6 +1535,8 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 			stock_count_line_in(&call, lines[i].product_id, r.id, part);
 		if (lines[i].parts > 1)
 			home_part_set(lines[i].product_id, part);
+		else
+			home_part_forget(lines[i].product_id);
 	}
 	hc_call_end(&call);
 	return stock_result(fcinfo, &r);
