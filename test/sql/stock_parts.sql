@@ -111,6 +111,27 @@ SELECT count(DISTINCT l.part) AS parts_taken_from
   FROM hc_stock_reservation_lines l JOIN hc_stock_reservations r ON r.id = l.reservation_id
  WHERE r.idempotency_key IN ('sp-h4', 'sp-h5', 'sp-h6');
 SELECT reserved FROM hc_stock_parts WHERE product_id = 'SP-H' ORDER BY reserved DESC, part;
+-- In a transaction block: a reserve rolled back to its savepoint gives its
+-- part back, and PL code's reserves in one transaction take from the part
+-- the transaction already holds.  Then a refusal, and the session goes on.
+BEGIN;
+SAVEPOINT before_reserve;
+SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h-savepoint');
+ROLLBACK TO SAVEPOINT before_reserve;
+DO $$
+BEGIN
+    FOR i IN 1..3 LOOP
+        PERFORM hc_reserve('SP-H', 1, 'hana', 'sp-h-pl' || i);
+    END LOOP;
+END
+$$;
+COMMIT;
+SELECT count(DISTINCT l.part) AS parts_taken_from, count(*) AS lines
+  FROM hc_stock_reservation_lines l JOIN hc_stock_reservations r ON r.id = l.reservation_id
+ WHERE r.idempotency_key IN ('sp-h4', 'sp-h5', 'sp-h6', 'sp-h-savepoint', 'sp-h-pl1', 'sp-h-pl2',
+                             'sp-h-pl3');
+SELECT hc_reserve('SP-H', 100, 'hana', 'sp-h-toomany');
+SELECT 1;
 SELECT count(*) FROM hc_stock_spread('SP-H', 2);
 SELECT status FROM hc_reserve('SP-H', 1, 'hana', 'sp-h7');
 SELECT count(*) FROM hc_stock_spread('SP-H', 1);
