@@ -262,22 +262,18 @@ static HcStatement reserve_line = {
 	{RESERVE_LINE_PARAMS, {"part", INT2OID}}
 };
 
-/* The take from the part s chose, and the writes. */
-#define RESERVE_LINE_FROM_S \
-	" u AS (" \
-	"  UPDATE hc_stock_parts t" \
-	"     SET reserved = t.reserved" PLUS ":qty, version = t.version" PLUS "1, updated_at = :now" \
-	"    FROM s WHERE t.product_id" EQ ":product_id" " AND t.part" EQ "s.part" \
-	"  RETURNING t.part, t.version)," \
-	RESERVE_LINE_WRITES
-
 static HcStatement reserve_line_probe = {
 	"WITH s AS ("
 	"  SELECT part FROM hc_stock_parts"
 	"   WHERE product_id" EQ ":product_id" " AND stock" MINUS "reserved" GE ":qty"
 	"   ORDER BY part" NE ":part, part" LT ":part, part"
 	"   LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED),"
-	RESERVE_LINE_FROM_S,
+	" u AS ("
+	"  UPDATE hc_stock_parts t"
+	"     SET reserved = t.reserved" PLUS ":qty, version = t.version" PLUS "1, updated_at = :now"
+	"    FROM s WHERE t.product_id" EQ ":product_id" " AND t.part" EQ "s.part"
+	"  RETURNING t.part, t.version),"
+	RESERVE_LINE_WRITES,
 	{RESERVE_LINE_PARAMS, {"part", INT2OID}}
 };
 
