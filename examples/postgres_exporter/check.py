@@ -167,23 +167,29 @@ def check_with_exporter(queries, present, admin, port):
         env = dict(os.environ, DATA_SOURCE_NAME=(f"host={params.get('host', '/var/run/postgresql')} "
                                                  f"port={params.get('port', '5432')} dbname={DB} "
                                                  f"user={ROLE} sslmode=disable"))
-        url = f"http://127.0.0.1:{port}/metrics"
-        with open(os.path.join(tmp, "exporter.log"), "w") as log:
-            proc = subprocess.Popen([EXPORTER, f"--extend.query-path={path}",
-                                     f"--web.listen-address=127.0.0.1:{port}",
-                                     "--disable-default-metrics", "--disable-settings-metrics"],
-                                    env=env, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                samples = None
-                for _ in range(100):
-                    try:
-                        samples = scrape(url)
-                        break
-                    except OSError:
-                        time.sleep(0.1)
-            finally:
-                proc.terminate()
-                proc.wait()
+        # The port may be some connection's ephemeral port at that moment: then the next ones.
+        for port in range(port, port + 500, 100):
+            url = f"http://127.0.0.1:{port}/metrics"
+            with open(os.path.join(tmp, "exporter.log"), "w") as log:
+                proc = subprocess.Popen([EXPORTER, f"--extend.query-path={path}",
+                                         f"--web.listen-address=127.0.0.1:{port}",
+                                         "--disable-default-metrics", "--disable-settings-metrics"],
+                                        env=env, stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    samples = None
+                    for _ in range(100):
+                        try:
+                            samples = scrape(url)
+                            break
+                        except OSError:
+                            if proc.poll() is not None:
+                                break
+                            time.sleep(0.1)
+                finally:
+                    proc.terminate()
+                    proc.wait()
+            if samples is not None or "address already in use" not in open(log.name).read():
+                break
         if samples is None:
             check(f"{EXPORTER} serves {url}", open(os.path.join(tmp, "exporter.log")).read()[-500:], "")
             return
