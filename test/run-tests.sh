@@ -26,9 +26,12 @@ esac
 port=${HC_TEST_PORT:-54330}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
 # The example service, its PgBouncer, the Debian package's server, postgres_exporter and the
-# two servers of installcheck against other configurations, next to the test server.
-export HC_HTTP_PORT=${HC_HTTP_PORT:-$((port + 5))} HC_PGBOUNCER_PORT=${HC_PGBOUNCER_PORT:-$((port + 6))}
-export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_PORT:-$((port + 8))}
+# two servers of installcheck against other configurations, next to the test server.  What
+# listens on TCP takes a port below Linux's ephemeral range (32768-60999), where no client
+# connection's own port can hold it at that moment (the exporter's bind failed so once).
+export HC_TCP_PORT=${HC_TCP_PORT:-$((20000 + port % 10000))}
+export HC_HTTP_PORT=${HC_HTTP_PORT:-$((HC_TCP_PORT + 5))} HC_PGBOUNCER_PORT=${HC_PGBOUNCER_PORT:-$((port + 6))}
+export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_PORT:-$((HC_TCP_PORT + 8))}
 # The server with the sanitizers' runtime (test/sanitize.sh).
 export HC_SANITIZE_PORT=${HC_SANITIZE_PORT:-$((port + 16))}
 other_port=$((port + 9))

@@ -8,12 +8,12 @@
 # python3 with python3-fastapi, python3-uvicorn, python3-psycopg,
 # python3-psycopg-pool, python3-venv and python3-setuptools (the package clients/python is
 # installed with pip into a venv), and pgbouncer.
-#   HC_HTTP_PORT       the service's port on 127.0.0.1 (default 54335)
+#   HC_HTTP_PORT       the service's port on 127.0.0.1 (default 24335, below the ephemeral range)
 #   HC_PGBOUNCER_PORT  PgBouncer's port, on a Unix socket only (default 54336)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-http_port=${HC_HTTP_PORT:-54335}
+http_port=${HC_HTTP_PORT:-24335}
 bouncer_port=${HC_PGBOUNCER_PORT:-54336}
 python=${HC_PYTHON:-/usr/bin/python3}
 db=hc_http

@@ -10,7 +10,7 @@ exactly the columns its metrics declare, numbers in the GAUGE/COUNTER columns, a
 holds and stock the figures of that state (the alert of the README rests on them).  A query
 that reads an hc_* relation this build does not have is skipped, with a "# SKIP" line.
 Then postgres_exporter itself (Debian's prometheus-postgres-exporter) runs the queries left,
-as that role, on --exporter-port (HC_EXPORTER_PORT, default 54338), and its metrics page must
+as that role, on --exporter-port (HC_EXPORTER_PORT, default 24338), and its metrics page must
 show every metric of the file with those figures.
 Prints "ok - ..." / "not ok - ..." lines (counted by make test); exits 0.
 """
@@ -167,7 +167,7 @@ def check_with_exporter(queries, present, admin, port):
         env = dict(os.environ, DATA_SOURCE_NAME=(f"host={params.get('host', '/var/run/postgresql')} "
                                                  f"port={params.get('port', '5432')} dbname={DB} "
                                                  f"user={ROLE} sslmode=disable"))
-        # The port may be some connection's ephemeral port at that moment: then the next ones.
+        # The port may be taken (by a connection's ephemeral port, if it lies in that range): then the next ones.
         for port in range(port, port + 500, 100):
             url = f"http://127.0.0.1:{port}/metrics"
             with open(os.path.join(tmp, "exporter.log"), "w") as log:
@@ -210,7 +210,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--admin-dsn", required=True)
     ap.add_argument("--queries", default=os.path.join(HERE, "queries.yaml"))
-    ap.add_argument("--exporter-port", type=int, default=int(os.environ.get("HC_EXPORTER_PORT", "54338")))
+    ap.add_argument("--exporter-port", type=int, default=int(os.environ.get("HC_EXPORTER_PORT", "24338")))
     args = ap.parse_args()
 
     with open(args.queries, encoding="utf-8") as f:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A streaming standby, on servers of its own: a primary (the harness's port
-# + 13, HC_STANDBY_PRIMARY_PORT) with holdcommit preloaded and its sweeper on
+# A streaming standby, on servers of its own: a primary (the harness's TCP port,
+# HC_TCP_PORT + 13, HC_STANDBY_PRIMARY_PORT) with holdcommit preloaded and its sweeper on
 # for the database shop every second, holdcommit installed as the README
 # says, data in every state; a pg_basebackup -R of it over loopback started
 # as a hot standby (port + 14, HC_STANDBY_PORT), caught up.  On the standby:
@@ -23,7 +23,8 @@
 . "$(dirname "$0")/lib.bash"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 t_start=$(date +%s.%N)
-primary_port=${HC_STANDBY_PRIMARY_PORT:-$((PGPORT + 13))}
+# The primary listens on 127.0.0.1: a port below the ephemeral range (test/run-tests.sh).
+primary_port=${HC_STANDBY_PRIMARY_PORT:-$((${HC_TCP_PORT:-$((20000 + PGPORT % 10000))} + 13))}
 standby_port=${HC_STANDBY_PORT:-$((PGPORT + 14))}
 primary=${TMPDIR:-/tmp}/holdcommit-$primary_port
 standby=${TMPDIR:-/tmp}/holdcommit-$standby_port
