@@ -53,7 +53,6 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -1101,25 +1100,45 @@ stock_retake_line(HcCall *call, StockReservation *r, StockLine *line)
 	return true;
 }
 
-/* The items as jsonb: [{"product_id": "...", "qty": n}, ...]. */
+/* A jsonb scalar for pushJsonbValue. */
+static JsonbValue *
+jsonb_scalar(JsonbValue *v, enum jbvType type, const char *text, int32 number)
+{
+	v->type = type;
+	if (type == jbvString)
+	{
+		v->val.string.val = (char *) text;
+		v->val.string.len = strlen(text);
+	}
+	else
+		v->val.numeric = int64_to_numeric(number);
+	return v;
+}
+
+/*
+ * The items as jsonb: [{"product_id": "...", "qty": n}, ...], built
+ * directly rather than printed and parsed (it is in every call's result).
+ */
 static Datum
 stock_items_jsonb(const StockLine *lines, int n)
 {
-	StringInfoData buf;
+	JsonbParseState *state = NULL;
+	JsonbValue	v;
+	JsonbValue *items;
 	int			i;
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
+	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (i = 0; i < n; i++)
 	{
-		if (i > 0)
-			appendStringInfoString(&buf, ", ");
-		appendStringInfoString(&buf, "{\"product_id\": ");
-		escape_json(&buf, lines[i].product_id);
-		appendStringInfo(&buf, ", \"qty\": %d}", lines[i].qty);
+		(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		(void) pushJsonbValue(&state, WJB_KEY, jsonb_scalar(&v, jbvString, "product_id", 0));
+		(void) pushJsonbValue(&state, WJB_VALUE, jsonb_scalar(&v, jbvString, lines[i].product_id, 0));
+		(void) pushJsonbValue(&state, WJB_KEY, jsonb_scalar(&v, jbvString, "qty", 0));
+		(void) pushJsonbValue(&state, WJB_VALUE, jsonb_scalar(&v, jbvNumeric, NULL, lines[i].qty));
+		(void) pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	}
-	appendStringInfoChar(&buf, ']');
-	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+	items = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(items));
 }
 
 /* Build the hc_stock_reservation row a function returns. */
