@@ -562,3 +562,77 @@ $distribute$;
 COMMENT ON FUNCTION @extschema@.hc_distribute(integer) IS
     'Citus: distribute the tables by routing id, colocated, and the calls by their routing argument.';
 REVOKE ALL ON FUNCTION @extschema@.hc_distribute(integer) FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- The attempt guard: a lost answer given back only to its own request
+------------------------------------------------------------------------------
+
+-- Within the cooldown, hc_attempt_begin gives the last attempt back only to
+-- a begin that presents the request key it was made with (and the same
+-- owner and token); any other begin gets COOLDOWN, as in 0.2.0.
+ALTER TABLE @extschema@.hc_attempts ADD COLUMN last_request_digest bytea;
+COMMENT ON COLUMN @extschema@.hc_attempts.last_request_digest IS
+    'The SHA-256 of the request_key the last attempt was made with: a begin presenting that key within the cooldown gets the attempt back.';
+
+-- A new argument is a new function: the grants of the old one go to it, and
+-- stay out of the extension's initial privileges (as a fresh install's are),
+-- so that pg_dump keeps them.
+DO $$
+DECLARE
+    old_acl pg_catalog.aclitem[];
+    initial pg_catalog.aclitem[];
+    new_fn pg_catalog.oid;
+    g record;
+BEGIN
+    SELECT p.proacl INTO old_acl FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=)
+           '@extschema@.hc_attempt_begin(text, text, bigint, interval, integer)'::pg_catalog.regprocedure;
+    DROP FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer);
+    CREATE FUNCTION @extschema@.hc_attempt_begin(resource text, owner text, token bigint,
+                                                 cooldown interval DEFAULT '10 minutes',
+                                                 max_attempts integer DEFAULT 5,
+                                                 request_key text DEFAULT NULL)
+    RETURNS @extschema@.hc_attempt
+    AS 'MODULE_PATHNAME', 'hc_attempt_begin' LANGUAGE C VOLATILE;
+    REVOKE ALL ON FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer, text) FROM PUBLIC;
+    new_fn := '@extschema@.hc_attempt_begin(text, text, bigint, interval, integer, text)'::pg_catalog.regprocedure;
+    SELECT i.initprivs INTO initial FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) new_fn
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+    FOR g IN SELECT DISTINCT a.grantee, a.is_grantable
+               FROM pg_catalog.aclexplode(old_acl) a, pg_catalog.pg_proc p
+              WHERE p.oid OPERATOR(pg_catalog.=) new_fn
+                AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+                AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+                                  new_fn::pg_catalog.regprocedure,
+                                  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                       ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END,
+                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+    UPDATE pg_catalog.pg_init_privs i SET initprivs = initial
+     WHERE i.objoid OPERATOR(pg_catalog.=) new_fn
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer, text) IS
+    'Before an external call: PROCEED with a new permanent marker, or COOLDOWN, MANUAL_REVIEW or COMPLETED; within the cooldown the request that made the last attempt (its request_key) gets it back.';
+
+------------------------------------------------------------------------------
+-- The worker pool, from shared memory
+------------------------------------------------------------------------------
+
+CREATE FUNCTION @extschema@.hc_worker_state(
+    OUT slot integer, OUT state text, OUT database name, OUT pid integer,
+    OUT caller_pid integer, OUT caller_role name, OUT since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'hc_worker_state' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION @extschema@.hc_worker_state() IS
+    'The pooled workers of the lease and attempt calls of every database, from shared memory: see hc_workers.';
+REVOKE ALL ON FUNCTION @extschema@.hc_worker_state() FROM PUBLIC;
+
+CREATE VIEW @extschema@.hc_workers AS
+    SELECT * FROM @extschema@.hc_worker_state();
+COMMENT ON VIEW @extschema@.hc_workers IS
+    'Every slot of the worker pool in use: its state, database, worker, and the caller and role of the call it runs.';

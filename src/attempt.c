@@ -27,6 +27,7 @@
 #include "result.h"
 #include "route.h"
 #include "validate.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(hc_attempt_begin);
 PG_FUNCTION_INFO_V1(hc_attempt_complete);
@@ -69,29 +70,53 @@ static HcStatement peek_attempts = {
 };
 
 /*
+ * A request key is a caller's capability: hc_attempts, which applications
+ * read, keeps only its SHA-256.
+ */
+#define REQUEST_DIGEST "pg_catalog.sha256(pg_catalog.convert_to(:request_key, 'UTF8'))"
+
+/*
  * Record attempt n, its marker, and its ledger row in the resource's order
  * (the lease row, locked already, moves its version on): one statement on
- * the hot path of an ERP call.
+ * the hot path of an ERP call.  SET_KEY: the request key too (0.3.0 SQL).
  */
+#define RECORD_ATTEMPT(SET_KEY) \
+	"WITH a AS (" \
+	"  UPDATE hc_attempts" \
+	"     SET attempts = attempts" PLUS "1, total_attempts = total_attempts" PLUS "1," \
+	"         last_marker = :marker, last_attempt_at = :now, last_owner = :owner," \
+	"         last_token = :token, cooldown = :cooldown, max_attempts = :max_attempts," \
+	SET_KEY "         updated_at = :now" \
+	"   WHERE resource" EQ ":resource" " AND status" EQ "'OPEN'" \
+	"  RETURNING resource)," \
+	" v AS (" \
+	"  UPDATE hc_locks SET version = version" PLUS "1" \
+	"   WHERE resource" EQ ":resource" " AND EXISTS (SELECT FROM a)" \
+	"  RETURNING version)" \
+	HC_LEDGER_ROWS("'resource'", ":resource", "v.version", "'attempt'", "'call'", "NULL", "NULL", \
+				   "0", "0", ":detail") \
+	" FROM v RETURNING seq"
+
 static HcStatement record_attempt = {
-	"WITH a AS ("
-	"  UPDATE hc_attempts"
-	"     SET attempts = attempts" PLUS "1, total_attempts = total_attempts" PLUS "1,"
-	"         last_marker = :marker, last_attempt_at = :now, last_owner = :owner,"
-	"         last_token = :token, cooldown = :cooldown, max_attempts = :max_attempts,"
-	"         updated_at = :now"
-	"   WHERE resource" EQ ":resource" " AND status" EQ "'OPEN'"
-	"  RETURNING resource),"
-	" v AS ("
-	"  UPDATE hc_locks SET version = version" PLUS "1"
-	"   WHERE resource" EQ ":resource" " AND EXISTS (SELECT FROM a)"
-	"  RETURNING version)"
-	HC_LEDGER_ROWS("'resource'", ":resource", "v.version", "'attempt'", "'call'", "NULL", "NULL",
-				   "0", "0", ":detail")
-	" FROM v RETURNING seq",
+	RECORD_ATTEMPT("         last_request_digest = " REQUEST_DIGEST ","),
+	{{"resource", TEXTOID}, {"marker", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID},
+	 {"cooldown", INTERVALOID}, {"max_attempts", INT4OID}, {"request_key", TEXTOID},
+	 {"detail", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/* A 0.2.0 database, served until it is updated, has no request keys. */
+static HcStatement record_attempt_0_2 = {
+	RECORD_ATTEMPT(""),
 	{{"resource", TEXTOID}, {"marker", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID},
 	 {"cooldown", INTERVALOID}, {"max_attempts", INT4OID}, {"detail", TEXTOID},
 	 HC_LEDGER_PARAMS}
+};
+
+/* Was the last attempt made with this request key?  (Its row is locked already.) */
+static HcStatement same_request_key = {
+	"SELECT 1 FROM hc_attempts"
+	" WHERE resource" EQ ":resource" " AND last_request_digest" EQ REQUEST_DIGEST,
+	{{"resource", TEXTOID}, {"request_key", TEXTOID}}
 };
 
 static HcStatement await_review = {
@@ -212,12 +237,34 @@ attempt_detail_holder(StringInfo detail, const char *owner, int64 token)
 }
 
 /*
- * hc_attempt_begin(resource, owner, token, cooldown, max_attempts): may the
- * lease holder make the external call now?  COMPLETED (never again),
- * MANUAL_REVIEW (the cap was reached), COOLDOWN (the last attempt is too
- * recent), or PROCEED with a new permanent marker.  Below the cap and within
- * the cooldown, the holder that made the last attempt (the same owner and
- * token) gets that attempt back, PROCEED with its marker; nothing is written.
+ * Is the begin the same request as the last attempt's: the same holder
+ * (owner and token) presenting the request key that attempt was made with?
+ * A name or a token alone proves nothing: two deliveries of one webhook
+ * can share them, and a caller whose answer was lost never saw the marker.
+ */
+static bool
+attempt_same_request(HcCall *call, const Attempt *a, const char *owner, int64 token,
+					 const char *request_key)
+{
+	HcArgs		args;
+
+	if (request_key == NULL || a->last_owner == NULL || strcmp(a->last_owner, owner) != 0 ||
+		a->last_token != token)
+		return false;
+	hc_args(&args, &same_request_key);
+	hc_bind_text(&args, "resource", a->resource);
+	hc_bind_text(&args, "request_key", request_key);
+	return hc_run(call, &args, SPI_OK_SELECT) == 1;
+}
+
+/*
+ * hc_attempt_begin(resource, owner, token, cooldown, max_attempts,
+ * request_key): may the lease holder make the external call now?  COMPLETED
+ * (never again), MANUAL_REVIEW (the cap was reached), COOLDOWN (the last
+ * attempt is too recent), or PROCEED with a new permanent marker.  Within
+ * the cooldown, the same holder presenting the request key of the last
+ * attempt gets that attempt back unchanged (its answer was lost); nothing is
+ * written.  A 0.2.0 database's function has no request_key: COOLDOWN.
  */
 Datum
 hc_attempt_begin(PG_FUNCTION_ARGS)
@@ -227,6 +274,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	int64		token = hc_arg_token(fcinfo, 2, "token");
 	int64		cooldown = hc_arg_cooldown(fcinfo, 3, "cooldown");
 	int32		max_attempts = hc_arg_int(fcinfo, 4, "max_attempts");
+	char	   *request_key = NULL;
 	HcCall		call;
 	Attempt		a;
 	const char *outcome;
@@ -237,6 +285,8 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_attempts must be at least 1")));
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+		request_key = hc_arg_key(fcinfo, 5, "request_key");
 	if (!hc_autonomous_here())
 		return hc_autonomous(fcinfo, "hc_attempt_begin");
 
@@ -263,33 +313,37 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		attempt_ledger(&call, resource, "review", hc_detail_done(&detail));
 		outcome = "MANUAL_REVIEW";
 	}
-	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown &&
-			 a.last_owner != NULL && strcmp(a.last_owner, owner) == 0 && a.last_token == token)
+	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown)
 	{
 		/*
-		 * The holder that made the last attempt asks again within the
-		 * cooldown: its answer was lost (a cancel, a timeout, a connection
-		 * dropped after the commit), or it retries.  Either way it is the same
-		 * attempt: give it back, with its marker.
+		 * Within the cooldown only the request that made the last attempt,
+		 * asking again because its answer was lost (a cancel, a timeout, a
+		 * connection dropped after the commit), gets it back, marker and
+		 * all; anyone else waits.
 		 */
-		outcome = "PROCEED";
+		outcome = attempt_same_request(&call, &a, owner, token, request_key) ?
+			"PROCEED" : "COOLDOWN";
 	}
-	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown)
-		outcome = "COOLDOWN";
 	else
 	{
+		bool		keyed = hc_sql_at_least("0.3.0");
+
 		a.attempts++;
 		a.marker = psprintf("ATTEMPTED-%s-r%d-t" INT64_FORMAT, owner, a.attempts,
 							hc_unix_ms(call.now));
 		a.last_attempt_at = call.now;
 		a.has_attempt = true;
-		hc_args(&args, &record_attempt);
+		hc_args(&args, keyed ? &record_attempt : &record_attempt_0_2);
 		hc_bind_text(&args, "resource", resource);
 		hc_bind_text(&args, "marker", a.marker);
 		hc_bind_text(&args, "owner", owner);
 		hc_bind(&args, "token", Int64GetDatum(token));
 		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
 		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
+		if (keyed && request_key != NULL)
+			hc_bind_text(&args, "request_key", request_key);
+		else if (keyed)
+			hc_bind_null(&args, "request_key");
 		attempt_detail_holder(&detail, owner, token);
 		hc_detail_int(&detail, "attempt", a.attempts);
 		hc_detail_text(&detail, "marker", a.marker);

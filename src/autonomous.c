@@ -51,6 +51,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -102,6 +103,23 @@ worker_waits_for(pid_t worker, pid_t pid)
 	list_free(todo);
 	list_free(seen);
 	return found;
+}
+
+/*
+ * Has the client of this backend gone?  Then end the session, as
+ * PostgreSQL does when client_connection_check_interval finds it gone: the
+ * call it waited for goes on (or not) without it.
+ */
+extern bool pq_check_connection(void);	/* libpq/libpq.h, which needs GSSAPI's headers */
+
+void
+hc_autonomous_check_client(void)
+{
+	if (whereToSendOutput != DestRemote || MyProcPort == NULL || pq_check_connection())
+		return;
+	ClientConnectionLost = 1;
+	InterruptPending = 1;
+	CHECK_FOR_INTERRUPTS();
 }
 
 /*
@@ -187,9 +205,10 @@ flight_await(Flight *f, Size *len)
 			wait_ms = DeadlockTimeout;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(wait_ms, 1), PG_WAIT_EXTENSION);
+						 Max(Min(wait_ms, CLIENT_CHECK_MS), 1), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		hc_autonomous_check_client();
 	}
 	/* It lies in the queue, which is the slot's (or the segment's). */
 	copy = palloc(*len);

@@ -21,6 +21,15 @@ extern void hc_autonomous_require_writable(const char *function);
  */
 extern Datum hc_autonomous(FunctionCallInfo fcinfo, const char *function);
 
+/*
+ * A caller that waits (for a worker, an answer, a backoff) looks this often
+ * whether its client is still there, so that a client gone does not leave
+ * it waiting: FATAL "connection to client lost", as
+ * client_connection_check_interval would.
+ */
+#define CLIENT_CHECK_MS			500
+extern void hc_autonomous_check_client(void);
+
 /* In a worker: has the caller of the call being run stopped waiting? */
 extern bool hc_autonomous_caller_gone(void);
 

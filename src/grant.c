@@ -76,9 +76,11 @@ static const char *const operator_tables[] = {
  * serves until it is updated, has none of it.
  */
 static const char *const operator_functions_0_3[] = {
-	"hc_sweeper_state", "hc_stock_spread", NULL
+	"hc_sweeper_state", "hc_stock_spread", "hc_worker_state", NULL
 };
-static const char *const operator_tables_0_3[] = {"hc_sweeper_databases", "hc_stock_parts", NULL};
+static const char *const operator_tables_0_3[] = {
+	"hc_sweeper_databases", "hc_stock_parts", "hc_workers", NULL
+};
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};

@@ -34,6 +34,7 @@ int			hc_max_databases = 256;
 bool		hc_notify_enabled = false;
 int			hc_max_workers = 4;
 int			hc_worker_idle_timeout = 60;
+int			hc_worker_wait_timeout = 10000;
 bool		hc_preloaded = false;
 
 void		_PG_init(void);
@@ -157,6 +158,13 @@ _PG_init(void)
 							&hc_worker_idle_timeout,
 							60, 1, INT_MAX / 1000,
 							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.worker_wait_timeout",
+							"How long a lease or attempt call waits for a free pooled worker before it fails with 53000.",
+							"0: it waits as long as statement_timeout lets it.",
+							&hc_worker_wait_timeout,
+							10000, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	/* It sizes shared memory: it exists only where the library is preloaded. */

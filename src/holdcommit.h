@@ -19,6 +19,7 @@ extern int	hc_max_databases;
 extern bool hc_notify_enabled;
 extern int	hc_max_workers;
 extern int	hc_worker_idle_timeout;
+extern int	hc_worker_wait_timeout;	/* milliseconds */
 
 /* Was the library loaded through shared_preload_libraries? */
 extern bool hc_preloaded;

@@ -49,6 +49,9 @@ PG_FUNCTION_INFO_V1(hc_lock_release);
 #define LEASE_BACKOFF_JITTER_MS 200
 #define LEASE_BACKOFF_MAX_MS	2000
 
+/* The most retries of one acquire: about 3 minutes of backoff. */
+#define LEASE_MAX_RETRIES		100
+
 /*
  * Session locks of session-bound leases use this in field 4 of the lock tag
  * (idempotency keys use 0x4843; pg_advisory_lock() 1 and 2).
@@ -507,8 +510,9 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 }
 
 /*
- * Sleep before retry n, interruptibly: cancel and statement_timeout end the
- * sleep at once, postmaster death ends the backend.
+ * Sleep before retry n, in the caller's backend, which holds no worker
+ * meanwhile: cancel and statement_timeout end the sleep at once, a client
+ * gone ends the session, postmaster death ends the backend.
  */
 static void
 lease_backoff(int retry)
@@ -526,9 +530,10 @@ lease_backoff(int retry)
 	while ((left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until)) > 0)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 left, PG_WAIT_EXTENSION);
+						 Min(left, CLIENT_CHECK_MS), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		hc_autonomous_check_client();
 	}
 }
 
@@ -594,9 +599,36 @@ lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *r
 }
 
 /*
+ * In the caller: each try is a call of its own in a worker, which tries
+ * once and commits; the backoff between tries is slept here, so a worker
+ * is busy only while it tries, and no transaction stays open in it.
+ */
+static Datum
+lease_acquire_tries(FunctionCallInfo fcinfo, const char *function, bool session,
+					const char *resource, int32 max_retries)
+{
+	LOCAL_FCINFO(once, 4);
+	Datum		token;
+	int			retry;
+
+	Assert(fcinfo->nargs == 4);
+	memcpy(once, fcinfo, SizeForFunctionCallInfo(4));
+	once->args[3].value = Int32GetDatum(0);
+	for (retry = 0;; retry++)
+	{
+		token = session ? lease_acquire_bound(once, function, resource)
+			: hc_autonomous(once, function);
+		if (!once->isnull || retry >= max_retries)
+			break;
+		lease_backoff(retry + 1);
+	}
+	fcinfo->isnull = once->isnull;
+	return token;
+}
+
+/*
  * The acquire of hc_lock_acquire and hc_lock_acquire_session: the fencing
- * token, or NULL if the lease is still busy after max_retries retries (or
- * the caller stopped waiting for it).
+ * token, or NULL if the lease is still busy after max_retries retries.
  */
 static Datum
 lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
@@ -607,7 +639,6 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 	int32		max_retries;
 	HcCall		call;
 	LeaseTaken	taken = {0};
-	int			retry;
 
 	(void) hc_arg_ttl(fcinfo, 2, "stale_after");
 	stale_after = PG_GETARG_DATUM(2);
@@ -617,23 +648,24 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_retries must not be negative"),
 				 errhint("Use 0 to try once.")));
+	if (max_retries > LEASE_MAX_RETRIES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_retries must be at most %d", LEASE_MAX_RETRIES),
+				 errhint("Retry in the application to wait longer for a busy lease.")));
 	if (!hc_autonomous_here())
-		return session ? lease_acquire_bound(fcinfo, function, resource)
-			: hc_autonomous(fcinfo, function);
+		return lease_acquire_tries(fcinfo, function, session, resource, max_retries);
 
 	hc_call_begin(&call, fcinfo, function);
 	/* Whether the binding's session is alive only its own node can say. */
 	if (session)
 		hc_require_single_node(&call, "a lease bound to its session");
 	HC_ROUTE(&call, fcinfo, resource);
-	for (retry = 0; !lease_try(&call, resource, owner, stale_after, session, &taken); retry++)
+	/* In the worker: one try (the caller retries). */
+	if (!lease_try(&call, resource, owner, stale_after, session, &taken))
 	{
-		if (retry >= max_retries || hc_autonomous_caller_gone())
-		{
-			hc_call_end(&call);
-			PG_RETURN_NULL();
-		}
-		lease_backoff(retry + 1);
+		hc_call_end(&call);
+		PG_RETURN_NULL();
 	}
 
 	/*

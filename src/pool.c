@@ -12,14 +12,22 @@
  * makes the slot idle again: a slot's queues are re-created only while it
  * is idle, never detached, so no caller touches the queues of another's
  * call.  A worker idle for holdcommit.worker_idle_timeout leaves.  However
- * a worker or a caller ends, the other learns it: a worker's exit frees its
- * slot and wakes its caller; a caller's exit, or an answer nobody takes
- * because its caller has gone, makes the slot idle.
+ * a worker or a caller ends, and in whichever order, the slot comes back: a
+ * worker's exit frees its slot, or leaves it to the caller that still holds
+ * its queues, whom it wakes; a caller that lets go (an answer, an error, a
+ * cancel, its exit) makes the slot idle, or free if its worker has gone.
+ *
+ * No role and no database can take the whole pool: each has at most
+ * holdcommit.max_workers - 1 calls in flight (one when the pool has one
+ * worker), so another always finds a worker once a call ends.  A call
+ * that finds no worker for holdcommit.worker_wait_timeout fails with 53000.
  */
 #include "postgres.h"
 
 #include <signal.h>
 
+#include "commands/dbcommands.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -32,6 +40,7 @@
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -63,6 +72,8 @@ typedef struct PoolSlot
 	bool		leave;			/* its database is about to be dropped: leave once idle */
 	PGPROC	   *caller;			/* CLAIMED, POSTED, ANSWERED: who waits */
 	pid_t		caller_pid;
+	Oid			caller_role;	/* its session user: its share of the pool */
+	TimestampTz claimed_at;
 	uint64		request;		/* the call it was last claimed for */
 	bool		caller_gone;	/* the caller stopped waiting */
 	TimestampTz idle_since;		/* IDLE: since when; STARTING: when it was started */
@@ -79,6 +90,16 @@ typedef struct Pool
 
 /* A worker that has not connected this long after its start never will. */
 #define START_TIMEOUT_MS		10000
+
+/* A slot whose worker runs, or is about to run, a caller's call. */
+#define SLOT_BUSY(s) \
+	((s)->state == SLOT_CLAIMED || (s)->state == SLOT_POSTED || (s)->state == SLOT_ANSWERED)
+
+static const char *const slot_state_names[] = {
+	[SLOT_FREE] = "free", [SLOT_STARTING] = "starting", [SLOT_IDLE] = "idle",
+	[SLOT_CLAIMED] = "claimed", [SLOT_POSTED] = "running", [SLOT_ANSWERED] = "answered",
+	[SLOT_LEAVING] = "leaving"
+};
 
 static Pool *pool = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -225,16 +246,32 @@ pool_check_stuck(const char *function)
 						 function)));
 }
 
+/* 53000: every worker this caller may use stayed busy. */
+static void
+pool_wait_timed_out(const char *function, int share)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+			 errmsg("%s found no free holdcommit worker in %d ms", function,
+					hc_worker_wait_timeout),
+			 errdetail("holdcommit.max_workers (%d) run the lease and attempt calls of every database; a role or a database has at most %d of them at once.",
+					   hc_max_workers, share),
+			 errhint("Try again. If it recurs, see which calls hold the workers in hc_workers, and raise holdcommit.max_workers.")));
+}
+
 /*
  * Claim an idle worker of this database.  None idle: start one while fewer
  * than holdcommit.max_workers run, asking an idle worker of another
- * database to leave if that makes room; otherwise wait for one.
+ * database to leave if that makes room; otherwise wait for one.  A role or
+ * a database that has its share of calls in flight waits for one of them.
  */
 static int
 pool_claim(const char *function)
 {
 	int			claimed = -1;
-	TimestampTz waiting_since = 0;
+	Oid			role = GetSessionUserId();
+	TimestampTz waiting_since = GetCurrentTimestamp();
+	TimestampTz last_stuck_check = waiting_since;
 
 	for (;;)
 	{
@@ -246,19 +283,35 @@ pool_claim(const char *function)
 		bool		starting = false;
 		bool		stopped;
 		uint32		gen = 0;
+		int			share = Max(hc_max_workers - 1, 1);
+		int			role_busy = 0;
+		int			db_busy = 0;
+		bool		may_take;
 		TimestampTz now;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
+		hc_autonomous_check_client();
 		now = GetCurrentTimestamp();
 		SpinLockAcquire(&pool->mutex);
-		for (i = 0; i < pool->nslots && claimed < 0; i++)
+		for (i = 0; i < pool->nslots; i++)
 		{
 			PoolSlot   *slot = &pool->slots[i];
 
 			if (slot->state == SLOT_STARTING && slot->pid == 0 &&
 				TimestampDifferenceExceeds(slot->idle_since, now, START_TIMEOUT_MS))
 				slot->state = SLOT_FREE;	/* its start failed, and its starter is gone */
+			if (SLOT_BUSY(slot))
+			{
+				role_busy += slot->caller_role == role;
+				db_busy += slot->dboid == MyDatabaseId;
+			}
+		}
+		may_take = role_busy < share && db_busy < share;
+		for (i = 0; i < pool->nslots && claimed < 0; i++)
+		{
+			PoolSlot   *slot = &pool->slots[i];
+
 			if (slot->state == SLOT_FREE)
 			{
 				if (start < 0)
@@ -275,18 +328,20 @@ pool_claim(const char *function)
 			ours = true;
 			if (slot->state == SLOT_STARTING)
 				starting = true;
-			if (slot->state == SLOT_IDLE && !slot->leave)
+			if (slot->state == SLOT_IDLE && !slot->leave && may_take)
 			{
 				slot->state = SLOT_CLAIMED;
 				slot->caller = MyProc;
 				slot->caller_pid = MyProcPid;
+				slot->caller_role = role;
+				slot->claimed_at = now;
 				slot->request = ++pool->last_request;
 				slot->caller_gone = false;
 				claimed = i;
 			}
 		}
 		/* One start at a time per database: it is idle once it has connected. */
-		if (claimed < 0 && start >= 0 && !starting && running < hc_max_workers)
+		if (claimed < 0 && start >= 0 && !starting && running < hc_max_workers && may_take)
 		{
 			pool->slots[start].state = SLOT_STARTING;
 			pool->slots[start].dboid = MyDatabaseId;
@@ -298,7 +353,7 @@ pool_claim(const char *function)
 		}
 		else
 			start = -1;
-		if (claimed < 0 && start < 0 && !ours && leaver >= 0)
+		if (claimed < 0 && start < 0 && !ours && leaver >= 0 && may_take)
 		{
 			pool->slots[leaver].state = SLOT_LEAVING;
 			leaver_proc = pool->slots[leaver].proc;
@@ -317,14 +372,16 @@ pool_claim(const char *function)
 				no_worker(function, "Raise max_worker_processes (doc/operations.md counts what holdcommit takes), then try again.");
 			/* No room now: wait for a worker of ours, as when the pool is full. */
 		}
-		if (waiting_since == 0)
-			waiting_since = GetCurrentTimestamp();
-		else if (TimestampDifferenceExceeds(waiting_since, GetCurrentTimestamp(), DeadlockTimeout))
+		now = GetCurrentTimestamp();
+		if (hc_worker_wait_timeout > 0 &&
+			TimestampDifferenceExceeds(waiting_since, now, hc_worker_wait_timeout))
+			pool_wait_timed_out(function, share);
+		if (TimestampDifferenceExceeds(last_stuck_check, now, DeadlockTimeout))
 		{
 			pool_check_stuck(function);
-			waiting_since = GetCurrentTimestamp();
+			last_stuck_check = now;
 		}
-		(void) ConditionVariableTimedSleep(&pool->changed, Min(DeadlockTimeout, 1000),
+		(void) ConditionVariableTimedSleep(&pool->changed, Min(DeadlockTimeout, CLIENT_CHECK_MS),
 										   PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
@@ -460,9 +517,12 @@ hc_autonomous_caller_gone(void)
 }
 
 /*
- * However a pool worker ends: its slot is free, unless a caller is using it,
- * who frees it then; a caller waiting for it learns it.  A worker that came
- * too late for its slot (another generation holds it) leaves it alone.
+ * However a pool worker ends: its slot is free, unless a caller still holds
+ * its queues, who frees it once it has seen the worker gone (and learns it
+ * now).  A caller that has let go already (a cancel, a timeout, its exit,
+ * while the worker ran its call) never will: the slot is free at once.  A
+ * worker that came too late for its slot (another generation holds it)
+ * leaves it alone.
  */
 static void
 pool_worker_exit(int code, Datum arg)
@@ -477,8 +537,7 @@ pool_worker_exit(int code, Datum arg)
 		 * A caller that holds the slot's queues frees the slot itself, once
 		 * it has seen the worker gone: nobody may re-create them before.
 		 */
-		if (slot->state == SLOT_CLAIMED || slot->state == SLOT_POSTED ||
-			slot->state == SLOT_ANSWERED)
+		if (SLOT_BUSY(slot) && !slot->caller_gone)
 			caller = slot->caller;
 		else
 			slot->state = SLOT_FREE;
@@ -639,4 +698,54 @@ hc_autonomous_retire(Oid dboid)
 	for (i = 0; i < n; i++)
 		SetLatch(&leavers[i]->procLatch);
 	pfree(leavers);
+}
+
+/*
+ * hc_worker_state(): the pool's slots that are not free, from shared memory:
+ * what each worker does and for whom.  No row: no worker runs (or holdcommit
+ * is not preloaded, and every call starts a worker of its own).
+ */
+PG_FUNCTION_INFO_V1(hc_worker_state);
+
+Datum
+hc_worker_state(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	PoolSlot   *copy;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (pool == NULL)
+		return (Datum) 0;
+	n = pool->nslots;
+	copy = palloc(sizeof(PoolSlot) * n);
+	SpinLockAcquire(&pool->mutex);
+	memcpy(copy, pool->slots, sizeof(PoolSlot) * n);
+	SpinLockRelease(&pool->mutex);
+	for (i = 0; i < n; i++)
+	{
+		PoolSlot   *slot = &copy[i];
+		Datum		values[7];
+		bool		nulls[7] = {false};
+		char	   *name;
+
+		if (slot->state == SLOT_FREE)
+			continue;
+		values[0] = Int32GetDatum(i);
+		values[1] = CStringGetTextDatum(slot_state_names[slot->state]);
+		name = get_database_name(slot->dboid);
+		nulls[2] = name == NULL;
+		values[2] = nulls[2] ? (Datum) 0 : DirectFunctionCall1(namein, CStringGetDatum(name));
+		nulls[3] = slot->pid == 0;
+		values[3] = Int32GetDatum(slot->pid);
+		nulls[4] = nulls[5] = !SLOT_BUSY(slot);
+		values[4] = Int32GetDatum(slot->caller_pid);
+		name = nulls[5] ? NULL : GetUserNameFromId(slot->caller_role, true);
+		nulls[5] = name == NULL;
+		values[5] = nulls[5] ? (Datum) 0 : DirectFunctionCall1(namein, CStringGetDatum(name));
+		values[6] = TimestampTzGetDatum(SLOT_BUSY(slot) ? slot->claimed_at : slot->idle_since);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -219,7 +219,7 @@ SELECT hc_grant_operator('tap_lock_ops');
 SELECT ok(has_function_privilege('tap_lock_app', 'hc_lock_acquire(text, text, interval, integer)', 'EXECUTE')
       AND has_function_privilege('tap_lock_app', 'hc_lock_heartbeat(text, text, bigint)', 'EXECUTE')
       AND has_function_privilege('tap_lock_app', 'hc_lock_release(text, text, bigint)', 'EXECUTE')
-      AND has_function_privilege('tap_lock_app', 'hc_attempt_begin(text, text, bigint, interval, integer)', 'EXECUTE')
+      AND has_function_privilege('tap_lock_app', 'hc_attempt_begin(text, text, bigint, interval, integer, text)', 'EXECUTE')
       AND has_function_privilege('tap_lock_app', 'hc_attempt_complete(text, text, bigint, text)', 'EXECUTE'),
           'privileges: hc_grant_app grants the lease and attempt calls');
 SELECT ok(NOT has_function_privilege('tap_lock_app', 'hc_attempt_reset(text, text)', 'EXECUTE'),

@@ -56,7 +56,7 @@ SET search_path = pg_catalog, pg_temp;
 -- The lease and attempt functions and hc_sweep are called only where they
 -- exist (they come with the lock work); hc_grant only while it exists.
 SELECT pg_catalog.to_regprocedure(:'ext' || '.hc_lock_acquire(text,text,interval,integer)') IS NOT NULL AS have_locks,
-       pg_catalog.to_regprocedure(:'ext' || '.hc_attempt_begin(text,text,bigint,interval,integer)') IS NOT NULL AS have_attempts,
+       pg_catalog.to_regproc(:'ext' || '.hc_attempt_begin') IS NOT NULL AS have_attempts,
        pg_catalog.to_regprocedure(:'ext' || '.hc_sweep(integer)') IS NOT NULL AS have_sweep,
        pg_catalog.to_regprocedure(:'ext' || '.hc_grant(regrole,text[],text[])') IS NOT NULL AS have_grant
 \gset

@@ -41,17 +41,30 @@ SELECT * FROM hc_attempt_begin('A-never', 'w1', 1);
 SELECT attempt_digest() = :'before' AS unchanged;
 
 ------------------------------------------------------------------------------
--- PROCEED records attempt n with a permanent marker; the same holder asking
--- again within the cooldown gets that attempt back and records nothing.
+-- PROCEED records attempt n with a permanent marker and its request key.
+-- Within the cooldown only the request that made it (the same owner and
+-- token presenting its request_key) gets that attempt back, recording
+-- nothing; the same owner and token without the key, or with another, is
+-- COOLDOWN: an owner name proves nothing (two deliveries of one webhook).
 ------------------------------------------------------------------------------
 SELECT resource, status, attempt, attempt_marker(marker, last_attempt_at) AS marker, external_ref
-  FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3);
+  FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => 'req-1');
 SELECT status, attempts, total_attempts, last_marker ~ '^ATTEMPTED-w1-r1-t[0-9]{13}$' AS marker_shape,
-       last_owner, last_token, cooldown, max_attempts
+       last_owner, last_token, cooldown, max_attempts,
+       last_request_digest = sha256('req-1') AS key_digest
   FROM hc_attempts WHERE resource = 'A-1';
 SELECT attempt_digest() AS before \gset
 SELECT resource, status, attempt, attempt_marker(marker, last_attempt_at) AS marker
-  FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3);
+  FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => 'req-1');
+SELECT status, attempt FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3);
+SELECT status, attempt FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => 'req-2');
+SELECT status, attempt FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => NULL);
+SELECT attempt_digest() = :'before' AS unchanged;
+-- A request key is checked like an idempotency key.
+SELECT * FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => repeat('k', 300));
+\echo :LAST_ERROR_SQLSTATE
 SELECT attempt_digest() = :'before' AS unchanged;
 -- The cooldown is the caller's: with none, the next attempt may go.
 SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
@@ -135,21 +148,25 @@ SELECT status, attempt FROM hc_attempt_begin('A-3', 'rescuer', 2, '0 seconds', 2
 -- Durability: a marker never depends on the caller committing later (every
 -- caller context: autonomous.sql).  The statement fails after begin: the
 -- caller never saw PROCEED, yet the marker is recorded.  An answer the
--- caller lost is not a new attempt: the same holder's retry within the
--- cooldown gets that attempt back (nothing written); another holder after a
--- takeover sees the cooldown.
+-- caller lost is not a new attempt: its retry with the same request key
+-- within the cooldown gets that attempt back (nothing written); the same
+-- holder without the key, and another holder after a takeover, see the
+-- cooldown.
 ------------------------------------------------------------------------------
 SELECT hc_lock_acquire('A-5', 'w5', '1 second', 0) AS token;
-SELECT (hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3)).status, 1 / (random() * 0)::int AS boom;
+SELECT (hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3, 'invoice-5-try-1')).status, 1 / (random() * 0)::int AS boom;
 \echo :LAST_ERROR_SQLSTATE
 SELECT status, attempts, last_marker ~ '^ATTEMPTED-w5-r1-t' AS marker_kept FROM hc_attempts WHERE resource = 'A-5';
 SELECT attempt_digest() AS before \gset
 SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
-  FROM hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3);
+  FROM hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3, 'invoice-5-try-1');
+SELECT status, attempt FROM hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3);
 SELECT attempt_digest() = :'before' AS unchanged;
 SELECT pg_sleep(1.5);
 SELECT hc_lock_acquire('A-5', 'w6', '1 hour', 0) AS token;
 SELECT status, attempt FROM hc_attempt_begin('A-5', 'w6', 2, '1 hour', 3);
+-- The key of the last attempt is no pass for another holder.
+SELECT status, attempt FROM hc_attempt_begin('A-5', 'w6', 2, '1 hour', 3, 'invoice-5-try-1');
 
 ------------------------------------------------------------------------------
 -- Bad input (class 22) and unknown resources: nothing changes.

@@ -79,7 +79,7 @@ SELECT g, p, o
                ('EXECUTE', 'hc_lock_acquire_session(text,text,interval,integer)'),
                ('EXECUTE', 'hc_lock_heartbeat(text,text,bigint)'),
                ('EXECUTE', 'hc_lock_release(text,text,bigint)'),
-               ('EXECUTE', 'hc_attempt_begin(text,text,bigint,interval,integer)'),
+               ('EXECUTE', 'hc_attempt_begin(text,text,bigint,interval,integer,text)'),
                ('EXECUTE', 'hc_attempt_complete(text,text,bigint,text)'),
                ('SELECT', 'hc_assets'),
                ('SELECT', 'hc_inventory'), ('SELECT', 'hc_stock_parts'),
@@ -98,12 +98,14 @@ VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expir
        ('operator', 'EXECUTE', 'hc_sweep(integer)'),
        ('operator', 'EXECUTE', 'hc_sweeper_state()'),
        ('operator', 'EXECUTE', 'hc_stock_spread(text,integer)'),
+       ('operator', 'EXECUTE', 'hc_worker_state()'),
        ('operator', 'SELECT', 'hc_reservations'),
        ('operator', 'SELECT', 'hc_stock_reservations'),
        ('operator', 'SELECT', 'hc_idempotency_keys'),
        ('operator', 'SELECT', 'hc_ledger'),
        ('operator', 'SELECT', 'hc_overview'),
-       ('operator', 'SELECT', 'hc_sweeper_databases');
+       ('operator', 'SELECT', 'hc_sweeper_databases'),
+       ('operator', 'SELECT', 'hc_workers');
 DELETE FROM regress_hc_expected
  WHERE CASE privilege WHEN 'EXECUTE' THEN to_regprocedure(object) IS NULL
                       ELSE to_regclass(split_part(object, ' ', 1)) IS NULL END;
