@@ -168,8 +168,10 @@ class Guard:
     closed): a proxy in front may have read another body than the one h11 reads, the shape of
     request smuggling; refuse a body larger than MAX_BODY (413) before reading it when its
     Content-Length says so, else as soon as it grows past it, so that a large body costs
-    neither parsing nor memory; refuse a NUL byte in the path, the query, a header or the
-    body (400): PostgreSQL's text cannot hold one."""
+    neither parsing nor memory; refuse a path or a query that is not UTF-8 once
+    percent-decoded (400): decoded, %ff and %fe would both be U+FFFD, one id for two URLs;
+    refuse a NUL byte in the path, the query, a header or the body (400): PostgreSQL's text
+    cannot hold one."""
 
     def __init__(self, app):
         self.app = app
@@ -188,6 +190,12 @@ class Guard:
         length = dict(scope["headers"]).get(b"content-length", b"")  # digits: h11 refused any other
         if length.isdigit() and int(length) > MAX_BODY:
             return await too_large()(scope, receive, send)
+        try:
+            unquote_to_bytes(scope["raw_path"]).decode()
+            unquote_to_bytes(scope["query_string"]).decode()
+        except UnicodeDecodeError:
+            return await bad_request("the path and the query must be UTF-8 once percent-decoded")(
+                scope, receive, send)
         if ("\x00" in scope["path"] or b"\x00" in unquote_to_bytes(scope["query_string"])
                 or any(b"\x00" in value for _, value in scope["headers"])):
             return await bad_request("NUL bytes are not allowed in the path, the query or a header")(

@@ -421,6 +421,28 @@ def test_framing(url, admin, p):
     check("two Content-Lengths that agree: one length, served (201)", r[0], 201)
 
 
+def test_utf8(c, admin, p):
+    """A path or a query that is not UTF-8 once percent-decoded is 400 invalid_request: decoded
+    with replacement, %ff and %fe would both name the product U+FFFD."""
+    admin.execute("SELECT holdcommit.hc_stock_set(%s, 5), holdcommit.hc_stock_set(%s, 5)",
+                  [p + "U-\ufffd", p + "U-\u00e9"])
+    for what, enc in [("%ff", "%ff"), ("%fe", "%fe"), ("%c3 (a sequence cut short)", "%c3"),
+                      ("%c0%ae (an overlong '.')", "%c0%ae"), ("%ed%a0%80 (a surrogate)", "%ed%a0%80")]:
+        check(f"a reserve of product U-{what}: 400 invalid_request",
+              kind(c.post(f"/v1/products/{p}U-{enc}/reservations", {"buyer_id": "uma", "qty": 1},
+                          key=f"{p}u-{enc}")), (400, "invalid_request"))
+    check("a GET of product U-%fe: 400 invalid_request", kind(c.get(f"/v1/products/{p}U-%fe")),
+          (400, "invalid_request"))
+    for path in ["/v1/products?after=%ff", "/v1/assets?after=%fe", "/v1/assets?limit=1&after=x%c3"]:
+        check(f"GET {path}: 400 invalid_request", kind(c.get(path)), (400, "invalid_request"))
+    check("U+FFFD itself (%ef%bf%bd) and U+00E9 (%c3%a9) are valid UTF-8: both products answer, nothing reserved",
+          [c.get(f"/v1/products/{p}U-{enc}")[1] for enc in ("%ef%bf%bd", "%c3%a9")],
+          [{"product_id": p + name, "stock": 5, "reserved": 0, "available": 5} for name in ("U-\ufffd", "U-\u00e9")])
+    check("... and no reservation line was made for them", admin.execute(
+        "SELECT count(*) FROM holdcommit.hc_stock_reservation_lines WHERE product_id = ANY(%s)",
+        [[p + "U-\ufffd", p + "U-\u00e9"]]).fetchone()[0], 0)
+
+
 def test_keys(c, admin, p):
     """The Idempotency-Key is a structured-field string (RFC 8941) of printable ASCII, quoted,
     or bare without quotes, backslashes or spaces."""
@@ -701,6 +723,7 @@ def main():
     test_keys(c, admin, p)
     test_integers(c, admin, p)
     test_nul(args.url, c, p)
+    test_utf8(c, admin, p)
     test_errors(c, p)
     test_limits(args.url, c, admin, p, args.service_pid)
     c.close()
