@@ -235,10 +235,16 @@ app.add_middleware(Guard)
 # Request bodies --------------------------------------------------------------------------
 
 def no_nul(value, where="body"):
-    """A NUL written as \\u0000 in a JSON string, anywhere in the body."""
+    """A NUL written as \\u0000 in a JSON string, anywhere in the body; or a lone surrogate
+    (\\ud800), which is not text in UTF-8: psycopg could not send it (a 500)."""
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError(f"NUL bytes are not allowed ({where})")
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise ValueError(f"a lone surrogate is not text ({where})") from None
     elif isinstance(value, dict):
         for k, v in value.items():
             no_nul(k, where)

@@ -435,6 +435,11 @@ def test_utf8(c, admin, p):
           (400, "invalid_request"))
     for path in ["/v1/products?after=%ff", "/v1/assets?after=%fe", "/v1/assets?limit=1&after=x%c3"]:
         check(f"GET {path}: 400 invalid_request", kind(c.get(path)), (400, "invalid_request"))
+    for what, path, raw in [
+            ("\\ud800 in a value", f"/v1/products/{p}U-%c3%a9/reservations", '{"buyer_id": "u\\ud800", "qty": 1}'),
+            ("\\udcff in an item", "/v1/orders", '{"buyer_id": "u", "items": [{"product_id": "\\udcff", "qty": 1}]}')]:
+        check(f"a lone surrogate, {what}: 400 invalid_request", kind(c.post(path, raw=raw, key=f"{p}u-s")),
+              (400, "invalid_request"))
     check("U+FFFD itself (%ef%bf%bd) and U+00E9 (%c3%a9) are valid UTF-8: both products answer, nothing reserved",
           [c.get(f"/v1/products/{p}U-{enc}")[1] for enc in ("%ef%bf%bd", "%c3%a9")],
           [{"product_id": p + name, "stock": 5, "reserved": 0, "available": 5} for name in ("U-\ufffd", "U-\u00e9")])
