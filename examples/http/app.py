@@ -89,8 +89,8 @@ def problem(status, name, title, detail=None, headers=None, **extensions):
     return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
 
 
-def bad_request(detail):
-    return problem(400, "invalid_request", "Invalid request", detail)
+def bad_request(detail, headers=None):
+    return problem(400, "invalid_request", "Invalid request", detail, headers)
 
 
 def error_problem(e: HoldcommitError):
@@ -164,10 +164,14 @@ async def internal_error(request: Request, e: Exception):
 # The request's bytes, before FastAPI parses anything ---------------------------------------
 
 class Guard:
-    """ASGI middleware: refuse a body larger than MAX_BODY (413) before reading it when its
+    """ASGI middleware: refuse a request whose body's length is ambiguous (400, the connection
+    closed): a proxy in front may have read another body than the one h11 reads, the shape of
+    request smuggling; refuse a body larger than MAX_BODY (413) before reading it when its
     Content-Length says so, else as soon as it grows past it, so that a large body costs
-    neither parsing nor memory; refuse a NUL byte in the path, the query, a header or the
-    body (400): PostgreSQL's text cannot hold one."""
+    neither parsing nor memory; refuse a path or a query that is not UTF-8 once
+    percent-decoded (400): decoded, %ff and %fe would both be U+FFFD, one id for two URLs;
+    refuse a NUL byte in the path, the query, a header or the body (400): PostgreSQL's text
+    cannot hold one."""
 
     def __init__(self, app):
         self.app = app
@@ -175,9 +179,23 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        # h11 has refused conflicting Content-Lengths, two Transfer-Encodings and any coding
+        # but chunked; it lets chunked override a Content-Length (RFC 9112 6.3 allows that, but
+        # a proxy in front may have read the Content-Length) and takes chunked in HTTP/1.0 (RFC
+        # 9112 6.1: faulty framing).  The connection closes: the rest of its bytes are unread.
+        names = [name for name, _ in scope["headers"]]
+        if b"transfer-encoding" in names and (b"content-length" in names or scope["http_version"] == "1.0"):
+            return await bad_request("a body has a Content-Length or, in HTTP/1.1, Transfer-Encoding: chunked;"
+                                     " never both", {"Connection": "close"})(scope, receive, send)
         length = dict(scope["headers"]).get(b"content-length", b"")  # digits: h11 refused any other
         if length.isdigit() and int(length) > MAX_BODY:
             return await too_large()(scope, receive, send)
+        try:
+            unquote_to_bytes(scope["raw_path"]).decode()
+            unquote_to_bytes(scope["query_string"]).decode()
+        except UnicodeDecodeError:
+            return await bad_request("the path and the query must be UTF-8 once percent-decoded")(
+                scope, receive, send)
         if ("\x00" in scope["path"] or b"\x00" in unquote_to_bytes(scope["query_string"])
                 or any(b"\x00" in value for _, value in scope["headers"])):
             return await bad_request("NUL bytes are not allowed in the path, the query or a header")(
@@ -217,10 +235,16 @@ app.add_middleware(Guard)
 # Request bodies --------------------------------------------------------------------------
 
 def no_nul(value, where="body"):
-    """A NUL written as \\u0000 in a JSON string, anywhere in the body."""
+    """A NUL written as \\u0000 in a JSON string, anywhere in the body; or a lone surrogate
+    (\\ud800), which is not text in UTF-8: psycopg could not send it (a 500)."""
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError(f"NUL bytes are not allowed ({where})")
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise ValueError(f"a lone surrogate is not text ({where})") from None
     elif isinstance(value, dict):
         for k, v in value.items():
             no_nul(k, where)

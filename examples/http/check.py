@@ -15,6 +15,7 @@ another's in the same database.
 
 import argparse
 import http.client
+import io
 import json
 import os
 import socket
@@ -348,6 +349,105 @@ def test_nul(url, c, p):
         check(f"a NUL {what}: 400 invalid_request", kind(send()), (400, "invalid_request"))
 
 
+class Replay(io.BytesIO):
+    """Bytes already received, for http.client to parse as a socket's (and not close)."""
+
+    def makefile(self, mode):
+        return self
+
+    def close(self):
+        pass
+
+
+def raw_answers(url, data):
+    """Send DATA on a bare socket and read until the service closes it: its first answer, and
+    the bytes it sent after that answer (another request's answer, say)."""
+    u = urlsplit(url)
+    got = b""
+    with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+        s.sendall(data)
+        while chunk := s.recv(65536):
+            got += chunk
+    stream = Replay(got)
+    resp = http.client.HTTPResponse(stream)
+    resp.begin()
+    return answer_of(resp), stream.read()
+
+
+def test_framing(url, admin, p):
+    """A body whose length two readers may read apart (the shape of request smuggling) is
+    400 invalid_request, the connection closed, before any call of the database."""
+    assets = [f"{p}SMUG-{i}" for i in range(1, 5)]
+    admin.execute("SELECT holdcommit.hc_asset_add(a) FROM unnest(%s::text[]) a", [assets])
+    body = b'{"buyer_id": "smuggler"}'
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+    def head(asset, key, framing, version="1.1"):
+        return post_head(url, f"/v1/assets/{asset}/reservations", key).replace(
+            b"HTTP/1.1", b"HTTP/" + version.encode()) + framing.encode() + b"\r\n"
+
+    # A proxy that reads the Content-Length sees one request; h11, reading the chunks, two.
+    smuggled = head(assets[1], p + "sm-2", f"Content-Length: {len(body)}\r\n") + body
+    payload = chunked + smuggled
+    r, after = raw_answers(url, head(assets[0], p + "sm-1", f"Content-Length: {len(payload)}\r\n"
+                                     "Transfer-Encoding: chunked\r\n") + payload)
+    check("Content-Length and Transfer-Encoding: chunked: 400 invalid_request, Connection: close",
+          (kind(r), r[3].get("connection")), ((400, "invalid_request"), "close"))
+    check("... and the request smuggled after its chunks is never read: nothing more on the connection",
+          after[:80], b"")
+    cases = [
+        ("Transfer-Encoding: chunked then Content-Length", "1.1",
+         f"Transfer-Encoding: chunked\r\nContent-Length: {len(chunked)}\r\n", chunked),
+        ("Transfer-Encoding: chunked in HTTP/1.0", "1.0", "Transfer-Encoding: chunked\r\n", chunked),
+        # Refused by h11 before the service sees them:
+        ("two Content-Lengths that differ", "1.1", f"Content-Length: {len(body)}\r\nContent-Length: 3\r\n", body),
+        ("a Content-Length listing two lengths", "1.1", f"Content-Length: {len(body)}, 3\r\n", body),
+        ("Transfer-Encoding: gzip", "1.1", "Transfer-Encoding: gzip\r\n", chunked),
+        ("Transfer-Encoding: gzip, chunked", "1.1", "Transfer-Encoding: gzip, chunked\r\n", chunked),
+        ("two Transfer-Encoding: chunked", "1.1", "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+         chunked),
+    ]
+    for i, (what, version, framing, data) in enumerate(cases):
+        r, after = raw_answers(url, head(assets[2], f"{p}sm-{i + 3}", framing, version) + data)
+        check(f"{what}: 400 invalid_request, the connection closed",
+              (kind(r), r[3].get("connection"), after), ((400, "invalid_request"), "close", b""))
+    check("none of these requests held an asset", admin.execute(
+        "SELECT count(*) FROM holdcommit.hc_reservations WHERE asset_id = ANY(%s)", [assets[:3]]).fetchone()[0], 0)
+    check("... all still AVAILABLE", admin.execute(
+        "SELECT array_agg(DISTINCT status) FROM holdcommit.hc_assets WHERE id = ANY(%s)", [assets[:3]]).fetchone()[0],
+        ["AVAILABLE"])
+    # Not ambiguous (RFC 9110 8.6): h11 folds the two into one length before the service sees them.
+    r = raw_exchange(url, head(assets[3], p + "sm-20", f"Content-Length: {len(body)}\r\n" * 2) + body)
+    check("two Content-Lengths that agree: one length, served (201)", r[0], 201)
+
+
+def test_utf8(c, admin, p):
+    """A path or a query that is not UTF-8 once percent-decoded is 400 invalid_request: decoded
+    with replacement, %ff and %fe would both name the product U+FFFD."""
+    admin.execute("SELECT holdcommit.hc_stock_set(%s, 5), holdcommit.hc_stock_set(%s, 5)",
+                  [p + "U-\ufffd", p + "U-\u00e9"])
+    for what, enc in [("%ff", "%ff"), ("%fe", "%fe"), ("%c3 (a sequence cut short)", "%c3"),
+                      ("%c0%ae (an overlong '.')", "%c0%ae"), ("%ed%a0%80 (a surrogate)", "%ed%a0%80")]:
+        check(f"a reserve of product U-{what}: 400 invalid_request",
+              kind(c.post(f"/v1/products/{p}U-{enc}/reservations", {"buyer_id": "uma", "qty": 1},
+                          key=f"{p}u-{enc}")), (400, "invalid_request"))
+    check("a GET of product U-%fe: 400 invalid_request", kind(c.get(f"/v1/products/{p}U-%fe")),
+          (400, "invalid_request"))
+    for path in ["/v1/products?after=%ff", "/v1/assets?after=%fe", "/v1/assets?limit=1&after=x%c3"]:
+        check(f"GET {path}: 400 invalid_request", kind(c.get(path)), (400, "invalid_request"))
+    for what, path, raw in [
+            ("\\ud800 in a value", f"/v1/products/{p}U-%c3%a9/reservations", '{"buyer_id": "u\\ud800", "qty": 1}'),
+            ("\\udcff in an item", "/v1/orders", '{"buyer_id": "u", "items": [{"product_id": "\\udcff", "qty": 1}]}')]:
+        check(f"a lone surrogate, {what}: 400 invalid_request", kind(c.post(path, raw=raw, key=f"{p}u-s")),
+              (400, "invalid_request"))
+    check("U+FFFD itself (%ef%bf%bd) and U+00E9 (%c3%a9) are valid UTF-8: both products answer, nothing reserved",
+          [c.get(f"/v1/products/{p}U-{enc}")[1] for enc in ("%ef%bf%bd", "%c3%a9")],
+          [{"product_id": p + name, "stock": 5, "reserved": 0, "available": 5} for name in ("U-\ufffd", "U-\u00e9")])
+    check("... and no reservation line was made for them", admin.execute(
+        "SELECT count(*) FROM holdcommit.hc_stock_reservation_lines WHERE product_id = ANY(%s)",
+        [[p + "U-\ufffd", p + "U-\u00e9"]]).fetchone()[0], 0)
+
+
 def test_keys(c, admin, p):
     """The Idempotency-Key is a structured-field string (RFC 8941) of printable ASCII, quoted,
     or bare without quotes, backslashes or spaces."""
@@ -628,9 +728,11 @@ def main():
     test_keys(c, admin, p)
     test_integers(c, admin, p)
     test_nul(args.url, c, p)
+    test_utf8(c, admin, p)
     test_errors(c, p)
     test_limits(args.url, c, admin, p, args.service_pid)
     c.close()
+    test_framing(args.url, admin, p)
     test_in_flight(args.url, admin, p, args.lock_timeout)
     test_same_key(args.url, admin, p)
     test_flash_sales(args.url, admin, p)
