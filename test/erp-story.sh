@@ -12,9 +12,8 @@
 # worker cannot know whether an invoice was made: the outcome is unknown.
 # Every hc_* call is its own statement in autocommit mode, as the lock and
 # attempt functions require.
-# Each owner is the name of one process or one delivery, never a role's: the
-# same owner gets the same token back, so two deliveries sharing "webhook"
-# would both hold the lease (doc/locking.md).  The output names them by role.
+# Each owner is the name of one process or one delivery, never a role's
+# (doc/locking.md says why); the output names them by role.
 set -uo pipefail
 db=${1:?usage: erp-story.sh DATABASE}
 pay=PAY-7781
