@@ -12,6 +12,8 @@
 # worker cannot know whether an invoice was made: the outcome is unknown.
 # Every hc_* call is its own statement in autocommit mode, as the lock and
 # attempt functions require.
+# Each owner is the name of one process or one delivery, never a role's
+# (doc/locking.md says why); the output names them by role.
 set -uo pipefail
 db=${1:?usage: erp-story.sh DATABASE}
 pay=PAY-7781
@@ -58,8 +60,21 @@ heartbeats() {
     done
 }
 stop() { kill "$1"; wait "$1" 2>/dev/null; }
+# owner ROLE: a new owner name.  The webhook's is its delivery's (an id made
+# when the request arrived); the scheduler's its run's: host, pid and a
+# random suffix.
+hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+owner() {
+    case $1 in
+    webhook) echo "webhook-$(hex 8)" ;;
+    scheduler) echo "scheduler-${HOSTNAME:0:24}-$$-$(hex 4)" ;;
+    esac
+}
 # roles: the race decides who is the winner; the output names roles only.
-roles() { sed "s/\"$winner\"/\"<winner>\"/g; s/\"$other\"/\"<other>\"/g"; }
+roles() {
+    sed "s/\"$W\"/\"<winner>\"/g; s/\"$O\"/\"<other>\"/g
+         s/\"$O2\"/\"<other, next run>\"/g; s/\"$W2\"/\"<webhook, next delivery>\"/g"
+}
 marker="regexp_replace(marker, '^ATTEMPTED-.*-r([0-9]+)-t[0-9]+\$', 'ATTEMPTED-<owner>-r\\1-t<unix ms>')"
 # begin OWNER TOKEN: hc_attempt_begin with a 5 s cooldown and a cap of 3.
 begin() {
@@ -75,51 +90,54 @@ after_cooldown() {
 lease() { sql "SELECT coalesce(hc_lock_acquire('$pay', '$1', '2 seconds', $2)::text, 'NULL (busy)')"; }
 
 say "== 1. The payment webhook and the inquiry scheduler race for $pay"
+say "   each under a name of its own: webhook-<delivery id>, scheduler-<host>-<pid>-<random>"
+declare -A name=([webhook]=$(owner webhook) [scheduler]=$(owner scheduler))
 start=$(sql "SELECT extract(epoch FROM clock_timestamp()) + 1")
 for who in webhook scheduler; do
     ( sql "SELECT pg_sleep($start - extract(epoch FROM clock_timestamp()))" >/dev/null
-      lease "$who" 0 >"/tmp/erp-story-$$-$who" ) &
+      lease "${name[$who]}" 0 >"/tmp/erp-story-$$-$who" ) &
 done
 wait
 if [ "$(cat "/tmp/erp-story-$$-webhook")" = "1" ]; then winner=webhook other=scheduler; else winner=scheduler other=webhook; fi
+W=${name[$winner]} O=${name[$other]}
 say "   one of them (the winner) got token $(cat "/tmp/erp-story-$$-$winner"), the other: $(cat "/tmp/erp-story-$$-$other")"
 rm -f "/tmp/erp-story-$$-webhook" "/tmp/erp-story-$$-scheduler"
 
 say
 say "== 2. The winner marks the point of no return and calls the slow ERP, heartbeating"
-say "   begin: $(begin $winner 1)"
-heartbeats $winner 1 & hb=$!
+say "   begin: $(begin $W 1)"
+heartbeats $W 1 & hb=$!
 ( sleep 2.5
-  say "   2.5 s into the call (stale_after is 2 s) the other tries to take over: $(lease $other 0)" ) &
+  say "   2.5 s into the call (stale_after is 2 s) the other tries to take over: $(lease $O 0)" ) &
 say "   the ERP call: $(erp_call '5 seconds')"
 wait $!
 say "   -> the client gave up after 3 s: did the ERP make the invoice? Unknown."
 stop $hb
-say "   release: $(try "SELECT hc_lock_release('$pay', '$winner', 1)::text"); the marker stays:" \
+say "   release: $(try "SELECT hc_lock_release('$pay', '$W', 1)::text"); the marker stays:" \
     "$(sql "SELECT attempts || ' attempt(s), last ' || regexp_replace(last_marker, '^ATTEMPTED-.*-r([0-9]+)-t[0-9]+\$', 'ATTEMPTED-<owner>-r\\1-t<unix ms>') FROM hc_attempts WHERE resource = '$pay'")"
 
 say
 say "== 3. The other retries: first the cooldown, then a second attempt, again unknown"
-say "   acquire: token $(lease $other 0)"
-heartbeats $other 2 & hb=$!
-say "   begin: $(begin $other 2)"
+say "   acquire: token $(lease $O 0)"
+heartbeats $O 2 & hb=$!
+say "   begin: $(begin $O 2)"
 after_cooldown
-say "   after the cooldown, begin: $(begin $other 2)"
+say "   after the cooldown, begin: $(begin $O 2)"
 say "   the ERP call: $(erp_call '5 seconds')"
 stop $hb
-say "   release: $(try "SELECT hc_lock_release('$pay', '$other', 2)::text")"
+say "   release: $(try "SELECT hc_lock_release('$pay', '$O', 2)::text")"
 
 say
 say "== 4. The winner's retry: a third attempt, unknown again; then the cap of 3 holds"
-say "   acquire: token $(lease $winner 5)"
-heartbeats $winner 3 & hb=$!
-say "   begin: $(begin $winner 3)"
+say "   acquire: token $(lease $W 5)"
+heartbeats $W 3 & hb=$!
+say "   begin: $(begin $W 3)"
 after_cooldown
-say "   after the cooldown, begin: $(begin $winner 3)"
+say "   after the cooldown, begin: $(begin $W 3)"
 say "   the ERP call: $(erp_call '5 seconds')"
-say "   begin: $(begin $winner 3)"
+say "   begin: $(begin $W 3)"
 stop $hb
-say "   release: $(try "SELECT hc_lock_release('$pay', '$winner', 3)::text")"
+say "   release: $(try "SELECT hc_lock_release('$pay', '$W', 3)::text")"
 say "   what the operator sees in hc_attempt_status:"
 sql "SELECT format('   %s: %s, %s attempts (cap %s), awaiting review: %s, external_ref: %s', resource, status, attempts,
                    max_attempts, awaiting_review, coalesce(external_ref, '-'))
@@ -131,19 +149,21 @@ say "   invoices for $pay in the ERP: $(sql "SELECT count(*) FROM erp_invoices W
 say "   reset: $(try "SELECT status || ', attempt ' || attempt FROM hc_attempt_reset('$pay', 'ops: ERP has no invoice for $pay, retry allowed')")"
 
 say
-say "== 6. The other's next run: the ERP answers in time; the outcome is recorded"
-say "   acquire: token $(lease $other 5)"
-say "   begin: $(begin $other 4)"
+say "== 6. The other's next run, under a name of its own: the ERP answers in time; the outcome is recorded"
+O2=$(owner $other)
+say "   acquire: token $(lease $O2 5)"
+say "   begin: $(begin $O2 4)"
 invoice=$(erp_call '1 second')
 say "   the ERP call: $invoice"
-say "   complete: $(try "SELECT status || ', external_ref ' || external_ref FROM hc_attempt_complete('$pay', '$other', 4, '$invoice')")"
-say "   release: $(try "SELECT hc_lock_release('$pay', '$other', 4)::text")"
+say "   complete: $(try "SELECT status || ', external_ref ' || external_ref FROM hc_attempt_complete('$pay', '$O2', 4, '$invoice')")"
+say "   release: $(try "SELECT hc_lock_release('$pay', '$O2', 4)::text")"
 
 say
-say "== 7. The payment gateway sends its webhook once more"
-say "   acquire: token $(lease $winner 5)"
-say "   begin: $(begin $winner 5) -> no ERP call"
-say "   release: $(try "SELECT hc_lock_release('$pay', '$winner', 5)::text")"
+say "== 7. The payment gateway delivers its webhook once more, under a name of its own"
+W2=$(owner webhook)
+say "   acquire: token $(lease $W2 5)"
+say "   begin: $(begin $W2 5) -> no ERP call"
+say "   release: $(try "SELECT hc_lock_release('$pay', '$W2', 5)::text")"
 
 say
 say "== The end"

@@ -153,6 +153,7 @@ export function errorFrom(err: unknown): unknown;
 // withLease.
 export interface LeaseOptions {
   resource: string;
+  /** This process's or this delivery's own name, never a role's such as 'webhook' (doc/locking.md). */
   owner: string;
   /** Seconds without a heartbeat after which the lease is stale (stale_after): default 30. */
   ttl?: number;

@@ -17,6 +17,10 @@ else
     echo "not ok - the ERP story's output differs from test/erp-story.expected"
     sed 's/^/#   /' "$work/story.diff" | head -40
 fi
+check "the story's owners: four names, one per run or delivery, none a role's" \
+    "$(q "SELECT count(DISTINCT o) || ' ' || count(*) FILTER (WHERE o IN ('webhook', 'scheduler'))
+            FROM (SELECT detail::jsonb ->> 'owner' AS o FROM hc_ledger
+                   WHERE kind = 'resource' AND entity_id = 'PAY-7781' AND detail::jsonb ? 'owner') x")" "4 0"
 check "the ERP story ends with exactly one invoice" \
     "$(q "SELECT count(*) FROM erp_invoices WHERE payment_id = 'PAY-7781'")" "1"
 # The story's own objects (the simulated ERP) are in public: the extension's schema,

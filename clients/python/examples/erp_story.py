@@ -14,8 +14,14 @@ The ERP is simulated in the same database: public.erp_create_invoice() takes its
 invoice was made. Each worker holds the lease with holdcommit.lease() (heartbeats on its own
 connection while the ERP call blocks the worker's), and guards the ERP call with
 attempt_begin / attempt_complete, which take the lease's fencing token.
+
+Each owner is the name of one process or one delivery, never a role's (doc/locking.md says
+why); the output names them by role.
 """
+import os
 import re
+import secrets
+import socket
 import sys
 import threading
 import time
@@ -68,6 +74,14 @@ def after_cooldown():
     time.sleep(max(float(left), 0))
 
 
+def owner(role):
+    """A new owner name: the webhook's is its delivery's (an id made when the request arrived),
+    the scheduler's its run's: host, pid and a random suffix."""
+    if role == "webhook":
+        return f"webhook-{secrets.token_hex(8)}"
+    return f"scheduler-{socket.gethostname()[:24]}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
 def lease(owner, retries=0):
     return hc.lease(app_dsn, PAY, owner, ttl=STALE, heartbeat=BEAT, retries=retries)
 
@@ -109,13 +123,15 @@ for sql in ["SET client_min_messages = warning",
     ops.execute(sql)
 
 print(f"== 1. The payment webhook and the inquiry scheduler race for {PAY}")
+print("   each under a name of its own: webhook-<delivery id>, scheduler-<host>-<pid>-<random>")
+name = {"webhook": owner("webhook"), "scheduler": owner("scheduler")}
 got, start = {}, threading.Barrier(2)
 
 
 def race(who):
     with psycopg.connect(app_dsn, autocommit=True) as conn:
         start.wait()
-        got[who] = hc.lock_acquire(conn, PAY, who, STALE)
+        got[who] = hc.lock_acquire(conn, PAY, name[who], STALE)
 
 
 racers = [threading.Thread(target=race, args=(who,)) for who in ("webhook", "scheduler")]
@@ -126,13 +142,14 @@ for t in racers:
 winner, other = ("webhook", "scheduler") if got["webhook"] else ("scheduler", "webhook")
 print(f"   one of them (the winner) got token {got[winner].token}, the other: "
       f"{got[other].token if got[other] else 'NULL (busy)'}")
+W, O = name[winner], name[other]
 
 print()
 print("== 2. The winner marks the point of no return and calls the slow ERP, heartbeating")
-with lease(winner) as held:              # the winner's own live lease: the same token, 1
+with lease(W) as held:                   # the winner's own live lease: the same token, 1
     print(f"   begin: {show(begin(held))}")
     rival = {}
-    late = threading.Timer(2.5, lambda: rival.setdefault("answer", take_over(other)))
+    late = threading.Timer(2.5, lambda: rival.setdefault("answer", take_over(O)))
     late.start()
     held.check()                          # the lease is still ours: call out
     _, said = erp_call("5 seconds")
@@ -146,7 +163,7 @@ print(f"   release: {released(held)}; the marker stays: {attempts} attempt(s), l
 
 print()
 print("== 3. The other retries: first the cooldown, then a second attempt, again unknown")
-with lease(other) as held:
+with lease(O) as held:
     print(f"   acquire: token {held.token}")
     print(f"   begin: {show(begin(held))}")
     after_cooldown()
@@ -157,7 +174,7 @@ print(f"   release: {released(held)}")
 
 print()
 print("== 4. The winner's retry: a third attempt, unknown again; then the cap of 3 holds")
-with lease(winner, retries=5) as held:
+with lease(W, retries=5) as held:
     print(f"   acquire: token {held.token}")
     print(f"   begin: {show(begin(held))}")
     after_cooldown()
@@ -180,8 +197,9 @@ reset = hc.attempt_reset(ops, PAY, f"ops: ERP has no invoice for {PAY}, retry al
 print(f"   reset: {reset.status}, attempt {reset.attempt}")
 
 print()
-print("== 6. The other's next run: the ERP answers in time; the outcome is recorded")
-with lease(other, retries=5) as held:
+print("== 6. The other's next run, under a name of its own: the ERP answers in time; the outcome is recorded")
+O2 = owner(other)
+with lease(O2, retries=5) as held:
     print(f"   acquire: token {held.token}")
     a = begin(held)
     print(f"   begin: {show(a)}")
@@ -194,8 +212,9 @@ with lease(other, retries=5) as held:
 print(f"   release: {released(held)}")
 
 print()
-print("== 7. The payment gateway sends its webhook once more")
-with lease(winner, retries=5) as held:
+print("== 7. The payment gateway delivers its webhook once more, under a name of its own")
+W2 = owner("webhook")
+with lease(W2, retries=5) as held:
     print(f"   acquire: token {held.token}")
     a = begin(held)
     print(f"   begin: {show(a)}" + (" -> no ERP call" if a.status == "COMPLETED" else ""))
@@ -211,5 +230,6 @@ print(f"   the ledger of {PAY}:")
 for event, detail in ops.execute("SELECT event, detail FROM holdcommit.hc_ledger"
                                  " WHERE kind = 'resource' AND entity_id = %s ORDER BY seq", [PAY]):
     detail = re.sub(r'ATTEMPTED-.*-r([0-9]+)-t[0-9]+"', r'ATTEMPTED-<owner>-r\1-t<unix ms>"', detail)
-    detail = detail.replace(f'"{winner}"', '"<winner>"').replace(f'"{other}"', '"<other>"')
+    for who, role in [(W, "<winner>"), (O, "<other>"), (O2, "<other, next run>"), (W2, "<webhook, next delivery>")]:
+        detail = detail.replace(f'"{who}"', f'"{role}"')
     print(f"   {event:<8} {detail}")

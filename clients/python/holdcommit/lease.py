@@ -1,8 +1,9 @@
 """The lease helper: hold a lease while a block runs, heartbeating on a connection of its own.
 
-    with holdcommit.lease(conninfo, "PAY-7781", "webhook", ttl=timedelta(seconds=30)) as lease:
+    owner = f"webhook-{delivery_id}"    # this delivery's own name, never a role's (doc/locking.md)
+    with holdcommit.lease(conninfo, "PAY-7781", owner, ttl=timedelta(seconds=30)) as lease:
         lease.check()                                   # raises LeaseLost once it is lost
-        a = holdcommit.attempt_begin(conn, "PAY-7781", "webhook", lease.token)
+        a = holdcommit.attempt_begin(conn, "PAY-7781", lease.owner, lease.token)
         ...
 
 A helper cannot stop the block it guards. It tells the block instead, three ways:
@@ -135,7 +136,7 @@ def lease(conninfo: str, resource: str, owner: str, ttl: timedelta = timedelta(s
           bind_session: bool = False) -> Iterator[ActiveLease]:
     """Acquire the lease on a connection of its own, heartbeat every ``heartbeat`` (default
     ttl / 3) from a background thread while the block runs, release it when the block ends,
-    however it ends.
+    however it ends. ``owner``: this process's or this delivery's own name, never a role's.
 
     ttl is the lease's stale_after: a holder silent that long can be taken over; keep the
     heartbeat well below it (a heartbeat that takes longer than one interval gives up and is

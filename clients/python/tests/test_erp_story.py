@@ -34,3 +34,9 @@ class ErpStory(unittest.TestCase):
             self.assertEqual(conn.execute("SELECT status, external_ref FROM holdcommit.hc_attempts"
                                           " WHERE resource = 'PAY-7781'").fetchone(), ("COMPLETED", "INV-000004"))
             self.assertEqual(hc.check(conn), [])
+        with self.subTest("four owners, one per run or delivery, none a role's"), connect() as conn:
+            owners = [o for (o,) in conn.execute(
+                "SELECT DISTINCT detail::jsonb ->> 'owner' FROM holdcommit.hc_ledger"
+                " WHERE kind = 'resource' AND entity_id = 'PAY-7781' AND detail::jsonb ? 'owner'")]
+            self.assertEqual(len(owners), 4, owners)
+            self.assertFalse({"webhook", "scheduler"} & set(owners), owners)
