@@ -29,9 +29,11 @@
  * worker, which cannot have committed, and raises 40P01.  A worker that
  * ends before it answers is an error; whether its transaction committed
  * the caller cannot know, and need not: calling again with the same
- * arguments gets the same token, or the same attempt, back.  A caller that
- * stops waiting (cancel, statement_timeout) leaves its request to be
- * committed whole or not at all; the worker stops an acquire's retries.
+ * arguments gets the same token back (the same owner), or the same attempt
+ * (the same request_key).  A caller that stops waiting (cancel,
+ * statement_timeout, its client gone) leaves its request to be committed
+ * whole or not at all; an acquire's retries are the caller's own calls, and
+ * stop with it.
  */
 #include "postgres.h"
 
@@ -153,7 +155,7 @@ flight_lost(Flight *f)
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("the holdcommit worker running %s ended before it answered", f->function),
 			 errdetail("Its transaction may or may not have committed."),
-			 errhint("Call %s again with the same arguments: the same owner gets the same token, or the same attempt, back.",
+			 errhint("Call %s again with the same arguments: the same owner gets the same token back, the same request_key the same attempt.",
 					 f->function)));
 }
 

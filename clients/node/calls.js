@@ -152,9 +152,10 @@ export function forSchema(schema = 'holdcommit') {
     lockRelease: async (db, resource, owner, tok) =>
       (await scalar(db, sql(prefix, 'hc_lock_release', [str('resource', resource), str('owner', owner), token(tok)]))) === 't',
     // Attempts.
-    attemptBegin: (db, resource, owner, tok, { cooldown, maxAttempts } = {}) =>
+    attemptBegin: (db, resource, owner, tok, { cooldown, maxAttempts, requestKey } = {}) =>
       row(db, sql(prefix, 'hc_attempt_begin', [str('resource', resource), str('owner', owner), token(tok)],
-        { cooldown: interval('cooldown', cooldown), max_attempts: int('maxAttempts', maxAttempts, 1, 'a positive integer') }), attempt),
+        { cooldown: interval('cooldown', cooldown), max_attempts: int('maxAttempts', maxAttempts, 1, 'a positive integer'),
+          request_key: requestKey === undefined ? undefined : str('requestKey', requestKey) }), attempt),
     attemptComplete: (db, resource, owner, tok, externalRef) =>
       row(db, sql(prefix, 'hc_attempt_complete', [str('resource', resource), str('owner', owner), token(tok),
         str('externalRef', externalRef)]), attempt),

@@ -78,8 +78,12 @@ export interface Calls {
   lockHeartbeat(db: Queryable, resource: string, owner: string, token: Token): Promise<Date>;
   /** true if released; false if owner and token did not hold it (nothing changed). */
   lockRelease(db: Queryable, resource: string, owner: string, token: Token): Promise<boolean>;
+  /**
+   * requestKey: made once for this begin, used again only to ask for the same begin after its
+   * answer was lost: within the cooldown that attempt comes back; any other begin gets COOLDOWN.
+   */
   attemptBegin(db: Queryable, resource: string, owner: string, token: Token,
-    options?: { cooldown?: Interval; maxAttempts?: number }): Promise<Attempt>;
+    options?: { cooldown?: Interval; maxAttempts?: number; requestKey?: string }): Promise<Attempt>;
   attemptComplete(db: Queryable, resource: string, owner: string, token: Token, externalRef: string): Promise<Attempt>;
   attemptReset(db: Queryable, resource: string, note: string): Promise<Attempt>;
   /** The violated invariants: none when all hold. */

@@ -5,7 +5,7 @@
 # here with background sessions:
 #   - pg_cancel_backend while the worker waits for the lease row: the caller
 #     fails at once and stays usable; the worker's call commits whole later;
-#   - a cancelled acquire stops its retries in the worker;
+#   - a cancelled acquire stops its retries (each a call of its own);
 #   - a deadlock between a worker and another session: 40P01 for the caller;
 #   - a worker terminated mid-call: a clear error, the pool goes on;
 #   - a pipeline (psycopg's pipeline(), libpq's pipeline mode) whose last
@@ -65,7 +65,7 @@ wait_for "SELECT heartbeat_at > '$before' FROM hc_locks WHERE resource = 'C-1'"
 check "cancel: the worker's heartbeat committed once the row was free" \
     "$(q "SELECT heartbeat_at > '$before' FROM hc_locks WHERE resource = 'C-1'")" "t"
 
-# A cancelled acquire stops retrying in its worker.
+# A cancelled acquire stops retrying.
 caller cancel-acquire "SELECT hc_lock_acquire('C-1', 'w2', '1 hour', 20);"
 wait_for "$(waiting_for_worker cancel-acquire)"
 sleep 0.3

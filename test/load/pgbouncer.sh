@@ -79,12 +79,12 @@ for i in 1 2 3; do
 done
 check "through the pooler: 3 heartbeats with owner and token succeed" \
     "$(q "SELECT heartbeat_at > acquired_at FROM hc_locks WHERE resource = 'pay-1'")" "t"
-out=$(pb "SELECT (hc_attempt_begin('pay-1', 'webhook', 1, '10 minutes', 5)).status || ' ' || pg_backend_pid()")
+out=$(pb "SELECT (hc_attempt_begin('pay-1', 'webhook', 1, '10 minutes', 5, 'req-1')).status || ' ' || pg_backend_pid()")
 pids="$pids ${out#* }"
 check "through the pooler: the attempt PROCEEDs and its marker is committed" \
     "${out% *}/$(q "SELECT attempts FROM hc_attempts WHERE resource = 'pay-1'")" "PROCEED/1"
-check "through the pooler: the same holder asking again gets that attempt back" \
-    "$(pb "SELECT (hc_attempt_begin('pay-1', 'webhook', 1, '10 minutes', 5)).attempt")" "1"
+check "through the pooler: the same request asking again (its request_key) gets that attempt back" \
+    "$(pb "SELECT (hc_attempt_begin('pay-1', 'webhook', 1, '10 minutes', 5, 'req-1')).attempt")" "1"
 check "through the pooler: complete records the invoice" \
     "$(pb "SELECT (hc_attempt_complete('pay-1', 'webhook', 1, 'INV-1')).status")" "COMPLETED"
 out=$(pb "SELECT hc_lock_release('pay-1', 'webhook', 1) || ' ' || pg_backend_pid()")

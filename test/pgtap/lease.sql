@@ -12,7 +12,7 @@
 \pset format unaligned
 \pset tuples_only true
 
-SELECT plan(82);
+SELECT plan(83);
 
 ------------------------------------------------------------------------------
 -- The API as documented
@@ -156,15 +156,17 @@ SELECT is(hc_lock_acquire('T-4', 'webhook', '1 hour', 0), 1::bigint, 'attempt: t
 SELECT hc_attempt_begin('T-4', 'scheduler', 1);
 \set ON_ERROR_STOP 1
 SELECT is(:'SQLSTATE'::text, 'RS007', 'attempt: begin without the lease is RS007');
-SELECT r.* FROM hc_attempt_begin('T-4', 'webhook', 1) r \gset a1_
+SELECT r.* FROM hc_attempt_begin('T-4', 'webhook', 1, request_key => 'T-4-req') r \gset a1_
 SELECT is(:'a1_status'::text, 'PROCEED', 'attempt: the first begin says PROCEED');
 SELECT is(:'a1_attempt'::int, 1, 'attempt: ... attempt 1');
 SELECT matches(:'a1_marker'::text, '^ATTEMPTED-webhook-r1-t[0-9]{13}$', 'attempt: marker ATTEMPTED-{owner}-r{n}-t{unix_ms}');
 SELECT is(substring(:'a1_marker' FROM '-t([0-9]+)$')::bigint,
           floor(extract(epoch FROM :'a1_last_attempt_at'::timestamptz) * 1000)::bigint,
           'attempt: the marker''s time is last_attempt_at in unix ms');
-SELECT is((hc_attempt_begin('T-4', 'webhook', 1)).marker, :'a1_marker',
-          'attempt: the same holder within the default 10 minute cooldown: the same attempt back');
+SELECT is((hc_attempt_begin('T-4', 'webhook', 1, request_key => 'T-4-req')).marker, :'a1_marker',
+          'attempt: the same request (its request_key) within the default 10 minute cooldown: the same attempt back');
+SELECT is((hc_attempt_begin('T-4', 'webhook', 1)).status, 'COOLDOWN',
+          'attempt: the same owner and token without that key: COOLDOWN');
 SELECT is(ARRAY[status::text, attempt::text], ARRAY['PROCEED', '2'], 'attempt: with no cooldown the next attempt PROCEEDs')
   FROM hc_attempt_begin('T-4', 'webhook', 1, '0 seconds', 2);
 SELECT is(ARRAY[status::text, attempt::text], ARRAY['MANUAL_REVIEW', '2'], 'attempt: at the cap: MANUAL_REVIEW')

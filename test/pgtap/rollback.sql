@@ -10,7 +10,7 @@
 SELECT 'tap-' || md5(random()::text) AS run \gset
 
 BEGIN;
-SELECT plan(29);
+SELECT plan(30);
 
 SELECT is(hc_lock_acquire(:'run' || '-pay', 'webhook', '1 hour', 0), 1::bigint,
           'acquire: token 1, in a transaction block');
@@ -34,11 +34,13 @@ SELECT throws_ok(format('SELECT hc_attempt_begin(%L, %L, 1, %L, 0)', :'run' || '
 SELECT throws_ok(format('SELECT hc_attempt_begin(%L, %L, 1)', :'run' || '-pay', 'scheduler'),
                  'RS007', NULL, 'begin: without the lease is RS007');
 
-SELECT is((hc_attempt_begin(:'run' || '-pay', 'webhook', 1, '1 hour', 2)).status, 'PROCEED',
+SELECT is((hc_attempt_begin(:'run' || '-pay', 'webhook', 1, '1 hour', 2, 'req-1')).status, 'PROCEED',
           'begin: PROCEED, attempt 1');
 SELECT is(ARRAY[(a).status, (a).attempt::text], ARRAY['PROCEED', '1'],
-          'begin: the same holder asks again within the cooldown: the same attempt back')
-  FROM (SELECT hc_attempt_begin(:'run' || '-pay', 'webhook', 1, '1 hour', 2) AS a) s;
+          'begin: the same request (its request_key) asks again within the cooldown: the same attempt back')
+  FROM (SELECT hc_attempt_begin(:'run' || '-pay', 'webhook', 1, '1 hour', 2, 'req-1') AS a) s;
+SELECT is((hc_attempt_begin(:'run' || '-pay', 'webhook', 1, '1 hour', 2)).status, 'COOLDOWN',
+          'begin: the same owner and token without the key: COOLDOWN');
 SELECT ok(hc_lock_release(:'run' || '-pay', 'webhook', 1), 'release: the holder frees the lease');
 SELECT is(hc_lock_acquire(:'run' || '-pay', 'scheduler', '1 hour', 0), 2::bigint,
           'acquire: the next holder gets token 2');

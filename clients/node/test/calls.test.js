@@ -312,12 +312,14 @@ test('lockRelease: true once, then false; the next holder gets the next token', 
 test('attempts: PROCEED with a marker, COOLDOWN, COMPLETED, replayed complete; RS004 for another ref', async () => {
   const res = uid('PAY');
   const token = await hc.lockAcquire(app, res, 'webhook');
-  const a = await hc.attemptBegin(app, res, 'webhook', token, { cooldown: '10 minutes', maxAttempts: 3 });
+  const a = await hc.attemptBegin(app, res, 'webhook', token, { cooldown: '10 minutes', maxAttempts: 3, requestKey: 'req-1' });
   assert.deepEqual([a.status, a.attempt, a.externalRef], ['PROCEED', 1, null]);
   assert.match(a.marker, /^ATTEMPTED-webhook-r1-t\d+$/);
   assert.ok(a.lastAttemptAt instanceof Date);
-  const again = await hc.attemptBegin(app, res, 'webhook', token, { cooldown: 600, maxAttempts: 3 });
-  assert.equal(again.marker, a.marker, 'the same holder gets its attempt back');
+  const again = await hc.attemptBegin(app, res, 'webhook', token, { cooldown: 600, maxAttempts: 3, requestKey: 'req-1' });
+  assert.equal(again.marker, a.marker, 'the same request (its requestKey) gets its attempt back');
+  const other = await hc.attemptBegin(app, res, 'webhook', token, { cooldown: 600, maxAttempts: 3 });
+  assert.deepEqual([other.status, other.attempt], ['COOLDOWN', 1], 'the same holder without the key: COOLDOWN');
   const done = await hc.attemptComplete(app, res, 'webhook', token, 'INV-1');
   assert.deepEqual([done.status, done.externalRef], ['COMPLETED', 'INV-1']);
   assert.equal((await hc.attemptBegin(app, res, 'webhook', token)).status, 'COMPLETED');

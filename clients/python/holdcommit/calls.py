@@ -237,11 +237,19 @@ def _lock_release(resource: str, owner: str, token: int) -> Query[bool]:
 
 
 def _attempt_begin(resource: str, owner: str, token: int, cooldown: timedelta = TEN_MINUTES,
-                   max_attempts: int = 5) -> Query[Attempt]:
-    """hc_attempt_begin: the point of no return before an external call; call out only on PROCEED."""
-    return _select(Attempt, "hc_attempt_begin", "%s::text, %s::text, %s::bigint, %s::interval, %s::integer",
-                   (_text("resource", resource), _text("owner", owner), _int("token", token, INT8),
-                    _interval("cooldown", cooldown), _int("max_attempts", max_attempts)))
+                   max_attempts: int = 5, *, request_key: Optional[str] = None) -> Query[Attempt]:
+    """hc_attempt_begin: the point of no return before an external call; call out only on PROCEED.
+
+    request_key: made once for this begin and used again only to ask for the same begin after
+    its answer was lost (a timeout, a dropped connection): within the cooldown that attempt
+    comes back; any other begin gets COOLDOWN."""
+    casts = "%s::text, %s::text, %s::bigint, %s::interval, %s::integer"
+    params = (_text("resource", resource), _text("owner", owner), _int("token", token, INT8),
+              _interval("cooldown", cooldown), _int("max_attempts", max_attempts))
+    if request_key is not None:
+        casts += ", %s::text"
+        params += (_text("request_key", request_key),)
+    return _select(Attempt, "hc_attempt_begin", casts, params)
 
 
 def _attempt_complete(resource: str, owner: str, token: int, external_ref: str) -> Query[Attempt]:

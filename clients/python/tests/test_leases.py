@@ -90,13 +90,16 @@ class Leases(unittest.TestCase):
         """attempt_begin: PROCEED, COOLDOWN, MANUAL_REVIEW; complete; reset"""
         r = uid("pay")
         t = hc.lock_acquire(self.conn, r, "worker-1").token
-        a = hc.attempt_begin(self.conn, r, "worker-1", t, timedelta(0), 2)
+        a = hc.attempt_begin(self.conn, r, "worker-1", t, timedelta(0), 2, request_key="req-1")
         self.assertIsInstance(a, hc.Attempt)
         self.assertEqual((a.status, a.attempt), ("PROCEED", 1))
         self.assertTrue(a.marker.startswith("ATTEMPTED-worker-1-r1-t"))
-        with self.subTest("the same holder again within the cooldown: that attempt back"):
-            c = hc.attempt_begin(self.conn, r, "worker-1", t, timedelta(minutes=5), 2)
+        with self.subTest("the same request (its request_key) within the cooldown: that attempt back"):
+            c = hc.attempt_begin(self.conn, r, "worker-1", t, timedelta(minutes=5), 2, request_key="req-1")
             self.assertEqual((c.status, c.attempt, c.marker), ("PROCEED", 1, a.marker))
+        with self.subTest("the same holder without the key within the cooldown: COOLDOWN"):
+            c = hc.attempt_begin(self.conn, r, "worker-1", t, timedelta(minutes=5), 2)
+            self.assertEqual((c.status, c.attempt), ("COOLDOWN", 1))
         with self.subTest("another holder within the cooldown: COOLDOWN"):
             hc.lock_release(self.conn, r, "worker-1", t)
             t = hc.lock_acquire(self.conn, r, "worker-2").token
