@@ -166,6 +166,10 @@ rows="SELECT md5(string_agg(r, E'\n' ORDER BY r)) FROM (
 want_states="asset:AVAILABLE=3 asset:HELD=2 asset:SOLD=1 attempt:COMPLETED:1/1 attempt:MANUAL_REVIEW:1/1 attempt:OPEN:0/1 attempt:OPEN:1/1 hold:COMMITTED=1 hold:EXPIRED=1 hold:HELD=2 hold:RELEASED=1 lease:false:1 lease:true:1 lease:true:1 lease:true:1 lease:true:2 line:EXPIRED=1 line:FINALIZED=2 line:RELEASED=1 line:RESERVED=4 order:EXPIRED=1 order:FINALIZED=1 order:RELEASED=1 order:RESERVED=3"
 check "0.2.0 data has every state" "$(q $old -c "$states")" "$want_states"
 check "hc_check() is empty under 0.2.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+# This library serves 0.2.0 as 0.2.0 answered: within the cooldown the same
+# owner and token get COOLDOWN (0.2.0 has no request key), nothing written.
+check "served under 0.2.0: the same owner and token within the cooldown get COOLDOWN" \
+    "$(q $old -c "SELECT status, attempt FROM hc_attempt_begin('u2-cooling', 'worker-2', 1, '1 hour')")" "COOLDOWN|1"
 rows_before=$(q $old -c "$rows")
 seqs="SELECT string_agg(kind || ':' || entity_id || ':' || seq, ' ' ORDER BY kind, entity_id)
         FROM (SELECT kind, entity_id, max(seq) seq FROM hc_ledger GROUP BY kind, entity_id) s"
@@ -194,7 +198,7 @@ fi
 # id and the step of an order on Citus: the update lost nothing.
 check "the update kept every privilege of the operator" "$(role_privileges $old $ops)" \
     "$(role_privileges $new $ops | tr ' ' '\n' |
-       grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT|f:hc_stock_(set|adjust|spread)\(.*\)|hc_stock_parts:SELECT|hc_inventory:SELECT|f:hc_(commit|release|extend|finalize|unreserve)\(text,text(,boolean|,interval)?\)|f:hc_order_step\(text,text,text\[\]\)|hc_routes:(SELECT|UPDATE))$' |
+       grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT|f:hc_worker_state\(\)|hc_workers:SELECT|f:hc_stock_(set|adjust|spread)\(.*\)|hc_stock_parts:SELECT|hc_inventory:SELECT|f:hc_(commit|release|extend|finalize|unreserve)\(text,text(,boolean|,interval)?\)|f:hc_order_step\(text,text,text\[\]\)|hc_routes:(SELECT|UPDATE))$' |
        tr '\n' ' ' | sed 's/ $//')"
 check "... and the roles that read the table hc_inventory was" \
     "$(grep -o 'cannot read hc_inventory until they are granted again: .*' "$work/update.log")" \
@@ -240,6 +244,13 @@ check "the attempts keep their count and outcome" \
               -c "SELECT hc_lock_acquire('u2-review', 'worker-5')" \
               -c "SELECT status, attempt FROM hc_attempt_begin('u2-review', 'worker-5', 2, '0', 5)" 2>&1 | tr '\n' ' ')" \
     "COMPLETED|1|INV-U2 2 MANUAL_REVIEW|1 "
+check "after the update: a 0.2.0 attempt is no pass for a request key; a new one's key gets it back" \
+    "$(q $old -c "SELECT status FROM hc_attempt_begin('u2-cooling', 'worker-2', 1, '1 hour', 5, 'k-1')" \
+              -c "SELECT hc_lock_acquire('u2-keyed', 'worker-6')" \
+              -c "SELECT status, attempt FROM hc_attempt_begin('u2-keyed', 'worker-6', 1, '1 hour', 5, 'k-2')" \
+              -c "SELECT status, attempt FROM hc_attempt_begin('u2-keyed', 'worker-6', 1, '1 hour', 5, 'k-2')" \
+              -c "SELECT status, attempt FROM hc_attempt_begin('u2-keyed', 'worker-6', 1, '1 hour', 5)" 2>&1 | tr '\n' ' ')" \
+    "COOLDOWN 1 PROCEED|1 PROCEED|1 COOLDOWN|1 "
 check "the application role calls, in its grants" \
     "$(q $old -c "SET ROLE $app" -c "SELECT status FROM hc_hold('U2-6', 'judy', 'u2-new-hold')" 2>&1)" "HELD"
 check "the operator role reads the new views" \

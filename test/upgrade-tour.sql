@@ -95,6 +95,9 @@ SELECT hc_order_step('TOUR-P1', 'header', '{res_x,read}');
 -- The sweeper's state for this database, and every view.
 SELECT state, reason FROM hc_sweeper_state() WHERE database = current_database();
 SELECT state, reason FROM hc_sweeper_databases WHERE database = current_database();
+-- The pool's slots (how many run depends on the moment).
+SELECT count(*) >= 0 FROM hc_worker_state();
+SELECT count(*) >= 0 FROM hc_workers;
 SELECT count(*) >= 0 FROM hc_sweeper_status;
 SELECT count(*) > 0 FROM hc_overview;
 SELECT count(*) > 0 FROM hc_metrics;
