@@ -60,19 +60,23 @@ cp -a /usr/lib/postgresql/15 "$root/usr/lib/postgresql/" &&
 cp -a /usr/share/postgresql/15 "$root/usr/share/postgresql/" || { echo "not ok - copy the PostgreSQL tree"; exit 0; }
 rm -f "$root"/usr/lib/postgresql/15/lib/holdcommit.so "$root"/usr/share/postgresql/15/extension/holdcommit[.-]*
 
-# reports DIR: the sanitizers' reports in DIR's files and its server.log.
+# ASan's reports are written by the server's processes (postgres, when we are
+# root): into $root/reports/NAME, which that user can reach and write whatever
+# the clone's path (a clone under /root or a private mktemp -d is closed to
+# it).  stop copies them to build/sanitize/NAME/reports, kept after the run.
+# reports NAME: the sanitizers' reports in those files and NAME's server.log.
 reports() {
-    cat "$1"/reports/* "$1/server.log" 2>/dev/null | grep -cE 'ERROR: AddressSanitizer|runtime error:'
+    cat "$root/reports/$1"/* "$build/$1/server.log" 2>/dev/null | grep -cE 'ERROR: AddressSanitizer|runtime error:'
 }
 
 # sanitized NAME DEFINES: build the sources with the sanitizers (and DEFINES)
 # in build/sanitize/NAME, install them into the private tree, start the server
-# with the runtime, ASan's reports going to build/sanitize/NAME/reports/asan.PID.
+# with the runtime, ASan's reports going to $root/reports/NAME/asan.PID.
 sanitized() {
     local name=$1 defines=$2 dir=$build/$1 t0 pid rc
     t0=$(date +%s)
-    rm -rf "$dir" && mkdir -p "$dir/reports"
-    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/reports"
+    rm -rf "$dir" "$root/reports/$name" && mkdir -p "$dir" "$root/reports/$name"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$root/reports/$name"
     # The files git tracks or would track, as make deb copies them: no object of the tree's.
     git ls-files -z --cached --others --exclude-standard |
         while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
@@ -96,7 +100,7 @@ sanitized() {
     # ASan's reports in one file per process.  UBSan: the same, with the stack;
     # its reports go to stderr, the server log: a log_path of its own would be
     # set as ASan's (libasan, first, has the same __sanitizer_set_report_path).
-    if ! ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1:log_path=$PWD/$dir/reports/asan" \
+    if ! ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1:log_path=$root/reports/$name/asan" \
          UBSAN_OPTIONS="print_stacktrace=1:abort_on_error=1" \
          HC_PGROOT=$root HC_LD_PRELOAD=$preload test/server.sh start "$port"; then
         echo "not ok - $name: a server starts with the sanitizers' runtime"
@@ -105,6 +109,12 @@ sanitized() {
         return 1
     fi
     pid=$(head -1 "$PGHOST/data/postmaster.pid")
+    # A file the server writes there itself (COPY TO runs as its user): without
+    # that, "no sanitizer report" would pass for want of a place to write one.
+    psql -X -q -d postgres -c "COPY (SELECT 'written') TO '$root/reports/$name/probe'" 2>&1 | sed 's/^/#   /'
+    check "$name: the server writes in its reports' directory" \
+        "$(cat "$root/reports/$name/probe" 2>/dev/null)" "written"
+    rm -f "$root/reports/$name/probe"
     check "$name: the postmaster has libasan mapped" "$(grep -c '/libasan\.so' "/proc/$pid/maps" | grep -c '^[1-9]')" "1"
     check "$name: the postmaster has the sanitized holdcommit.so mapped" \
         "$(grep -c "$root/usr/lib/postgresql/15/lib/holdcommit.so" "/proc/$pid/maps" | grep -c '^[1-9]')" "1"
@@ -121,9 +131,11 @@ installcheck() {
     echo "# $name: make installcheck $* $(($(date +%s) - t0)) s"
 }
 
-# stop NAME: stop the server, keeping its log in build/sanitize/NAME/server.log.
+# stop NAME: stop the server, keeping its log in build/sanitize/NAME/server.log
+# and ASan's reports in build/sanitize/NAME/reports.
 stop() {
     cp "$PGHOST/server.log" "$build/$1/server.log"
+    cp -r "$root/reports/$1" "$build/$1/reports"
     HC_PGROOT=$root test/server.sh stop "$port"
 }
 
@@ -170,13 +182,13 @@ if sanitized clean ""; then
     done
     check "clean: the background sweeper sweeps the expired hold and reservation" "$swept" "1 1"
     stop clean
-    check "clean: no sanitizer report" "$(reports "$build/clean")" "0"
+    check "clean: no sanitizer report" "$(reports clean)" "0"
     for f in "$build"/clean/reports/*; do
         [ -e "$f" ] && { echo "# $f:"; head -40 "$f" | sed 's/^/#   /'; }
     done
     check "clean: no process terminated by a signal" "$(grep -c 'terminated by signal' "$build/clean/server.log")" "0"
 fi
-echo "# clean run: $(($(date +%s) - t0)) s, $(reports "$build/clean") reports"
+echo "# clean run: $(($(date +%s) - t0)) s, $(reports clean) reports"
 
 ##############################################################################
 # the canary: each sanitizer reports its planted defect
@@ -195,7 +207,7 @@ if sanitized canary -DHC_SANITIZE_CANARY; then
     installcheck canary ISOLATION= REGRESS="setup stock"
     check "canary: make installcheck of stock fails" "$rc" "2"
     stop canary
-    asan=$(grep -l 'ERROR: AddressSanitizer: heap-buffer-overflow' "$build"/canary/reports/asan.* 2>/dev/null |
+    asan=$(grep -l 'ERROR: AddressSanitizer: heap-buffer-overflow' "$root"/reports/canary/asan.* 2>/dev/null |
            xargs -r grep -l ' in hc_asset_add src/hold\.c' | wc -l)
     ubsan=$(grep -A5 '^src/stock\.c:[0-9:]*: runtime error: load of misaligned address' "$build/canary/server.log" |
             grep -c '#0 .* in hc_stock_set src/stock\.c')
@@ -205,10 +217,10 @@ if sanitized canary -DHC_SANITIZE_CANARY; then
     [ -n "$f" ] && { echo "# $f:"; head -5 "$f" | sed 's/^/#   /'; }
     echo "# $build/canary/server.log:"
     grep -m1 -A5 'runtime error:' "$build/canary/server.log" | sed 's/^/#   /'
-    check "canary: the clean run's count of reports finds both" "$(reports "$build/canary")" "2"
+    check "canary: the clean run's count of reports finds both" "$(reports canary)" "2"
     check "canary: each ends its process (terminated by signal 6)" \
         "$(grep -c 'terminated by signal 6' "$build/canary/server.log")" "2"
-    echo "# canary run: $(($(date +%s) - t0)) s, $asan ASan and $ubsan UBSan reports of the canaries, $(reports "$build/canary") in all"
+    echo "# canary run: $(($(date +%s) - t0)) s, $asan ASan and $ubsan UBSan reports of the canaries, $(reports canary) in all"
 fi
 
 check "the sanitized builds left the tree's objects as they were" "$(md5sum holdcommit.so src/*.o 2>/dev/null)" "$objects_before"

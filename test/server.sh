@@ -15,12 +15,14 @@ set -euo pipefail
 cmd=${1:?usage: server.sh start|stop PORT}
 port=${2:?usage: server.sh start|stop PORT}
 # HC_PGROOT: a private copy of the PostgreSQL tree (a developer's sandbox); default the system's.
-bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
+bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
 base=${TMPDIR:-/tmp}/holdcommit-$port
 data=$base/data
 
+# As postgres, from /: the clone may be a directory postgres cannot enter
+# (initdb and pg_ctl said "could not change directory to" it).
 as_server() {
-    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+    if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 case $cmd in

@@ -329,8 +329,9 @@ $(w $((port + 2)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_sta
 # after Citus' PREPARE TRANSACTION and before its COMMIT PREPARED (the
 # coordinator held there under gdb): the commit stands, and Citus' recovery
 # commits the prepared transaction once the worker is back.
-bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
-as_server() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
+# As postgres, from / (test/server.sh says why).
+as_server() { if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 w2data=${TMPDIR:-/tmp}/holdcommit-$((port + 2))/data
 if command -v gdb >/dev/null; then
     x1=$(asset_on $((port + 1)) 4); x2=$(asset_on $((port + 2)) 4)

@@ -47,8 +47,9 @@ clients=${HC_CRASH_CLIENTS:-6}
 pre_s=${HC_CRASH_BEFORE:-2.5}   # seconds of load before each crash
 t_start=$(date +%s)
 
+# As postgres, from / (test/server.sh says why).
 as_server() {
-    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+    if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 ctl() { as_server "$bin/pg_ctl" -D "$data" "$@"; }
 now() { date +%s.%N; }

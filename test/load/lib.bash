@@ -6,7 +6,7 @@
 #   check WHAT GOT WANT    print "ok - WHAT" or "not ok - WHAT" with both values
 set -uo pipefail
 
-bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
+bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
 pgbench=$bin/pgbench
 [ -x "$pgbench" ] || pgbench=$(command -v pgbench)
 work=$(mktemp -d)

@@ -31,8 +31,9 @@ standby=${TMPDIR:-/tmp}/holdcommit-$standby_port
 slog=$standby/server.log
 interval=1
 
+# As postgres, from / (test/server.sh says why).
 as_server() {
-    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+    if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 stop_standby() {
     [ -d "$standby/data" ] && as_server "$bin/pg_ctl" -D "$standby/data" -m immediate -w stop >/dev/null 2>&1
