@@ -401,8 +401,51 @@ def heartbeat_behind_acquires():
           [[(None,)]] * 4)
 
 
+def idle_database_behind_a_busy_pool():
+    """A database whose worker idled out gets one at once while another keeps
+    the pool busy: at most 100 ms more than a call that starts a worker in an
+    idle pool (its database's share leaves a worker idle, or free, for it)."""
+    set_pool(4)
+    admin.execute("ALTER SYSTEM SET holdcommit.worker_idle_timeout = 1")
+    admin.execute("SELECT pg_reload_conf()")
+    no_worker = lambda db: q("SELECT count(*) FROM holdcommit.hc_workers WHERE database = %s",
+                             (db,))[0][0] == 0
+
+    def first_call(db, n):
+        wait_until(lambda: no_worker(db), 30)
+        with connect(db) as c:
+            t0 = time.monotonic()
+            c.execute("SELECT holdcommit.hc_lock_acquire(%s, 'first', '1 minute', 0)", (f"F-{n}",))
+            return time.monotonic() - t0
+
+    quiet = sorted(first_call(OTHER, i) for i in range(3))[1]
+    for i in range(4):
+        lease(f"K-{i}")
+    stop = threading.Event()
+
+    def keep_busy(i):
+        with connect(DB, app=f"busy-{i}") as c:
+            while not stop.is_set():
+                c.execute(heartbeat_sql(f"K-{i}"))
+
+    busy = [threading.Thread(target=keep_busy, args=(i,), daemon=True) for i in range(4)]
+    for t in busy:
+        t.start()
+    times = sorted(first_call(OTHER, 10 + i) for i in range(5))
+    stop.set()
+    for t in busy:
+        t.join(10)
+    admin.execute("ALTER SYSTEM RESET holdcommit.worker_idle_timeout")
+    admin.execute("SELECT pg_reload_conf()")
+    print(f"# a first call starting a worker: {quiet * 1000:.0f} ms in an idle pool; "
+          f"behind a busy one: {', '.join(f'{t * 1000:.0f}' for t in times)} ms")
+    check("busy pool: a database whose worker idled out is served within 100 ms of a worker's start",
+          times[2] < quiet + 0.1, True)
+
+
 setup()
 slots_come_back()
+idle_database_behind_a_busy_pool()
 share_of_the_pool()
 heartbeat_behind_acquires()
 print("# hc_workers at the end:", q("SELECT slot, state, database FROM holdcommit.hc_workers"))
