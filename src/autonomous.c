@@ -110,15 +110,31 @@ worker_waits_for(pid_t worker, pid_t pid)
 /*
  * Has the client of this backend gone?  Then end the session, as
  * PostgreSQL does when client_connection_check_interval finds it gone: the
- * call it waited for goes on (or not) without it.
+ * call it waited for goes on (or not) without it.  Looked at once every
+ * CLIENT_CHECK_MS at most.  pq_check_connection() resets the latch, which
+ * may have been set by the wake-up this caller waits for (its condition
+ * variable's broadcast, its worker's answer): it is set again, so that the
+ * caller's next wait looks once more instead of sleeping through it.
  */
 extern bool pq_check_connection(void);	/* libpq/libpq.h, which needs GSSAPI's headers */
 
 void
 hc_autonomous_check_client(void)
 {
-	if (whereToSendOutput != DestRemote || MyProcPort == NULL || pq_check_connection())
+	static TimestampTz last_check = 0;
+	TimestampTz now;
+
+	if (whereToSendOutput != DestRemote || MyProcPort == NULL)
 		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(last_check, now, CLIENT_CHECK_MS))
+		return;
+	last_check = now;
+	if (pq_check_connection())
+	{
+		SetLatch(MyLatch);
+		return;
+	}
 	ClientConnectionLost = 1;
 	InterruptPending = 1;
 	CHECK_FOR_INTERRUPTS();

@@ -366,7 +366,14 @@ pool_claim(const char *function)
 			SetLatch(&leaver_proc->procLatch);
 		if (start >= 0)
 		{
-			if (pool_start(start, gen, &stopped))
+			bool		started = pool_start(start, gen, &stopped);
+
+			/*
+			 * Its wait reset the latch, which a broadcast meanwhile may have
+			 * set: the next sleep must not sleep through that.
+			 */
+			SetLatch(MyLatch);
+			if (started)
 				continue;
 			if (!ours)
 				no_worker(function, "Raise max_worker_processes (doc/operations.md counts what holdcommit takes), then try again.");

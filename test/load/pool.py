@@ -403,8 +403,10 @@ def heartbeat_behind_acquires():
 
 def idle_database_behind_a_busy_pool():
     """A database whose worker idled out gets one at once while another keeps
-    the pool busy: at most 100 ms more than a call that starts a worker in an
-    idle pool (its database's share leaves a worker idle, or free, for it)."""
+    the pool busy (that database's share leaves a worker idle, or free, for
+    it): no wake-up lost, which cost a whole sleep of the wait (500 ms; 1 s
+    before).  The bound is generous, for a machine whose cores the busy
+    database's calls keep busy; the figures are printed."""
     set_pool(4)
     admin.execute("ALTER SYSTEM SET holdcommit.worker_idle_timeout = 1")
     admin.execute("SELECT pg_reload_conf()")
@@ -439,8 +441,8 @@ def idle_database_behind_a_busy_pool():
     admin.execute("SELECT pg_reload_conf()")
     print(f"# a first call starting a worker: {quiet * 1000:.0f} ms in an idle pool; "
           f"behind a busy one: {', '.join(f'{t * 1000:.0f}' for t in times)} ms")
-    check("busy pool: a database whose worker idled out is served within 100 ms of a worker's start",
-          times[2] < quiet + 0.1, True)
+    check("busy pool: a database whose worker idled out is served in under 400 ms (median of 5)",
+          times[2] < 0.4, True)
 
 
 setup()
