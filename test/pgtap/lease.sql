@@ -21,7 +21,7 @@ SELECT has_function('hc_lock_acquire', ARRAY['text', 'text', 'interval', 'intege
 SELECT function_returns('hc_lock_acquire', ARRAY['text', 'text', 'interval', 'integer'], 'bigint', 'hc_lock_acquire returns the token (bigint)');
 SELECT function_returns('hc_lock_heartbeat', ARRAY['text', 'text', 'bigint'], 'timestamp with time zone', 'hc_lock_heartbeat returns timestamptz');
 SELECT function_returns('hc_lock_release', ARRAY['text', 'text', 'bigint'], 'boolean', 'hc_lock_release returns boolean');
-SELECT function_returns('hc_attempt_begin', ARRAY['text', 'text', 'bigint', 'interval', 'integer'], 'hc_attempt', 'hc_attempt_begin returns hc_attempt');
+SELECT function_returns('hc_attempt_begin', ARRAY['text', 'text', 'bigint', 'interval', 'integer', 'text'], 'hc_attempt', 'hc_attempt_begin returns hc_attempt');
 SELECT function_returns('hc_attempt_complete', ARRAY['text', 'text', 'bigint', 'text'], 'hc_attempt', 'hc_attempt_complete returns hc_attempt');
 SELECT function_returns('hc_attempt_reset', ARRAY['text', 'text'], 'hc_attempt', 'hc_attempt_reset returns hc_attempt');
 SELECT columns_are('hc_locks', ARRAY['resource', 'owner', 'token', 'acquired_at', 'heartbeat_at',
