@@ -7,13 +7,17 @@ EXTENSION = holdcommit
 EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
 MODULE_big = holdcommit
 OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
-# Released versions keep their scripts.  A new version has no script of its
-# own: its install script is made from the last full script and the update
-# scripts after it (FULL_SCRIPT_CHAIN), so fresh and updated installs have one
-# source, and make dist and make deb ship the made file.
-FULL_SCRIPT_CHAIN = sql/holdcommit--0.2.0.sql sql/holdcommit--0.2.0--0.3.0.sql
+# Released versions keep their scripts, committed (test/released.md5).  A
+# version in the making has no script of its own: its install script is made
+# from the last released full script and the update scripts after it
+# (FULL_SCRIPT_CHAIN), so fresh and updated installs have one source, and
+# make dist and make deb ship the made file (MADE_SCRIPT).  Empty while the
+# version is a released one: 0.4.0 starts it again with
+# sql/holdcommit--0.3.0.sql sql/holdcommit--0.3.0--0.4.0.sql.
+FULL_SCRIPT_CHAIN =
 FULL_SCRIPT = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = $(sort $(wildcard sql/holdcommit--*.sql) $(FULL_SCRIPT))
+MADE_SCRIPT = $(if $(FULL_SCRIPT_CHAIN),$(FULL_SCRIPT))
+DATA = $(sort $(wildcard sql/holdcommit--*.sql) $(MADE_SCRIPT))
 PGFILEDESC = "holdcommit - hold-and-commit inside PostgreSQL"
 
 # The tests by domain (test/README.md): regression inputs test/sql/NAME.sql, isolation specs
@@ -34,7 +38,7 @@ PG_CONFIG ?= pg_config
 # make test builds with WERROR=-Werror; a user's build does not fail on a new compiler's warning.
 PG_CPPFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-missing-field-initializers \
 	-DHC_LIBRARY_VERSION='"$(EXTVERSION)"'
-EXTRA_CLEAN = $(FULL_SCRIPT) results output_iso regression.diffs regression.out test/tmp $(BUILD_DIR)
+EXTRA_CLEAN = $(MADE_SCRIPT) results output_iso regression.diffs regression.out test/tmp $(BUILD_DIR)
 
 # No JIT bitcode: it needs clang, and the functions are not JIT candidates.
 override with_llvm = no
@@ -45,11 +49,13 @@ include $(PGXS)
 # The headers are small and shared: a change to one rebuilds every object.
 $(OBJS): $(wildcard src/*.h) $(EXTENSION).control
 
-all: $(FULL_SCRIPT)
+all: $(MADE_SCRIPT)
+ifneq ($(FULL_SCRIPT_CHAIN),)
 $(FULL_SCRIPT): $(FULL_SCRIPT_CHAIN)
 	{ echo '-- holdcommit $(EXTVERSION), made by make from $(FULL_SCRIPT_CHAIN): edit those.'; \
 	  echo '\\echo Use "CREATE EXTENSION holdcommit" to load this file. \\quit'; \
 	  sed '/^\\echo Use /d' $(FULL_SCRIPT_CHAIN); } >$@
+endif
 
 RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
@@ -114,9 +120,9 @@ deb:
 	@ls $(BUILD_DIR)/deb/*.deb
 
 # The PGXN release archive of the committed tree (HEAD): build/holdcommit-VERSION.zip.
-# It adds the install script that make makes (FULL_SCRIPT), at its place in sql/.
-dist: $(FULL_SCRIPT)
+# It adds the install script that make makes (MADE_SCRIPT), if any, at its place in sql/.
+dist: $(MADE_SCRIPT)
 	mkdir -p $(BUILD_DIR)
-	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/sql/ --add-file=$(FULL_SCRIPT) \
+	git archive --format zip $(if $(MADE_SCRIPT),--prefix=$(EXTENSION)-$(EXTVERSION)/sql/ --add-file=$(MADE_SCRIPT)) \
 	    --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(BUILD_DIR)/$(EXTENSION)-$(EXTVERSION).zip HEAD
 	@echo $(BUILD_DIR)/$(EXTENSION)-$(EXTVERSION).zip
