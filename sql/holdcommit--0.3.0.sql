@@ -957,7 +957,7 @@ BEGIN
      WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_asset_add(text, text)'::pg_catalog.regprocedure
        AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
     IF ungranted IS NOT NULL THEN
-        RAISE WARNING 'these operators cannot read hc_sweeper_databases until they are granted again: %', ungranted
+        RAISE WARNING 'these operators cannot read hc_sweeper_databases or hc_workers until they are granted again: %', ungranted
               USING HINT = 'For each: SELECT hc_grant_operator(''role'').';
     END IF;
     SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
@@ -1155,19 +1155,35 @@ ALTER TABLE @extschema@.hc_attempts ADD COLUMN last_request_digest bytea;
 COMMENT ON COLUMN @extschema@.hc_attempts.last_request_digest IS
     'The SHA-256 of the request_key the last attempt was made with: a begin presenting that key within the cooldown gets the attempt back.';
 
--- A new argument is a new function: the grants of the old one go to it, and
--- stay out of the extension's initial privileges (as a fresh install's are),
--- so that pg_dump keeps them.
+-- A new argument is a new function.  Each grant of the old one is made again
+-- on it by its grantor (the owner's first, then those it allowed to grant),
+-- and stays out of the extension's initial privileges (as a fresh install's
+-- are), so that pg_dump keeps it.  An object that depends on the old
+-- signature stops the update, named, rather than being dropped with it.
 DO $$
 DECLARE
+    old_fn pg_catalog.regprocedure :=
+        '@extschema@.hc_attempt_begin(text, text, bigint, interval, integer)'::pg_catalog.regprocedure;
     old_acl pg_catalog.aclitem[];
+    old_owner pg_catalog.oid;
+    dependents text;
     initial pg_catalog.aclitem[];
-    new_fn pg_catalog.oid;
+    new_fn pg_catalog.regprocedure;
     g record;
+    missing text;
+    updater text := current_user;
 BEGIN
-    SELECT p.proacl INTO old_acl FROM pg_catalog.pg_proc p
-     WHERE p.oid OPERATOR(pg_catalog.=)
-           '@extschema@.hc_attempt_begin(text, text, bigint, interval, integer)'::pg_catalog.regprocedure;
+    SELECT p.proacl, p.proowner INTO old_acl, old_owner FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) old_fn;
+    SELECT pg_catalog.string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid), ', ')
+      INTO dependents
+      FROM pg_catalog.pg_depend d
+     WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND d.refobjid OPERATOR(pg_catalog.=) old_fn AND d.deptype OPERATOR(pg_catalog.=) 'n';
+    IF dependents IS NOT NULL THEN
+        RAISE EXCEPTION 'hc_attempt_begin gains an argument in 0.3.0, and these depend on its 0.2.0 signature: %', dependents
+              USING HINT = 'Drop them, run ALTER EXTENSION holdcommit UPDATE, then create them again: the old calls keep working with the new signature.';
+    END IF;
     DROP FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer);
     CREATE FUNCTION @extschema@.hc_attempt_begin(resource text, owner text, token bigint,
                                                  cooldown interval DEFAULT '10 minutes',
@@ -1180,21 +1196,36 @@ BEGIN
     SELECT i.initprivs INTO initial FROM pg_catalog.pg_init_privs i
      WHERE i.objoid OPERATOR(pg_catalog.=) new_fn
        AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
-    FOR g IN SELECT DISTINCT a.grantee, a.is_grantable
+    FOR g IN SELECT a.grantee, a.grantor, a.is_grantable
                FROM pg_catalog.aclexplode(old_acl) a, pg_catalog.pg_proc p
               WHERE p.oid OPERATOR(pg_catalog.=) new_fn
                 AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+                AND a.grantee OPERATOR(pg_catalog.<>) old_owner
                 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+              ORDER BY a.grantor OPERATOR(pg_catalog.<>) old_owner, a.is_grantable DESC
     LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
-                                  new_fn::pg_catalog.regprocedure,
+        IF g.grantor OPERATOR(pg_catalog.<>) old_owner THEN
+            EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
+        END IF;
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new_fn,
                                   CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                                       ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END,
+                                       ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
                                   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
     END LOOP;
     UPDATE pg_catalog.pg_init_privs i SET initprivs = initial
      WHERE i.objoid OPERATOR(pg_catalog.=) new_fn
        AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+    -- A grant its grantor could not make again (a longer chain of grant
+    -- options) is named, to be made by hand.
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO missing
+      FROM pg_catalog.aclexplode(old_acl) a
+     WHERE a.grantee OPERATOR(pg_catalog.<>) old_owner AND a.grantee OPERATOR(pg_catalog.<>) 0
+       AND NOT pg_catalog.has_function_privilege(a.grantee, new_fn, 'EXECUTE');
+    IF missing IS NOT NULL THEN
+        RAISE WARNING 'these roles lost EXECUTE on hc_attempt_begin in the update: %', missing
+              USING HINT = 'For each: SELECT hc_grant_app(''role'') or hc_grant_operator(''role''), as it was granted.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.hc_attempt_begin(text, text, bigint, interval, integer, text) IS

@@ -299,6 +299,17 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		outcome = "COMPLETED";
 	else if (strcmp(a.status, "MANUAL_REVIEW") == 0)
 		outcome = "MANUAL_REVIEW";
+	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown &&
+			 attempt_same_request(&call, &a, owner, token, request_key))
+	{
+		/*
+		 * Within the cooldown, the request that made the last attempt asks
+		 * again because its answer was lost (a cancel, a timeout, a
+		 * connection dropped after the commit): the same attempt, marker and
+		 * all, also when it was the last one the cap allows.
+		 */
+		outcome = "PROCEED";
+	}
 	else if (a.attempts >= max_attempts)
 	{
 		/* The cap is reached: nothing more to wait for, a human decides. */
@@ -314,16 +325,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		outcome = "MANUAL_REVIEW";
 	}
 	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown)
-	{
-		/*
-		 * Within the cooldown only the request that made the last attempt,
-		 * asking again because its answer was lost (a cancel, a timeout, a
-		 * connection dropped after the commit), gets it back, marker and
-		 * all; anyone else waits.
-		 */
-		outcome = attempt_same_request(&call, &a, owner, token, request_key) ?
-			"PROCEED" : "COOLDOWN";
-	}
+		outcome = "COOLDOWN";
 	else
 	{
 		bool		keyed = hc_sql_at_least("0.3.0");

@@ -38,6 +38,7 @@
 #include "route.h"
 #include "subxact.h"
 #include "validate.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(hc_lock_acquire);
 PG_FUNCTION_INFO_V1(hc_lock_acquire_session);
@@ -648,7 +649,8 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_retries must not be negative"),
 				 errhint("Use 0 to try once.")));
-	if (max_retries > LEASE_MAX_RETRIES)
+	/* A 0.2.0 database, served until it is updated, keeps 0.2.0's range. */
+	if (max_retries > LEASE_MAX_RETRIES && hc_sql_at_least("0.3.0"))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_retries must be at most %d", LEASE_MAX_RETRIES),

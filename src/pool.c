@@ -246,6 +246,36 @@ pool_check_stuck(const char *function)
 						 function)));
 }
 
+/*
+ * Does a call counted in this caller's share (its role's or its database's)
+ * wait, directly or through others, for a lock this caller holds?  Then the
+ * share must not keep the caller from a worker that is there: it would wait
+ * for a call that waits for it.
+ */
+static bool
+pool_share_waits_for_me(Oid role)
+{
+	pid_t	   *workers = palloc(sizeof(pid_t) * pool->nslots);
+	int			n = 0;
+	int			i;
+	bool		waits = false;
+
+	SpinLockAcquire(&pool->mutex);
+	for (i = 0; i < pool->nslots; i++)
+	{
+		PoolSlot   *slot = &pool->slots[i];
+
+		if (slot->state == SLOT_POSTED && slot->pid != 0 &&
+			(slot->caller_role == role || slot->dboid == MyDatabaseId))
+			workers[n++] = slot->pid;
+	}
+	SpinLockRelease(&pool->mutex);
+	for (i = 0; i < n && !waits; i++)
+		waits = worker_waits_for(workers[i], MyProcPid);
+	pfree(workers);
+	return waits;
+}
+
 /* 53000: every worker this caller may use stayed busy. */
 static void
 pool_wait_timed_out(const char *function, int share)
@@ -272,6 +302,7 @@ pool_claim(const char *function)
 	Oid			role = GetSessionUserId();
 	TimestampTz waiting_since = GetCurrentTimestamp();
 	TimestampTz last_stuck_check = waiting_since;
+	bool		beyond_share = false;
 
 	for (;;)
 	{
@@ -307,7 +338,7 @@ pool_claim(const char *function)
 				db_busy += slot->dboid == MyDatabaseId;
 			}
 		}
-		may_take = role_busy < share && db_busy < share;
+		may_take = beyond_share || (role_busy < share && db_busy < share);
 		for (i = 0; i < pool->nslots && claimed < 0; i++)
 		{
 			PoolSlot   *slot = &pool->slots[i];
@@ -385,7 +416,10 @@ pool_claim(const char *function)
 			pool_wait_timed_out(function, share);
 		if (TimestampDifferenceExceeds(last_stuck_check, now, DeadlockTimeout))
 		{
-			pool_check_stuck(function);
+			if (!may_take && pool_share_waits_for_me(role))
+				beyond_share = true;
+			else
+				pool_check_stuck(function);
 			last_stuck_check = now;
 		}
 		(void) ConditionVariableTimedSleep(&pool->changed, Min(DeadlockTimeout, CLIENT_CHECK_MS),
@@ -470,10 +504,6 @@ pool_call(Flight *f, StringInfo req)
 		elog(ERROR, "could not send the call to the holdcommit worker");
 }
 
-/*
- * The pool's worker of the call: its pid while it runs it, 0 when it is
- * gone without an answer, -1 when it has answered.
- */
 /* The pool worker running a call for caller, if any (0: none). */
 pid_t
 pool_worker_of(pid_t caller)
@@ -485,12 +515,17 @@ pool_worker_of(pid_t caller)
 		return 0;
 	SpinLockAcquire(&pool->mutex);
 	for (i = 0; i < pool->nslots && worker == 0; i++)
-		if (pool->slots[i].state == SLOT_POSTED && pool->slots[i].caller_pid == caller)
+		if (pool->slots[i].state == SLOT_POSTED && pool->slots[i].caller_pid == caller &&
+			!pool->slots[i].caller_gone)
 			worker = pool->slots[i].pid;
 	SpinLockRelease(&pool->mutex);
 	return worker;
 }
 
+/*
+ * The pool's worker of the call: its pid while it runs it, 0 when it is
+ * gone without an answer, -1 when it has answered.
+ */
 pid_t
 pool_flight_worker(Flight *f)
 {
@@ -740,7 +775,8 @@ hc_worker_state(PG_FUNCTION_ARGS)
 		if (slot->state == SLOT_FREE)
 			continue;
 		values[0] = Int32GetDatum(i);
-		values[1] = CStringGetTextDatum(slot_state_names[slot->state]);
+		values[1] = CStringGetTextDatum(slot->state == SLOT_POSTED && slot->caller_gone ?
+										"abandoned" : slot_state_names[slot->state]);
 		name = get_database_name(slot->dboid);
 		nulls[2] = name == NULL;
 		values[2] = nulls[2] ? (Datum) 0 : DirectFunctionCall1(namein, CStringGetDatum(name));

@@ -18,20 +18,22 @@ new=hc_up2_new
 app=hc_up2_app
 ops=hc_up2_ops
 lost=hc_up2_lost
+# A role whose name needs quotes, which passes on the grant it was given.
+svc='"Hc-Up2 Svc"'
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" -c "SET search_path = holdcommit, public" "$@"; }
 drop_all() {
     for d in $old $new; do
         psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
     done
     psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" -c "DROP ROLE IF EXISTS $ops" \
-        -c "DROP ROLE IF EXISTS $lost" >/dev/null 2>&1
+        -c "DROP ROLE IF EXISTS $lost" -c "DROP ROLE IF EXISTS $svc" >/dev/null 2>&1
 }
 cleanup() { drop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 drop_all
 if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" \
-        -c "CREATE ROLE $app" -c "CREATE ROLE $ops" -c "CREATE ROLE $lost" >/dev/null; then
+        -c "CREATE ROLE $app" -c "CREATE ROLE $ops" -c "CREATE ROLE $lost" -c "CREATE ROLE $svc" >/dev/null; then
     echo "not ok - scratch databases and roles"
     exit 0
 fi
@@ -47,6 +49,14 @@ SET search_path = holdcommit, public;
 SELECT hc_grant_app('$app'), hc_grant_operator('$ops');
 -- A role that may call a function but cannot reach the schema.
 GRANT EXECUTE ON FUNCTION hc_hold(text, text, text, interval) TO $lost;
+-- hc_attempt_begin, which 0.3.0 makes again with a new argument: granted
+-- to a role whose name needs quotes, with the option to pass it on, which
+-- it uses.
+GRANT USAGE ON SCHEMA holdcommit TO $svc;
+GRANT EXECUTE ON FUNCTION hc_attempt_begin(text, text, bigint, interval, integer) TO $svc WITH GRANT OPTION;
+SET ROLE $svc;
+GRANT EXECUTE ON FUNCTION hc_attempt_begin(text, text, bigint, interval, integer) TO $lost;
+RESET ROLE;
 SELECT hc_asset_add('U2-' || n, 'asset ' || n) FROM generate_series(1, 6) n;
 SELECT hc_hold('U2-1', 'alice', 'u2-hold-held', '30 minutes');
 SELECT hc_commit(reservation_id) FROM hc_hold('U2-2', 'bob', 'u2-hold-sold');
@@ -168,6 +178,8 @@ check "0.2.0 data has every state" "$(q $old -c "$states")" "$want_states"
 check "hc_check() is empty under 0.2.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
 # This library serves 0.2.0 as 0.2.0 answered: within the cooldown the same
 # owner and token get COOLDOWN (0.2.0 has no request key), nothing written.
+check "served under 0.2.0: max_retries keeps 0.2.0's range (500 retries: no 22023)" \
+    "$(q $old -c "SELECT hc_lock_acquire('u2-cooling', 'worker-2', '3 minutes', 500)")" "1"
 check "served under 0.2.0: the same owner and token within the cooldown get COOLDOWN" \
     "$(q $old -c "SELECT status, attempt FROM hc_attempt_begin('u2-cooling', 'worker-2', 1, '1 hour')")" "COOLDOWN|1"
 rows_before=$(q $old -c "$rows")
@@ -175,6 +187,16 @@ seqs="SELECT string_agg(kind || ':' || entity_id || ':' || seq, ' ' ORDER BY kin
         FROM (SELECT kind, entity_id, max(seq) seq FROM hc_ledger GROUP BY kind, entity_id) s"
 seqs_before=$(q $old -c "$seqs")
 
+version="SELECT extversion || ' in ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'"
+# hc_attempt_begin gains an argument: an object that depends on its 0.2.0
+# signature stops the update (rolled back whole), named, with what to do.
+q $old -c "CREATE FUNCTION public.u2_begin_wrapper() RETURNS text LANGUAGE sql
+           BEGIN ATOMIC SELECT (holdcommit.hc_attempt_begin('u2-x', 'w', 1)).status; END" >/dev/null
+check "the update stops at an object that depends on hc_attempt_begin's 0.2.0 signature, naming it" \
+    "$(q $old -c "ALTER EXTENSION holdcommit UPDATE" 2>&1 |
+       grep -cE 'these depend on its 0.2.0 signature: function (public\.)?u2_begin_wrapper\(\)|HINT:  Drop them, run ALTER EXTENSION')/$(q $old -c "$version")" \
+    "2/0.2.0 in holdcommit"
+q $old -c "DROP FUNCTION public.u2_begin_wrapper()" >/dev/null
 if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update.log" 2>&1; then
     echo "not ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to 0.3.0)"
     sed 's/^/#   /' "$work/update.log"
@@ -184,7 +206,7 @@ echo "ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to 0.3.0)"
 check "... names the role that cannot reach the schema" \
     "$(grep -o 'cannot reach schema holdcommit: .*' "$work/update.log")" "cannot reach schema holdcommit: $lost"
 check "... names the operator that lacks 0.3.0's additions" \
-    "$(grep -o 'cannot read hc_sweeper_databases until they are granted again: .*' "$work/update.log")" "cannot read hc_sweeper_databases until they are granted again: $ops"
+    "$(grep -o 'cannot read hc_sweeper_databases or hc_workers until they are granted again: .*' "$work/update.log")" "cannot read hc_sweeper_databases or hc_workers until they are granted again: $ops"
 check "... which the operator lacks" \
     "$(q $old -c "SET ROLE $ops" -v VERBOSITY=sqlstate -c "SELECT count(*) FROM hc_sweeper_databases" 2>&1)" "ERROR:  42501"
 if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
@@ -203,10 +225,19 @@ check "the update kept every privilege of the operator" "$(role_privileges $old 
 check "... and the roles that read the table hc_inventory was" \
     "$(grep -o 'cannot read hc_inventory until they are granted again: .*' "$work/update.log")" \
     "cannot read hc_inventory until they are granted again: $app, $ops"
+check "hc_attempt_begin's new signature keeps each grant, by its grantor" \
+    "$(q $old -c "SELECT string_agg(a.grantee::regrole || '/' || a.grantor::regrole || '/' || a.is_grantable, ' '
+                                  ORDER BY a.grantee::regrole::text)
+                     FROM pg_proc p, aclexplode(p.proacl) a
+                    WHERE p.oid = 'hc_attempt_begin(text, text, bigint, interval, integer, text)'::regprocedure
+                      AND a.grantee IN ('$lost'::regrole, '$svc'::regrole)")" \
+    "$svc/postgres/true $lost/$svc/false"
 # As the WARNINGs and doc/operations.md say.
 q $old -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
-    -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" >/dev/null
-version="SELECT extversion || ' in ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'"
+    -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" \
+    -c "REVOKE ALL ON FUNCTION hc_attempt_begin(text, text, bigint, interval, integer, text) FROM $svc CASCADE" \
+    -c "REVOKE ALL ON SCHEMA holdcommit FROM $svc" \
+    -c "DROP OWNED BY $svc" >/dev/null
 check "the update gives 0.3.0 in its schema" "$(q $old -c "$version")" "0.3.0 in holdcommit"
 check "... as a fresh install does" "$(q $new -c "$version")" "0.3.0 in holdcommit"
 

@@ -202,7 +202,7 @@ if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update3.log" 2>&1; th
 fi
 echo "ok - ALTER EXTENSION holdcommit UPDATE (to 0.3.0)"
 check "... which names the operator to grant again" \
-    "$(grep -o 'cannot read hc_sweeper_databases until they are granted again: .*' "$work/update3.log")" "cannot read hc_sweeper_databases until they are granted again: $ops"
+    "$(grep -o 'cannot read hc_sweeper_databases or hc_workers until they are granted again: .*' "$work/update3.log")" "cannot read hc_sweeper_databases or hc_workers until they are granted again: $ops"
 check "... and the roles that read the table hc_inventory was" \
     "$(grep -o 'cannot read hc_inventory until they are granted again: .*' "$work/update3.log")" \
     "cannot read hc_inventory until they are granted again: $app, $ops"

@@ -81,7 +81,7 @@ SQL = {
     "sweep": "SELECT expired_holds::text, expired_reservations::text, purged_keys::text FROM holdcommit.hc_sweep()",
     "acquire": "SELECT holdcommit.hc_lock_acquire(%s, %s, %s::interval, 0)::text",
     "heartbeat": "SELECT holdcommit.hc_lock_heartbeat(%s, %s, %s::bigint)::text",
-    "begin": f"SELECT {ATTEMPT_COLS} FROM holdcommit.hc_attempt_begin(%s, %s, %s::bigint, %s::interval, %s::int)",
+    "begin": f"SELECT {ATTEMPT_COLS} FROM holdcommit.hc_attempt_begin(%s, %s, %s::bigint, %s::interval, %s::int, %s)",
     "complete": f"SELECT {ATTEMPT_COLS} FROM holdcommit.hc_attempt_complete(%s, %s, %s::bigint, %s)",
     "unlock": "SELECT holdcommit.hc_lock_release(%s, %s, %s::bigint)::text",
 }
@@ -187,8 +187,9 @@ def run_client(opts):
         kind, res, owner, token, steps = cycle
         step = steps.pop(0)
         if step == "begin":
-            return "begin", ([res, owner, token, "0 seconds", 1000000] if kind == "S"
-                             else [res, owner, token, "1 hour", 3])
+            # Each begin its own request key; a retry presents it again.
+            return "begin", ([res, owner, token, "0 seconds", 1000000, f"{owner}-b{len(steps)}"] if kind == "S"
+                             else [res, owner, token, "1 hour", 3, f"{owner}-b{len(steps)}"])
         if step == "complete":
             return "complete", [res, owner, token, f"INV-{owner}"]
         return step, [res, owner, token]
@@ -350,7 +351,7 @@ def run_tail(opts):
     outcome, token = rec.call(conn, "acquire", [res, "tail-owner", STALE])
     if outcome != "ok" or token[0] is None:
         return 1
-    if rec.call(conn, "begin", [res, "tail-owner", int(token[0]), "1 hour", 3])[0] != "ok":
+    if rec.call(conn, "begin", [res, "tail-owner", int(token[0]), "1 hour", 3, "tail-begin"])[0] != "ok":
         return 1
     # Three holds, and more until the WAL of the last one is not written out
     # yet (its commit record ending exactly on a page boundary would have let
@@ -695,7 +696,7 @@ def run_verify(opts):
             fresh_bad.append((res, outcome, row))
             continue
         token = int(row[0])
-        outcome, att = v.call("begin", [res, f"verify-{k}-{res}", token, "0 seconds", 1000000])
+        outcome, att = v.call("begin", [res, f"verify-{k}-{res}", token, "0 seconds", 1000000, f"verify-{k}-{res}"])
         if outcome != "ok" or att[1] not in ("PROCEED", "COMPLETED", "MANUAL_REVIEW"):
             fresh_bad.append((res, outcome, att))
         v.call("unlock", [res, f"verify-{k}-{res}", token])

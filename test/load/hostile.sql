@@ -113,7 +113,8 @@ INSERT INTO fz_valid VALUES
     ('', 'owner', $$'fz-owner'$$), ('', 'token', $$current_setting('fz.token')::bigint$$),
     ('', 'stale_after', $$'1 minute'::interval$$), ('', 'max_retries', '0'),
     ('', 'cooldown', $$'1 minute'::interval$$), ('', 'max_attempts', '3'),
-    ('', 'external_ref', $$pg_temp.fz_id('ref')$$), ('', 'note', $$'checked'$$), ('', 'stock', '100'),
+    ('', 'external_ref', $$pg_temp.fz_id('ref')$$), ('', 'request_key', $$pg_temp.fz_id('req')$$),
+    ('', 'note', $$'checked'$$), ('', 'stock', '100'),
     ('', 'delta', '1'), ('', 'reason', $$'fuzz'$$), ('', 'batch_size', '100'), ('', 'parts', '2'),
     ('', 'role', $$'fz_role'::regrole$$);
 

@@ -221,6 +221,10 @@ def slot_round(how, order, n):
             caller.gone_within()
         else:
             caller.join(20)
+        if how == "cancel":
+            check(f"slots: {how}, {order}: hc_workers shows the call its caller gave up as abandoned",
+                  q("SELECT state FROM holdcommit.hc_workers WHERE pid = %s", (worker,)),
+                  [("abandoned",)])
         if order == "worker ends":
             admin.execute("SELECT pg_terminate_backend(%s)", (worker,))
         holder.release()
@@ -377,6 +381,43 @@ def share_of_the_pool():
     check("share: at the end no slot is busy", wait_until(pool_settled) is not None, True)
 
 
+def share_waits_for_its_caller():
+    """With max_workers 4 (shares of 3): two sessions each hold a lease row
+    in their open transaction; three calls wait in their workers for those
+    rows, which fills the database's share.  Each session then makes a call
+    of its own: the share would have it wait for calls that wait for it, so
+    it takes the worker that is free (holdcommit.worker_wait_timeout = 0:
+    without that it would wait for ever)."""
+    set_pool(4, "0")
+    for r in ("X-a", "X-b", "X-c", "X-d"):
+        lease(r)
+    s1, s4 = RowHolder("X-a"), RowHolder("X-b")
+    s1.conn.execute("SET deadlock_timeout = '200ms'")
+    s4.conn.execute("SET deadlock_timeout = '200ms'")
+    stuck = [Caller(heartbeat_sql(r), app=f"share-stuck-{i}")
+             for i, r in enumerate(("X-a", "X-a", "X-b"))]
+    wait_until(lambda: waits_for_lock(DB) == 3)
+    own = []
+    for holder, r in ((s1, "X-c"), (s4, "X-d")):
+        t = threading.Thread(target=lambda h=holder, r=r: own.append(
+            h.conn.execute(heartbeat_sql(r)).fetchone()[0] is not None), daemon=True)
+        t.start()
+        own.append(t)
+    threads = [t for t in own if isinstance(t, threading.Thread)]
+    for t in threads:
+        t.join(20)
+    answered = [x for x in own if x is True]
+    check("share: a caller whose share's calls wait for its own locks takes the free worker (both answered)",
+          len(answered), 2)
+    s1.release()
+    s4.release()
+    for c in stuck:
+        c.join(20)
+    check("share: the calls that waited for their rows are served once the sessions commit",
+          [c.sqlstate for c in stuck], [None] * 3)
+    set_pool(4)
+
+
 def heartbeat_behind_acquires():
     """With the defaults (4 workers, max_retries 5): a heartbeat behind four
     contended acquires is answered within 1 s, far inside its stale_after."""
@@ -449,6 +490,7 @@ setup()
 slots_come_back()
 idle_database_behind_a_busy_pool()
 share_of_the_pool()
+share_waits_for_its_caller()
 heartbeat_behind_acquires()
 print("# hc_workers at the end:", q("SELECT slot, state, database FROM holdcommit.hc_workers"))
 sys.exit(0)

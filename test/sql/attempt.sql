@@ -167,6 +167,14 @@ SELECT hc_lock_acquire('A-5', 'w6', '1 hour', 0) AS token;
 SELECT status, attempt FROM hc_attempt_begin('A-5', 'w6', 2, '1 hour', 3);
 -- The key of the last attempt is no pass for another holder.
 SELECT status, attempt FROM hc_attempt_begin('A-5', 'w6', 2, '1 hour', 3, 'invoice-5-try-1');
+-- The request of the last attempt the cap allows asks again: the same
+-- attempt, not MANUAL_REVIEW (nothing written); anyone else finds the cap.
+SELECT hc_lock_acquire('A-6', 'w7', '1 hour', 0) AS token;
+SELECT status, attempt FROM hc_attempt_begin('A-6', 'w7', 1, '1 hour', 1, 'invoice-6-try-1');
+SELECT attempt_digest() AS before \gset
+SELECT status, attempt FROM hc_attempt_begin('A-6', 'w7', 1, '1 hour', 1, 'invoice-6-try-1');
+SELECT attempt_digest() = :'before' AS unchanged;
+SELECT status, attempt FROM hc_attempt_begin('A-6', 'w7', 1, '1 hour', 1);
 
 ------------------------------------------------------------------------------
 -- Bad input (class 22) and unknown resources: nothing changes.
