@@ -207,9 +207,9 @@ hc_stock_set|'P-SET', 50|write
 hc_stock_spread|'P-SET', 2|write
 hc_sweep|100|write
 hc_sweeper_state||read
-hc_worker_state||read
 hc_unreserve|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-unr')|write
 hc_unreserve|'P-1', (SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-unr2')|write
+hc_worker_state||read
 CALLS
 # The functions a caller can call (not the event trigger's).
 catalog="SELECT p.proname FROM pg_proc p
