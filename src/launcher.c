@@ -464,6 +464,9 @@ launcher_report_full(const char *untracked)
 /*
  * How long to sleep: until the next run falls due, a tick at most.  Runs
  * already due wait for a run's end or a pause's end, which set the latch.
+ * now is the tick's, the one launcher_pick compared with: a run that falls
+ * due during the tick is slept for too, not left for the next tick (a
+ * second late), and the sleep is rounded up so as not to end before it.
  */
 static long
 launcher_sleep_ms(TimestampTz now)
@@ -480,7 +483,7 @@ launcher_sleep_ms(TimestampTz now)
 			next = db->due;
 	}
 	LWLockRelease(sweep_shared->lock);
-	return Max(10, (long) ((next - now) / 1000));
+	return Max(1, (long) ((next - GetCurrentTimestamp() + 999) / 1000));
 }
 
 /* The launcher's latch leaves shared memory with it. */
@@ -536,7 +539,7 @@ hc_launcher_main(Datum main_arg)
 			launcher_report_full(launcher_scan(now));
 			launcher_start_due(now);
 			launcher_report(now);
-			sleep_ms = launcher_sleep_ms(GetCurrentTimestamp());
+			sleep_ms = launcher_sleep_ms(now);
 		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(tick_context);

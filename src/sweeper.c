@@ -6,11 +6,13 @@
  *
  * It claims its database's entry (sweeper_state.c) before it connects, so
  * a command that needs the database to itself can stop it, and steps aside
- * if one runs.  It looks for the extension; without it (or with one older
- * than 0.2.0) it says so once and ends.  Otherwise it sweeps as the
- * extension's owner (hc_call_begin_as: a security-restricted operation
- * with a pinned search path), one transaction per batch, in READ COMMITTED
- * and read-write whatever the database's or role's defaults, with
+ * if one runs.  Such a command cancels the run (SIGINT), held off but where
+ * the run catches errors: there the run rolls back and ends with a LOG
+ * line, not a FATAL, and is still due.  It looks for the extension; without
+ * it (or with one older than 0.2.0) it says so once and ends.  Otherwise it
+ * sweeps as the extension's owner (hc_call_begin_as: a security-restricted
+ * operation with a pinned search path), one transaction per batch, in READ
+ * COMMITTED and read-write whatever the database's or role's defaults, with
  * statement_timeout and lock_timeout set to what is left of its slice.
  * Only committed batches count.  An error ends the run: it is logged with
  * its SQLSTATE, detail and context, recorded in hc_sweeper_status and in
@@ -64,9 +66,15 @@ sweeper_leave(int code, Datum arg)
 		db->pid = 0;
 		if (db->outcome == OUTCOME_RUNNING)
 		{
-			/* A pause or the launcher stopped it: not a failure, still due. */
-			if (sweep_paused(db->dboid) || db->preempted)
+			/*
+			 * A pause or the launcher stopped it: not a failure, still due,
+			 * and late from now on, not from when it fell due.
+			 */
+			if (sweep_paused(db->dboid) || db->stop_asked || db->preempted)
+			{
 				db->outcome = OUTCOME_NONE;
+				db->last_end = GetCurrentTimestamp();
+			}
 			else
 			{
 				db->outcome = OUTCOME_STOPPED;
@@ -96,6 +104,8 @@ sweeper_claim(Oid dboid)
 	if (mine)
 	{
 		db->pid = MyProcPid;
+		db->connected = false;
+		db->stop_asked = false;
 		db->look_now = false;
 		db->outcome = OUTCOME_RUNNING;
 		db->last_start = GetCurrentTimestamp();
@@ -104,16 +114,33 @@ sweeper_claim(Oid dboid)
 	return mine;
 }
 
-/* Is a command waiting for this database to itself? */
+/*
+ * Connected: from now on a command that needs the database to itself
+ * cancels the run rather than wait for it.  Has one come meanwhile?
+ */
 static bool
-sweeper_must_step_aside(Oid dboid)
+sweeper_connected(Oid dboid)
 {
+	SweepDb    *db = &sweep_shared->dbs[sweeper_db];
 	bool		paused;
 
-	LWLockAcquire(sweep_shared->lock, LW_SHARED);
-	paused = sweep_paused(dboid);
+	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	db->connected = true;
+	paused = sweep_paused(dboid) || db->stop_asked;
 	LWLockRelease(sweep_shared->lock);
 	return paused;
+}
+
+/* Did a command that needs the database to itself stop this run? */
+static bool
+sweeper_stop_asked(void)
+{
+	bool		asked;
+
+	LWLockAcquire(sweep_shared->lock, LW_SHARED);
+	asked = sweep_shared->dbs[sweeper_db].stop_asked;
+	LWLockRelease(sweep_shared->lock);
+	return asked;
 }
 
 /* Set a setting for this session, whatever the database or role says. */
@@ -215,19 +242,30 @@ sweeper_commit(HcCall *call)
 
 /*
  * The error just caught, copied into run_context, logged with its SQLSTATE,
- * detail, hint and context, and its transaction aborted.
+ * detail, hint and context, and its transaction aborted.  The cancel of a
+ * command that needs the database to itself ends the run instead: not a
+ * failure, one LOG line, and sweeper_leave says still due.
  */
 static ErrorData *
 sweeper_abort(MemoryContext run_context, const char *datname, const char *what)
 {
 	ErrorData  *edata;
 
+	HOLD_CANCEL_INTERRUPTS();	/* the error zeroed the count */
 	MemoryContextSwitchTo(run_context);
 	edata = CopyErrorData();
 	FlushErrorState();
 	disable_timeout(STATEMENT_TIMEOUT, false);
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(run_context);
+	if (sweeper_stop_asked())
+	{
+		ereport(LOG,
+				(errmsg("holdcommit sweeper stopped its run in database \"%s\": a command needs the database to itself",
+						datname),
+				 errdetail("The run is due again once the command ends.")));
+		proc_exit(0);
+	}
 	ereport(LOG,
 			(errcode(edata->sqlerrcode),
 			 errmsg("holdcommit sweeper %s in database \"%s\" failed with SQLSTATE %s: %s",
@@ -340,7 +378,9 @@ sweeper_run(const char *datname, MemoryContext run_context, TimestampTz deadline
 
 	PG_TRY();
 	{
+		RESUME_CANCEL_INTERRUPTS();
 		outcome = sweeper_batches(counts, owner, schema, actor, deadline);
+		HOLD_CANCEL_INTERRUPTS();
 	}
 	PG_CATCH();
 	{
@@ -352,9 +392,11 @@ sweeper_run(const char *datname, MemoryContext run_context, TimestampTz deadline
 	sweeper_set_timeouts(Max(1000, (long) ((deadline - GetCurrentTimestamp()) / 1000)));
 	PG_TRY();
 	{
+		RESUME_CANCEL_INTERRUPTS();
 		sweeper_begin(&call, owner, schema, actor);
 		hc_sweeper_record(&call, started, counts, edata, hc_sweep_interval, has_sqlstate);
 		sweeper_commit(&call);
+		HOLD_CANCEL_INTERRUPTS();
 	}
 	PG_CATCH();
 	{
@@ -380,6 +422,8 @@ hc_sweeper_main(Datum main_arg)
 	TimestampTz deadline = MyStartTimestamp + (int64) hc_sweep_time_slice * 1000;
 
 	pqsignal(SIGTERM, die);
+	/* A cancel only where an error is caught (sweeper_run): elsewhere it is FATAL. */
+	HOLD_CANCEL_INTERRUPTS();
 	BackgroundWorkerUnblockSignals();
 
 	sweeper_db = DatumGetInt32(main_arg);
@@ -389,7 +433,7 @@ hc_sweeper_main(Datum main_arg)
 	before_shmem_exit(sweeper_leave, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	if (sweeper_must_step_aside(dboid) || RecoveryInProgress())
+	if (sweeper_connected(dboid) || RecoveryInProgress())
 	{
 		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 		sweep_shared->dbs[sweeper_db].outcome = OUTCOME_NONE;

@@ -63,6 +63,8 @@ typedef struct SweepDb
 	TimestampTz start_requested;	/* a run started that has not claimed the entry yet; 0: none */
 	bool		preempted;		/* a look the launcher stopped to make room for a sweep */
 	pid_t		pid;			/* its running sweeper; cleared (under the lock) before it exits */
+	bool		connected;		/* that sweeper has connected: a pause cancels it */
+	bool		stop_asked;		/* a pause stopped that run: not a failure, still due */
 	TimestampTz due;			/* when its next run (or look) may start */
 	SweepWait	wait;			/* why a due run has not started */
 	SweepHealth reported;		/* what the log last said */
@@ -92,6 +94,8 @@ extern SweepShared *sweep_shared;
 
 /* A run that has not claimed its entry this long after its start never will. */
 #define SWEEP_START_TIMEOUT_US	(60 * USECS_PER_SEC)
+/* How long a pause waits for a run to connect before it terminates it. */
+#define SWEEP_CONNECT_WAIT_US	(5 * USECS_PER_SEC)
 
 /* sweeper_state.c; the lock held by the caller */
 extern int	sweep_find(Oid dboid);

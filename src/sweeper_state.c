@@ -12,11 +12,14 @@
  * DROP DATABASE, ALTER DATABASE ... RENAME or SET TABLESPACE and CREATE
  * DATABASE ... TEMPLATE need a database to themselves.  The backend running
  * one marks the database paused in its own cell of an array (one per
- * backend), stops the database's sweeper and unmarks it when the command
- * ends: after it, on error, and on FATAL too (PG_ENSURE_ERROR_CLEANUP, a
- * before_shmem_exit callback), so no exit path leaves a pause behind.  The
- * sweeper's pid is read and signalled under the lock, and a sweeper clears
- * it under the lock before it exits, so the pid signalled is never stale.
+ * backend), stops the database's run (a query cancel: the run steps aside
+ * without a FATAL, still due) and unmarks it when the command's transaction
+ * ends (an XactCallback: a RENAME commits after the command), on its error,
+ * and on FATAL too (PG_ENSURE_ERROR_CLEANUP, a before_shmem_exit callback;
+ * an exit aborts the transaction), so no exit path leaves a pause behind.
+ * The sweeper's pid is read and signalled under the lock, and a sweeper
+ * clears it under the lock before it exits, so the pid signalled is never
+ * stale.
  */
 #include "postgres.h"
 
@@ -60,6 +63,9 @@ static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* This transaction ran CREATE or ALTER EXTENSION holdcommit. */
 static bool look_at_commit = false;
+
+/* A command of this transaction paused a database: resume when it ends. */
+static bool resume_at_end = false;
 
 static Size
 sweep_table_size(void)
@@ -216,18 +222,47 @@ sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const cha
  * ------------------------------------------------------------------------
  */
 
-/* Mark the database paused by this backend, and stop its sweeper. */
+/*
+ * Mark the database paused by this backend, and stop its run.  A run that
+ * has connected is cancelled (SIGINT) and ends quietly (sweeper.c), not
+ * terminated with a FATAL.  One still connecting sees the pause once it has
+ * connected, and is waited for: else it would wait for the command's lock on
+ * the database and fail with a FATAL once the database is gone or renamed.
+ * Only one that does not connect in time is terminated.
+ */
 static void
 sweep_pause(Oid dboid)
 {
-	int			i;
+	TimestampTz give_up = GetCurrentTimestamp() + SWEEP_CONNECT_WAIT_US;
 
 	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 	sweep_pauses[MyBackendId - 1] = dboid;
-	i = sweep_find(dboid);
-	if (i >= 0 && sweep_shared->dbs[i].pid != 0)
-		(void) kill(sweep_shared->dbs[i].pid, SIGTERM);
 	LWLockRelease(sweep_shared->lock);
+	for (;;)
+	{
+		bool		connecting = false;
+		int			i;
+
+		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+		i = sweep_find(dboid);
+		if (i >= 0 && sweep_shared->dbs[i].pid != 0)
+		{
+			SweepDb    *db = &sweep_shared->dbs[i];
+
+			db->stop_asked = true;
+			if (db->connected)
+				(void) kill(db->pid, SIGINT);
+			else if (GetCurrentTimestamp() >= give_up)
+				(void) kill(db->pid, SIGTERM);
+			else
+				connecting = true;
+		}
+		LWLockRelease(sweep_shared->lock);
+		if (!connecting)
+			return;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10 * 1000L);
+	}
 }
 
 /* The command is over, however it ended (also a before_shmem_exit callback). */
@@ -344,15 +379,26 @@ sweep_look_now(void)
 	LWLockRelease(sweep_shared->lock);
 }
 
-/* XactCallback: once the extension's command has committed, have it looked at. */
+/*
+ * XactCallback: once the extension's command has committed, have it looked
+ * at; once a pausing command's transaction has ended, resume.
+ */
 static void
 sweep_xact_callback(XactEvent event, void *arg)
 {
+	bool		end = (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+					   event == XACT_EVENT_PREPARE);
+
+	if (resume_at_end && end)
+	{
+		resume_at_end = false;
+		sweep_resume(0, (Datum) 0);
+	}
 	if (!look_at_commit)
 		return;
 	if (event == XACT_EVENT_COMMIT)
 		sweep_look_now();
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
+	if (end)
 		look_at_commit = false;
 }
 
@@ -400,7 +446,8 @@ sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 			sweep_forget(dboid);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(sweep_resume, ObjectIdGetDatum(dboid));
-	sweep_resume(0, ObjectIdGetDatum(dboid));
+	/* Not before: a run started meanwhile would connect to the old name. */
+	resume_at_end = true;
 }
 
 /* ------------------------------------------------------------------------
