@@ -330,7 +330,10 @@ static HcStatement respread = {
  * in the parts we have locked (:parts, or all of them if NULL), from
  * :lines_from on: just enough of them to free :wanted
  * units, and never more than STOCK_RECLAIM_MAX_LINES lines, so that no
- * caller pays for a backlog the sweeper should clear.  Each line stops
+ * caller pays for a backlog the sweeper should clear.  A line another
+ * transaction has locked (an unreserve or a finalize of its order, which
+ * waits for a part we hold) is skipped, not waited for: waiting would close
+ * a cycle (load/stock saw a 40P01 once, its machine loaded).  Each line stops
  * counting once (its own status is checked), gets its ledger row (:event
  * from :source), and its reservation becomes EXPIRED unless another
  * transaction has that row locked.  Returns the units freed, the lines
@@ -355,16 +358,19 @@ static HcStatement respread = {
  *   the product at most, so that join is linear whichever way it runs.
  */
 static HcStatement reclaim_lines = {
-	"WITH doomed AS ("
+	"WITH oldest AS ("
+	"  SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
+	"   WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'"
+	"     AND expires_at" LE ":now" " AND expires_at" GE ":lines_from"
+	"     AND (:parts IS NULL OR part" EQ "ANY (:parts))"
+	"   ORDER BY expires_at"
+	"   LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES)
+	"     FOR NO KEY UPDATE SKIP LOCKED),"
+	" doomed AS ("
 	"  SELECT reservation_id, expires_at FROM ("
 	"    SELECT reservation_id, qty, expires_at,"
 	"           pg_catalog.sum(qty) OVER (ORDER BY expires_at, reservation_id) AS running"
-	"      FROM (SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
-	"             WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'"
-	"               AND expires_at" LE ":now" " AND expires_at" GE ":lines_from"
-	"               AND (:parts IS NULL OR part" EQ "ANY (:parts))"
-	"             ORDER BY expires_at"
-	"             LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") oldest) s"
+	"      FROM oldest) s"
 	"   WHERE running" MINUS "qty" LT ":wanted),"
 	" expired AS ("
 	"  UPDATE hc_stock_reservation_lines l SET status = 'EXPIRED'"
