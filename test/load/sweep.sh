@@ -4,12 +4,15 @@
 # with a 1 s interval and a 1 s time slice, for its own databases only):
 #   its runs are in pg_stat_activity, sweep expired holds and reservations
 #   within two intervals with no other call, and show in hc_sweeper_status
-#   and hc_sweeper_databases; a terminated run is followed by the next; a
-#   run that fails is logged with its SQLSTATE, recorded, named once in a
-#   WARNING and changes nothing, and the next run sweeps; a batch that fails
-#   mid-run leaves the committed batches' counts; serializable, read-only
-#   and timeout defaults of the database do not stop it; a FATAL while a
-#   command needs the database to itself does not leave it paused; a SIGHUP
+#   and hc_sweeper_databases; runs start when they fall due, not a tick
+#   late; a terminated run is followed by the next; a run that fails is
+#   logged with its SQLSTATE, recorded, named once in a WARNING and changes
+#   nothing, and the next run sweeps; a batch that fails mid-run leaves the
+#   committed batches' counts; serializable, read-only and timeout defaults
+#   of the database do not stop it; a FATAL while a command needs the
+#   database to itself does not leave it paused; such a command stops a run
+#   in progress with a LOG line, no FATAL, no failure, and the database is
+#   swept afterwards, while a stranger's refused one stops none; a SIGHUP
 #   change of the interval takes effect; a database without the extension
 #   is looked at and skipped with one LOG line; a database created and given
 #   the extension later is swept; DROP DATABASE steps over it; manual sweeps
@@ -276,22 +279,31 @@ psql -X -q -d postgres -c "ALTER DATABASE $db RESET ALL" >/dev/null
 ##############################################################################
 # a FATAL while a command needs the database to itself leaves no pause
 ##############################################################################
-# A session stays connected to the database, so each command waits (5 s)
-# for it; the command's session is terminated while it waits.  Meanwhile
-# the command keeps new sessions out of the database: its state is read from
-# another one.
+# A session stays connected to the database (until cancelled), so each
+# command waits for it (5 s, then fails); the command's session is terminated
+# while it waits and the database reads paused.  Meanwhile the command keeps
+# new sessions out of the database: its state is read from another one.
+# (The command once ran late on a loaded machine, after a blocker of a fixed
+# 4 s had gone: the rename succeeded.)
 for cmd in "CREATE DATABASE ${db}_copy TEMPLATE $db" "ALTER DATABASE $db RENAME TO ${db}_renamed" \
            "DROP DATABASE $db"; do
-    psql -X -q -d "$db" -c "SELECT pg_sleep(4)" >/dev/null &
+    PGAPPNAME=hc_load_blocker psql -X -q -d "$db" -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
     blocker=$!
-    sleep 0.3
-    psql -X -q -d postgres -c "$cmd" >/dev/null 2>&1 &
-    sleep 0.5
-    paused=$(state)
+    wait_for 10 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hc_load_blocker'
+                  AND wait_event = 'PgSleep'" 1 >/dev/null
+    PGAPPNAME=hc_load_command psql -X -q -d postgres -c "$cmd" >/dev/null 2>&1 &
+    command=$!
+    for i in $(seq 1 100); do
+        paused=$(state)
+        [ "$paused" = paused ] && break
+        sleep 0.05
+    done
     psql -X -qAt -d postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                                  WHERE query = '$cmd'" >/dev/null
+                                  WHERE application_name = 'hc_load_command'" >/dev/null
+    wait $command
+    psql -X -qAt -d postgres -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+                                  WHERE application_name = 'hc_load_blocker'" >/dev/null
     wait $blocker
-    sleep 0.2
     hold_expired SWP-13
     waited=$(wait_for 3 "SELECT status FROM hc_assets WHERE id = 'SWP-13'" AVAILABLE)
     check "${cmd%% $db*}: paused while it waits ($paused), swept after its FATAL (${waited} s)" \
