@@ -94,8 +94,8 @@ extern SweepShared *sweep_shared;
 
 /* A run that has not claimed its entry this long after its start never will. */
 #define SWEEP_START_TIMEOUT_US	(60 * USECS_PER_SEC)
-/* How long a pause waits for a run to connect before it terminates it. */
-#define SWEEP_CONNECT_WAIT_US	(5 * USECS_PER_SEC)
+/* How long a pause waits for a run to end before it terminates it. */
+#define SWEEP_STOP_WAIT_US	(5 * USECS_PER_SEC)
 
 /* sweeper_state.c; the lock held by the caller */
 extern int	sweep_find(Oid dboid);

@@ -223,24 +223,26 @@ sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const cha
  */
 
 /*
- * Mark the database paused by this backend, and stop its run.  A run that
- * has connected is cancelled (SIGINT) and ends quietly (sweeper.c), not
- * terminated with a FATAL.  One still connecting sees the pause once it has
- * connected, and is waited for: else it would wait for the command's lock on
- * the database and fail with a FATAL once the database is gone or renamed.
- * Only one that does not connect in time is terminated.
+ * Mark the database paused by this backend, stop its run and wait until it
+ * has ended.  A run that has connected is cancelled (SIGINT) and ends
+ * quietly (sweeper.c), not terminated with a FATAL; one still connecting
+ * sees the pause once it has connected.  Waiting for it keeps it from
+ * waiting for the command's lock on the database (it would fail with a
+ * FATAL once the database is gone or renamed), and from the SIGTERM of
+ * DROP DATABASE ... WITH (FORCE).  A run not gone in time is terminated.
  */
 static void
 sweep_pause(Oid dboid)
 {
-	TimestampTz give_up = GetCurrentTimestamp() + SWEEP_CONNECT_WAIT_US;
+	TimestampTz give_up = GetCurrentTimestamp() + SWEEP_STOP_WAIT_US;
+	bool		cancelled = false;
 
 	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
 	sweep_pauses[MyBackendId - 1] = dboid;
 	LWLockRelease(sweep_shared->lock);
 	for (;;)
 	{
-		bool		connecting = false;
+		bool		running = false;
 		int			i;
 
 		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
@@ -250,15 +252,17 @@ sweep_pause(Oid dboid)
 			SweepDb    *db = &sweep_shared->dbs[i];
 
 			db->stop_asked = true;
-			if (db->connected)
-				(void) kill(db->pid, SIGINT);
-			else if (GetCurrentTimestamp() >= give_up)
+			if (GetCurrentTimestamp() >= give_up)
 				(void) kill(db->pid, SIGTERM);
 			else
-				connecting = true;
+			{
+				if (db->connected && !cancelled)
+					cancelled = (kill(db->pid, SIGINT) == 0);
+				running = true;
+			}
 		}
 		LWLockRelease(sweep_shared->lock);
-		if (!connecting)
+		if (!running)
 			return;
 		CHECK_FOR_INTERRUPTS();
 		pg_usleep(10 * 1000L);

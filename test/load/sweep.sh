@@ -352,11 +352,12 @@ check "ten DROP DATABASE refused to a stranger stop no run: the run in progress 
 psql -X -q -d postgres -c "DROP ROLE hc_load_stranger" >/dev/null
 
 # Each command of the owner meets a run in progress, stops it and succeeds
-# (it would fail were the run still connected): twice each kind.
+# (it would fail were the run still connected): twice each kind, the second
+# DROP WITH (FORCE), which terminates the sessions it finds.
 stopped=0
 for step in "$db|CREATE DATABASE ${db}_copy TEMPLATE $db" "$db|ALTER DATABASE $db RENAME TO ${db}_renamed" \
             "${db}_copy|DROP DATABASE ${db}_copy" "$db|CREATE DATABASE ${db}_copy TEMPLATE $db" \
-            "$db|ALTER DATABASE $db RENAME TO ${db}_renamed" "${db}_copy|DROP DATABASE ${db}_copy"; do
+            "$db|ALTER DATABASE $db RENAME TO ${db}_renamed" "${db}_copy|DROP DATABASE ${db}_copy WITH (FORCE)"; do
     pid=$(in_progress "${step%%|*}")
     out=$(psql -X -q -d postgres -c "${step#*|}" 2>&1)
     [ -n "$pid" ] && [ -z "$out" ] && [ "$(alive "$pid")" = 0 ] && stopped=$((stopped + 1))
