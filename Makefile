@@ -6,7 +6,9 @@ EXTENSION = holdcommit
 # the install script's name must agree with it (test/versions.sh checks).
 EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
 MODULE_big = holdcommit
-OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+# The sources by folder (doc/architecture.md): src/holdcommit.c and src/FOLDER/[FOLDER/]*.c.
+SOURCES = $(wildcard src/*.c src/*/*.c src/*/*/*.c)
+OBJS = $(SOURCES:.c=.o)
 # Released versions keep their scripts, committed (test/released.md5).  A
 # version in the making has no script of its own: its install script is made
 # from the last released full script and the update scripts after it
@@ -36,7 +38,7 @@ ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --load-extension=holdcom
 
 PG_CONFIG ?= pg_config
 # make test builds with WERROR=-Werror; a user's build does not fail on a new compiler's warning.
-PG_CPPFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-missing-field-initializers \
+PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-missing-field-initializers \
 	-DHC_LIBRARY_VERSION='"$(EXTVERSION)"'
 EXTRA_CLEAN = $(MADE_SCRIPT) results output_iso regression.diffs regression.out test/tmp $(BUILD_DIR)
 
@@ -47,7 +49,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # The headers are small and shared: a change to one rebuilds every object.
-$(OBJS): $(wildcard src/*.h) $(EXTENSION).control
+$(OBJS): $(wildcard src/*/*.h src/*/*/*.h) $(EXTENSION).control
 
 all: $(MADE_SCRIPT)
 ifneq ($(FULL_SCRIPT_CHAIN),)

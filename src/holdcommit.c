@@ -13,10 +13,10 @@
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
-#include "autonomous.h"
-#include "errors.h"
-#include "holdcommit.h"
-#include "sweeper.h"
+#include "bgw/autonomous/autonomous.h"
+#include "common/errors.h"
+#include "common/settings.h"
+#include "bgw/sweeper/sweeper.h"
 
 PG_MODULE_MAGIC;
 

@@ -6,7 +6,7 @@
 #   - every holdcommit.* setting in pg_settings has a heading "### holdcommit.name";
 #   - every table, view and composite type of the extension has a heading "### hc_name";
 #   - every such heading names something that exists, with those arguments;
-#   - every SQLSTATE that src/*.c raises with errcode() has its row in a table.
+#   - every SQLSTATE that src/ raises with errcode() has its row in a table.
 # No function is exempt: the extension has no internal helpers, and any it
 # gets must be documented too (or listed here, with the reason).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
@@ -100,8 +100,8 @@ while IFS=$'\t' read -r file key; do
 done <"$work/headings"
 # Every SQLSTATE the C code raises is documented: a table row such as "| `RS001` |".
 errcodes=$(${PG_CONFIG:-pg_config} --includedir-server)/utils/errcodes.h
-for name in $(grep -oh 'errcode(ERRCODE_[A-Z0-9_]*)' src/*.c | sed 's/^errcode(//; s/)$//' | sort -u); do
-    code=$(grep -hE "^#define $name[[:space:]]" src/errors.h "$errcodes" |
+for name in $(grep -rhoh --include='*.c' 'errcode(ERRCODE_[A-Z0-9_]*)' src | sed 's/^errcode(//; s/)$//' | sort -u); do
+    code=$(grep -hE "^#define $name[[:space:]]" src/common/errors.h "$errcodes" |
            sed 's/.*MAKE_SQLSTATE(//; s/).*//' | tr -dc 'A-Z0-9')
     if [ ${#code} -eq 5 ] && grep -qE "^\| \`$code\`" doc/*.md; then
         echo "ok - SQLSTATE $code ($name) is documented"

@@ -52,7 +52,7 @@ gcc -Wall -Wextra -Werror -O2 -fPIC -shared -o "$root/sanitize-init.so" test/san
 preload=$libasan:$root/sanitize-init.so
 
 status_before=$(git status --porcelain --untracked-files=all)
-objects_before=$(md5sum holdcommit.so src/*.o 2>/dev/null)
+objects_before=$(md5sum holdcommit.so $(find src -name '*.o' | sort) 2>/dev/null)
 
 # The private tree: the system's PostgreSQL 15, minus any holdcommit files.
 mkdir -p "$root/usr/lib/postgresql" "$root/usr/share/postgresql"
@@ -208,9 +208,9 @@ if sanitized canary -DHC_SANITIZE_CANARY; then
     check "canary: make installcheck of stock fails" "$rc" "2"
     stop canary
     asan=$(grep -l 'ERROR: AddressSanitizer: heap-buffer-overflow' "$root"/reports/canary/asan.* 2>/dev/null |
-           xargs -r grep -l ' in hc_asset_add src/hold\.c' | wc -l)
-    ubsan=$(grep -A5 '^src/stock\.c:[0-9:]*: runtime error: load of misaligned address' "$build/canary/server.log" |
-            grep -c '#0 .* in hc_stock_set src/stock\.c')
+           xargs -r grep -l ' in hc_asset_add src/hold/hold\.c' | wc -l)
+    ubsan=$(grep -A5 '^src/stock/[a-z_]*\.c:[0-9:]*: runtime error: load of misaligned address' "$build/canary/server.log" |
+            grep -c '#0 .* in hc_stock_set src/stock/[a-z_]*\.c')
     check "canary: ASan reports the read past the buffer in hc_asset_add" "$([ "$asan" -gt 0 ] && echo yes)" "yes"
     check "canary: UBSan reports the misaligned read in hc_stock_set" "$([ "$ubsan" -gt 0 ] && echo yes)" "yes"
     f=$(ls "$build"/canary/reports/asan.* 2>/dev/null | head -1)
@@ -223,6 +223,6 @@ if sanitized canary -DHC_SANITIZE_CANARY; then
     echo "# canary run: $(($(date +%s) - t0)) s, $asan ASan and $ubsan UBSan reports of the canaries, $(reports canary) in all"
 fi
 
-check "the sanitized builds left the tree's objects as they were" "$(md5sum holdcommit.so src/*.o 2>/dev/null)" "$objects_before"
+check "the sanitized builds left the tree's objects as they were" "$(md5sum holdcommit.so $(find src -name '*.o' | sort) 2>/dev/null)" "$objects_before"
 check "and the working tree as it was" "$(git status --porcelain --untracked-files=all)" "$status_before"
 exit 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one SQLSTATE -> HTTP map, clients/sqlstates.json, and everything that repeats it
 # (run by make test, no server needed):
-#   - the file: valid, one row per SQLSTATE, every RS00x that src/errors.h defines;
+#   - the file: valid, one row per SQLSTATE, every RS00x that src/common/errors.h defines;
 #   - doc/clients.md's table: the same rows (SQLSTATE, name, status, class);
 #   - doc/reference.md's SQLSTATE table: the same SQLSTATEs, names and statuses;
 #   - the README's "Errors and HTTP statuses" table: a shorter list, so each SQLSTATE it
@@ -102,10 +102,10 @@ check(f"{SOURCE}: success is 201 created, 200 replayed",
 
 defined = {}
 for m in re.finditer(r"#define\s+ERRCODE_HC_(\w+)\s+MAKE_SQLSTATE\(([^)]*)\)",
-                     open("src/errors.h", encoding="utf-8").read()):
+                     open("src/common/errors.h", encoding="utf-8").read()):
     defined["".join(re.findall(r"'(.)'", m.group(2)))] = m.group(1).lower()
-check("src/errors.h defines RS001 and more", "RS001" in defined, True)
-check(f"every SQLSTATE of src/errors.h is in {SOURCE}, by its name there",
+check("src/common/errors.h defines RS001 and more", "RS001" in defined, True)
+check(f"every SQLSTATE of src/common/errors.h is in {SOURCE}, by its name there",
       differences({c: sqlstates.get(c, (None,))[0] for c in defined}, defined), {})
 
 # doc/clients.md: a copy of every row.
@@ -125,7 +125,7 @@ check("doc/reference.md's SQLSTATE table gives each the file's name and status",
 
 # The README: the SQLSTATEs an application meets most, each as in the file.
 readme = by_code("README.md", "## Errors and HTTP statuses")
-check("the README's table lists every RS00x of src/errors.h", sorted(set(defined) - set(readme)), [])
+check("the README's table lists every RS00x of src/common/errors.h", sorted(set(defined) - set(readme)), [])
 check("the README's table lists only SQLSTATEs of the file", sorted(set(readme) - set(sqlstates)), [])
 # A row that names its SQLSTATEs informally ("null / invalid value / too long") is held to
 # the status only.

@@ -71,7 +71,7 @@ done
 check "every installable version upgrades to $version" "${unreachable:-none}" "none"
 
 # Every update script creates, replaces or drops a function: the pg_proc
-# change is how running libraries learn of an update (src/version.c).
+# change is how running libraries learn of an update (src/core/version.c).
 silent=
 for u in sql/holdcommit--*--*.sql; do
     grep -qiE '^(CREATE( OR REPLACE)?|DROP|ALTER) FUNCTION' "$u" || silent="$silent $(basename "$u")"

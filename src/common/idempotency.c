@@ -1,0 +1,377 @@
+/*
+ * idempotency.c
+ *		Idempotency keys: one key space for every function that takes one,
+ *		and keys past retention forgotten by the sweep.
+ *
+ * A key lives on the reservation it made (idempotency_key, with the
+ * fingerprint of the request), so a new request writes no row of its own.
+ * Two calls with the same key meet at a transaction-level lock on the key's
+ * hash, taken before anything else: the second waits for the first to end,
+ * then finds its reservation and replays it, or, if the first rolled back,
+ * goes ahead itself.  A refused call writes nothing and stores nothing.
+ * On a standby a replay is answered as on the primary, and a key that made
+ * nothing there is refused (standby.c).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/hashfn.h"
+#include "common/sha2.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+
+#include "admin/sweep.h"
+#include "common/errors.h"
+#include "common/idempotency.h"
+#include "common/settings.h"
+#include "core/fetch.h"
+#include "core/standby.h"
+
+/*
+ * Advisory locks of holdcommit keys use this in field 4 of the lock tag;
+ * pg_advisory_lock() uses 1 and 2, so the two never meet.
+ */
+#define HC_KEY_LOCK_SPACE	0x4843
+
+typedef enum HcKeyVerdict
+{
+	HC_KEY_NEW,					/* no call has used the key: go ahead */
+	HC_KEY_REPLAY,				/* the same request: return what it made */
+	HC_KEY_FORGOTTEN			/* past retention, now forgotten: run again */
+} HcKeyVerdict;
+
+static HcStatement forget_hold_key = {
+	"UPDATE hc_reservations SET idempotency_key = NULL"
+	" WHERE asset_id" EQ ":scope_id" " AND id" EQ ":reservation_id",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
+};
+
+static HcStatement forget_stock_key = {
+	"UPDATE hc_stock_reservations SET idempotency_key = NULL"
+	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
+};
+
+/*
+ * The sweeper's part for keys: forget the idempotency keys of reservations
+ * of both kinds made at or before :retention_start, oldest first,
+ * :batch_size of each kind at most, from where the last batch of this
+ * sweep stopped (:holds_from, :stock_from): the keys it forgot stay in the
+ * key-age index, invisible, until its transaction ends, and a batch that
+ * started from the oldest again would walk over all of them.  Returns how
+ * many of each kind, and the newest created_at of each (the next batch
+ * starts there).
+ */
+static HcStatement forget_keys = {
+	"WITH h AS ("
+	"  UPDATE hc_reservations r SET idempotency_key = NULL"
+	"    FROM (SELECT asset_id, id, created_at FROM hc_reservations"
+	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
+	"             AND created_at" GE ":holds_from"
+	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
+	"   WHERE r.asset_id" EQ "d.asset_id" " AND r.id" EQ "d.id"
+	"  RETURNING d.created_at),"
+	" s AS ("
+	"  UPDATE hc_stock_reservations r SET idempotency_key = NULL"
+	"    FROM (SELECT scope_id, id, created_at FROM hc_stock_reservations"
+	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
+	"             AND created_at" GE ":stock_from"
+	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
+	"   WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id"
+	"  RETURNING d.created_at)"
+	" SELECT (SELECT pg_catalog.count(*) FROM h) AS holds,"
+	"        (SELECT pg_catalog.max(created_at) FROM h) AS holds_last,"
+	"        (SELECT pg_catalog.count(*) FROM s) AS stock,"
+	"        (SELECT pg_catalog.max(created_at) FROM s) AS stock_last",
+	{{"retention_start", TIMESTAMPTZOID}, {"batch_size", INT4OID},
+	 {"holds_from", TIMESTAMPTZOID}, {"stock_from", TIMESTAMPTZOID}}
+};
+
+/*
+ * The fingerprint is the function name and the arguments that define the
+ * request, each length-prefixed so that no two argument lists collide.
+ */
+void
+hc_fingerprint_init(HcFingerprint *fp, const char *function)
+{
+	initStringInfo(&fp->buf);
+	fp->digest = NULL;
+	hc_fingerprint_add(fp, function);
+}
+
+void
+hc_fingerprint_add(HcFingerprint *fp, const char *value)
+{
+	appendStringInfo(&fp->buf, "%zu:%s;", strlen(value), value);
+}
+
+/*
+ * The SHA-256 of the request, taken once and only for a call that stores or
+ * compares it: a refusal never needs it.
+ */
+bytea *
+hc_fingerprint_digest(HcFingerprint *fp)
+{
+	bytea	   *digest;
+	pg_cryptohash_ctx *ctx;
+
+	if (fp->digest != NULL)
+		return fp->digest;
+	digest = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (uint8 *) fp->buf.data, fp->buf.len) < 0 ||
+		pg_cryptohash_final(ctx, (uint8 *) VARDATA(digest), PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+	SET_VARSIZE(digest, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	fp->digest = digest;
+	return digest;
+}
+
+/* What a lock_timeout or cancel in the key's wait says it interrupted. */
+static void
+key_wait_context(void *arg)
+{
+	errcontext("waiting for another call with the same idempotency key");
+}
+
+/*
+ * Wait for any other transaction that is using the key, and keep others
+ * waiting for ours.  Held until the transaction ends; in memory only.  An
+ * error in the wait (lock_timeout, a cancel) names it in its CONTEXT, so
+ * that a caller can tell a request in flight from a busy row.
+ */
+static void
+hc_idempotency_lock(const char *key)
+{
+	LOCKTAG		tag;
+	uint64		hash = hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
+	ErrorContextCallback wait;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
+						 HC_KEY_LOCK_SPACE);
+	wait.callback = key_wait_context;
+	wait.arg = NULL;
+	wait.previous = error_context_stack;
+	error_context_stack = &wait;
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	error_context_stack = wait.previous;
+}
+
+/* The reservation of either kind that holds a key, by its unique index. */
+static HcFetch hold_key = {"hc_reservations", "idempotency_key", HC_FETCH_READ, 5,
+{"id", "asset_id", "buyer_id", "fingerprint", "created_at"}};
+static HcFetch stock_key = {"hc_stock_reservations", "idempotency_key", HC_FETCH_READ, 5,
+{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
+
+/* What a domain statement read with HC_KNOWN_KEY_COLUMNS, in its row 0. */
+static void
+hc_known_from_row(HcCall *call, HcKnownKey *known)
+{
+	bool		isnull;
+	Datum		stored;
+	MemoryContext old;
+
+	known->kind = hc_text(call, 0, "known_kind");
+	if (known->kind == NULL)
+		return;
+	known->id = hc_text(call, 0, "known_id");
+	known->scope_id = hc_text(call, 0, "known_scope_id");
+	known->buyer_id = hc_text(call, 0, "known_buyer_id");
+	stored = hc_datum(0, "known_fingerprint", &isnull);
+	old = MemoryContextSwitchTo(call->outer);
+	known->fingerprint = isnull ? NULL : DatumGetByteaPCopy(stored);
+	MemoryContextSwitchTo(old);
+	known->created_at = hc_timestamptz(0, "known_created_at");
+}
+
+/* The key's reservation on Citus, where keys are per routing id. */
+static HcStatement known_key = {
+	"WITH " HC_KNOWN_KEY " SELECT " HC_KNOWN_KEY_COLUMNS " FROM known k",
+	{HC_KNOWN_KEY_PARAMS}
+};
+
+/* The same, looked up directly: one key space for holds and stock. */
+static void
+hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
+{
+	Datum		values[5];
+	bool		nulls[5];
+
+	if (call->shards != NULL)
+	{
+		HcArgs		args;
+
+		hc_args(&args, &known_key);
+		hc_bind_text(&args, "key", key);
+		known->kind = NULL;
+		if (hc_run(call, &args, SPI_OK_SELECT) > 0)
+			hc_known_from_row(call, known);
+		return;
+	}
+	if (hc_fetch(call, &hold_key, key, values, nulls))
+		known->kind = "hold";
+	else if (hc_fetch(call, &stock_key, key, values, nulls))
+		known->kind = "stock";
+	else
+	{
+		known->kind = NULL;
+		return;
+	}
+	known->id = TextDatumGetCString(values[0]);
+	known->scope_id = TextDatumGetCString(values[1]);
+	known->buyer_id = TextDatumGetCString(values[2]);
+	known->fingerprint = nulls[3] ? NULL : DatumGetByteaPP(values[3]);
+	known->created_at = DatumGetTimestampTz(values[4]);
+}
+
+/*
+ * How messages name a key: it is a per-request secret (whoever knows it can
+ * replay the request and read its reservation), so never the key itself but
+ * the first 8 hex digits of its SHA-256, which the client can compute too:
+ * sha256:1a2b3c4d.
+ */
+static char *
+idempotency_label(const char *key)
+{
+	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) key, strlen(key)) < 0 ||
+		pg_cryptohash_final(ctx, hash, sizeof(hash)) < 0)
+		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+	return psprintf("sha256:%02x%02x%02x%02x", hash[0], hash[1], hash[2], hash[3]);
+}
+
+/*
+ * Judge what was found for the key: nothing (new), the same request within
+ * holdcommit.idempotency_retention (replay), another request (RS005), or a
+ * key past retention, which is forgotten here so that the caller can run
+ * again.
+ */
+static HcKeyVerdict
+hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKey *known)
+{
+	TimestampTz retention_start = call->now - (int64) hc_idempotency_retention * USECS_PER_SEC;
+	bytea	   *digest;
+
+	if (known->kind == NULL)
+	{
+		hc_refuse_new_key_read_only(call->function);
+		return HC_KEY_NEW;
+	}
+	if (known->created_at <= retention_start)
+	{
+		HcArgs		args;
+
+		/* Forgetting the key writes, and what follows is a new request. */
+		hc_refuse_new_key_read_only(call->function);
+
+		hc_args(&args, strcmp(known->kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key);
+		hc_bind_text(&args, "scope_id", known->scope_id);
+		hc_bind_text(&args, "reservation_id", known->id);
+		if (hc_run(call, &args, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "could not forget idempotency key %s", idempotency_label(key));
+		return HC_KEY_FORGOTTEN;
+	}
+	digest = hc_fingerprint_digest(fp);
+	if (known->fingerprint == NULL ||
+		VARSIZE_ANY_EXHDR(known->fingerprint) != PG_SHA256_DIGEST_LENGTH ||
+		memcmp(VARDATA_ANY(known->fingerprint), VARDATA(digest), PG_SHA256_DIGEST_LENGTH) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_HC_IDEMPOTENCY_KEY_REUSED),
+				 errmsg("idempotency key %s was already used for a different request",
+						idempotency_label(key)),
+				 errdetail("A %s was made with this key and other arguments.",
+						   strcmp(known->kind, "hold") == 0 ? "hold" : "stock reservation"),
+				 errhidestmt(true),
+				 errhint("Send a new idempotency key for a new request; reuse a key only to retry the same request.")));
+	return HC_KEY_REPLAY;
+}
+
+/*
+ * The one skeleton of every call that takes a key: take the key's lock, run
+ * the domain statement of args (which must return rows rows, reading what
+ * the key already made with HC_KNOWN_KEY_COLUMNS), and judge.  Returns true
+ * for a replay of the same request (*known filled), false for a new one;
+ * RS005 for another request.  A key past retention is forgotten and the
+ * statement run again.
+ */
+bool
+hc_idempotency_run(HcCall *call, HcArgs *args, uint64 rows, const char *key,
+				   HcFingerprint *fp, HcKnownKey *known)
+{
+	HcKeyVerdict verdict;
+
+	hc_idempotency_lock(key);
+	do
+	{
+		if (hc_run(call, args, SPI_OK_SELECT) != rows)
+			elog(ERROR, "%s read " UINT64_FORMAT " rows, not " UINT64_FORMAT,
+				 call->function, SPI_processed, rows);
+		hc_known_from_row(call, known);
+		verdict = hc_idempotency_judge(call, key, fp, known);
+	} while (verdict == HC_KEY_FORGOTTEN);
+	return verdict == HC_KEY_REPLAY;
+}
+
+/*
+ * The same skeleton for a call whose own first look needs no statement of
+ * its own (a hold): the key's lock, then the key looked up directly.
+ */
+bool
+hc_idempotency_find(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKey *known)
+{
+	HcKeyVerdict verdict;
+
+	hc_idempotency_lock(key);
+	do
+	{
+		hc_known_fetch(call, key, known);
+		verdict = hc_idempotency_judge(call, key, fp, known);
+	} while (verdict == HC_KEY_FORGOTTEN);
+	return verdict == HC_KEY_REPLAY;
+}
+
+/*
+ * The sweeper's part for keys (sweep.c): up to batch_size keys of each kind
+ * past holdcommit.idempotency_retention are forgotten, each kind from where
+ * the last batch of this sweep stopped.  Returns how many.
+ */
+int64
+hc_idempotency_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	HcArgs		args;
+	int64		holds;
+	int64		stock;
+
+	hc_args(&args, &forget_keys);
+	hc_bind(&args, "retention_start",
+			TimestampTzGetDatum(call->now - (int64) hc_idempotency_retention * USECS_PER_SEC));
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	hc_bind(&args, "holds_from",
+			TimestampTzGetDatum(counts->hold_keys_resumed ? counts->hold_keys_from : DT_NOBEGIN));
+	hc_bind(&args, "stock_from",
+			TimestampTzGetDatum(counts->stock_keys_resumed ? counts->stock_keys_from : DT_NOBEGIN));
+	hc_run(call, &args, SPI_OK_SELECT);
+	holds = hc_int64(0, "holds");
+	stock = hc_int64(0, "stock");
+	if (holds > 0)
+	{
+		counts->hold_keys_from = hc_timestamptz(0, "holds_last");
+		counts->hold_keys_resumed = true;
+	}
+	if (stock > 0)
+	{
+		counts->stock_keys_from = hc_timestamptz(0, "stock_last");
+		counts->stock_keys_resumed = true;
+	}
+	return holds + stock;
+}

@@ -1,0 +1,63 @@
+/*
+ * idempotency.h
+ *		Idempotency keys (idempotency.c).
+ */
+#ifndef HOLDCOMMIT_IDEMPOTENCY_H
+#define HOLDCOMMIT_IDEMPOTENCY_H
+
+#include "lib/stringinfo.h"
+
+#include "core/statement.h"
+
+/* A request's fingerprint: its SHA-256 is taken only when a call needs it. */
+typedef struct HcFingerprint
+{
+	StringInfoData buf;
+	bytea	   *digest;			/* NULL until hc_fingerprint_digest() */
+} HcFingerprint;
+
+/*
+ * The reservation a key already made, as a domain statement read it with
+ * HC_KNOWN_KEY and HC_KNOWN_KEY_COLUMNS.
+ */
+typedef struct HcKnownKey
+{
+	const char *kind;			/* hold or stock; NULL: the key is new */
+	char	   *id;
+	char	   *scope_id;
+	char	   *buyer_id;
+	bytea	   *fingerprint;
+	TimestampTz created_at;
+} HcKnownKey;
+
+/*
+ * A CTE "known" with the reservation, of either kind, that holds the key
+ * :key (one key space for holds and stock; on Citus one per routing id,
+ * :key_scope, which hc_run binds), and the columns that read it from
+ * "known k".
+ */
+#define HC_KNOWN_KEY \
+	"known AS (" \
+	"  SELECT 'hold' AS kind, id, asset_id AS scope_id, buyer_id, fingerprint, created_at" \
+	"    FROM hc_reservations WHERE idempotency_key" EQ ":key" \
+	"     AND (:key_scope IS NULL OR asset_id" EQ ":key_scope)" \
+	"  UNION ALL" \
+	"  SELECT 'stock', id, scope_id, buyer_id, fingerprint, created_at" \
+	"    FROM hc_stock_reservations WHERE idempotency_key" EQ ":key" \
+	"     AND (:key_scope IS NULL OR scope_id" EQ ":key_scope)" \
+	"  LIMIT 1)"
+#define HC_KNOWN_KEY_PARAMS	{"key", TEXTOID}, {"key_scope", TEXTOID}
+#define HC_KNOWN_KEY_COLUMNS \
+	"k.kind AS known_kind, k.id AS known_id, k.scope_id AS known_scope_id," \
+	" k.buyer_id AS known_buyer_id, k.fingerprint AS known_fingerprint," \
+	" k.created_at AS known_created_at"
+
+extern void hc_fingerprint_init(HcFingerprint *fp, const char *function);
+extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
+extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
+extern bool hc_idempotency_run(HcCall *call, HcArgs *args, uint64 rows, const char *key,
+							   HcFingerprint *fp, HcKnownKey *known);
+extern bool hc_idempotency_find(HcCall *call, const char *key, HcFingerprint *fp,
+								HcKnownKey *known);
+
+#endif							/* HOLDCOMMIT_IDEMPOTENCY_H */

@@ -1,0 +1,429 @@
+/*
+ * statement.c
+ *		Prepared statements with named parameters, and their results.
+ *
+ * A statement is prepared the first time a call runs it and kept for the
+ * backend; its ":name" parameters become $1, $2, ... in the order of its
+ * params at that moment, so a reader finds a parameter's name, type and
+ * value together and never counts positions.
+ *
+ * A call's statements reach their rows through indexes, by parameters: they
+ * get one generic plan, made with sequential and bitmap scans off, so that
+ * a plan made while the tables are empty (right after CREATE EXTENSION) is
+ * not a scan kept for the life of the backend.  A later re-plan (after an
+ * ANALYZE) is the planner's, with real statistics.  hc_check's statements,
+ * which read whole tables, are planned as usual (call->point_lookups).
+ * Neither kind of plan may need good estimates to stay linear: the shapes
+ * of the statements see to that (doc/architecture.md, "Plan policy").
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+
+#include "core/statement.h"
+#include "scaleout/route.h"
+
+/* The position of a parameter in the statement, or an error. */
+static int
+statement_param(HcStatement *stmt, const char *name, int len)
+{
+	int			i;
+
+	for (i = 0; i < HC_MAX_PARAMS && stmt->params[i].name != NULL; i++)
+		if ((len < 0 ? strcmp(stmt->params[i].name, name) == 0 :
+			 (strncmp(stmt->params[i].name, name, len) == 0 &&
+			  stmt->params[i].name[len] == '\0')))
+			return i;
+	elog(ERROR, "holdcommit statement has no parameter :%.*s: \"%s\"",
+		 len < 0 ? (int) strlen(name) : len, name, stmt->sql);
+	return -1;					/* keep the compiler quiet */
+}
+
+/*
+ * The text as SPI takes it: every :name outside quotes becomes $n (a "::"
+ * cast stays as it is); with shards (Citus, route.c), every distributed
+ * table's name becomes its shard's.
+ */
+static char *
+statement_sql(HcStatement *stmt, HcShards *shards)
+{
+	StringInfoData buf;
+	const char *p;
+	char		quote = '\0';
+
+	initStringInfo(&buf);
+	for (p = stmt->sql; *p != '\0'; p++)
+	{
+		if (quote != '\0' || *p == '\'' || *p == '"')
+		{
+			if (quote == '\0')
+				quote = *p;
+			else if (*p == quote)
+				quote = '\0';
+			appendStringInfoChar(&buf, *p);
+		}
+		else if (p[0] == ':' && p[1] == ':')
+			appendStringInfoString(&buf, "::"), p++;
+		else if (p[0] == ':' && (isalpha((unsigned char) p[1]) || p[1] == '_'))
+		{
+			const char *name = p + 1;
+			int			len = 0;
+
+			while (isalnum((unsigned char) name[len]) || name[len] == '_')
+				len++;
+			appendStringInfo(&buf, "$%d", statement_param(stmt, name, len) + 1);
+			p += len;
+		}
+		else if (shards != NULL && (isalpha((unsigned char) *p) || *p == '_') &&
+				 (p == stmt->sql || !(isalnum((unsigned char) p[-1]) || p[-1] == '_' ||
+									  p[-1] == '.' || p[-1] == '$')))
+		{
+			int			len = 0;
+			int			i;
+
+			while (isalnum((unsigned char) p[len]) || p[len] == '_')
+				len++;
+			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+				if (strncmp(p, hc_distributed_tables[i], len) == 0 &&
+					hc_distributed_tables[i][len] == '\0')
+					break;
+			if (i < HC_DISTRIBUTED_TABLES)
+				appendStringInfoString(&buf, shards->names[i]);
+			else
+				appendBinaryStringInfo(&buf, p, len);
+			p += len - 1;
+		}
+		else
+			appendStringInfoChar(&buf, *p);
+	}
+	return buf.data;
+}
+
+/*
+ * The settings a call's point lookups are planned with, until
+ * AtEOXact_GUC(true, level) for the level returned (0: none).
+ */
+static int
+statement_plan_settings(HcCall *call)
+{
+	int			guc_level;
+
+	if (!call->point_lookups)
+		return 0;
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	/*
+	 * No JIT in the plan kept: compiling takes hundreds of milliseconds,
+	 * which statements of this size never repay, and estimates on tables
+	 * without statistics would otherwise ask for it.
+	 */
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return guc_level;
+}
+
+/*
+ * Plans for one run only, made with the parameters' values: on Citus, for
+ * a statement over the distributed tables themselves, which Citus' planner
+ * routes by the values of their routing ids (a generic plan of a
+ * distributed table fails).
+ */
+static bool
+statement_one_shot(HcCall *call)
+{
+	return call->shards == NULL && hc_distributed(call);
+}
+
+/*
+ * The plans of statements over a Citus node's shards (call->shards), kept as
+ * single-node plans are, one per statement and range of shards (about 70
+ * statements, 16 ranges a node for 32 shards on 2 nodes); at most
+ * HC_MAX_SHARD_PLANS of them, all dropped when there would be more, and
+ * when Citus changes its shards (hc_forget_shard_plans).
+ */
+#define HC_MAX_SHARD_PLANS 1024
+
+typedef struct ShardPlanKey
+{
+	HcStatement *stmt;
+	char		shard[NAMEDATALEN];	/* the range's shard of hc_assets */
+} ShardPlanKey;
+
+typedef struct ShardPlan
+{
+	ShardPlanKey key;
+	SPIPlanPtr	plan;
+} ShardPlan;
+
+static HTAB *shard_plans = NULL;
+static bool shard_plans_stale = false;
+
+/* Citus changed its shards: drop the plans before the next statement. */
+void
+hc_forget_shard_plans(void)
+{
+	shard_plans_stale = true;
+}
+
+/* Where the plan of stmt over the call's shards is kept (NULL: none yet). */
+static SPIPlanPtr *
+statement_shard_slot(HcCall *call, HcStatement *stmt)
+{
+	ShardPlanKey key = {0};
+	ShardPlan  *entry;
+	bool		found;
+
+	if (shard_plans != NULL &&
+		(shard_plans_stale || hash_get_num_entries(shard_plans) >= HC_MAX_SHARD_PLANS))
+	{
+		HASH_SEQ_STATUS seq;
+
+		hash_seq_init(&seq, shard_plans);
+		while ((entry = hash_seq_search(&seq)) != NULL)
+			if (entry->plan != NULL)
+				SPI_freeplan(entry->plan);
+		hash_destroy(shard_plans);
+		shard_plans = NULL;
+	}
+	shard_plans_stale = false;
+	if (shard_plans == NULL)
+	{
+		HASHCTL		ctl = {0};
+
+		ctl.keysize = sizeof(ShardPlanKey);
+		ctl.entrysize = sizeof(ShardPlan);
+		shard_plans = hash_create("holdcommit shard plans", HC_MAX_SHARD_PLANS, &ctl,
+								  HASH_ELEM | HASH_BLOBS);
+	}
+	key.stmt = stmt;
+	strlcpy(key.shard, call->shards->names[0], NAMEDATALEN);
+	entry = hash_search(shard_plans, &key, HASH_ENTER, &found);
+	if (!found)
+		entry->plan = NULL;
+	return &entry->plan;
+}
+
+/*
+ * The plan of the statement: kept for the call's schema (or its shards) once
+ * made; or, one_shot, a plan for this run only, which the caller frees.
+ */
+static SPIPlanPtr
+statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
+{
+	Oid			argtypes[HC_MAX_PARAMS];
+	SPIPlanPtr *slot = NULL;
+	SPIPlanPtr	plan;
+	char	   *sql;
+	int			guc_level = 0;
+
+	if (call->shards != NULL)
+		slot = statement_shard_slot(call, stmt);
+	else if (!one_shot)
+	{
+		slot = &stmt->plan;
+		if (stmt->plan != NULL && stmt->schema != call->schema)
+		{
+			SPI_freeplan(stmt->plan);
+			stmt->plan = NULL;
+		}
+	}
+	if (slot != NULL && *slot != NULL)
+		return *slot;
+
+	for (stmt->nparams = 0; stmt->nparams < HC_MAX_PARAMS && stmt->params[stmt->nparams].name;
+		 stmt->nparams++)
+		argtypes[stmt->nparams] = stmt->params[stmt->nparams].type;
+	sql = statement_sql(stmt, call->shards);
+	if (!one_shot)
+		guc_level = statement_plan_settings(call);
+	plan = SPI_prepare_cursor(sql, stmt->nparams, argtypes,
+							  one_shot ? CURSOR_OPT_CUSTOM_PLAN :
+							  call->point_lookups ? CURSOR_OPT_GENERIC_PLAN : 0);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	pfree(sql);
+	if (one_shot)
+		return plan;
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	if (guc_level > 0)
+	{
+		ReleaseCachedPlan(SPI_plan_get_cached_plan(plan), CurrentResourceOwner);
+		AtEOXact_GUC(true, guc_level);
+	}
+	*slot = plan;
+	if (call->shards == NULL)
+		stmt->schema = call->schema;
+	return plan;
+}
+
+/* Start the arguments of one run of stmt: nothing bound yet. */
+void
+hc_args(HcArgs *args, HcStatement *stmt)
+{
+	args->stmt = stmt;
+	memset(args->nulls, ' ', sizeof(args->nulls));
+	memset(args->bound, 0, sizeof(args->bound));
+}
+
+/* Bind a parameter by name. */
+void
+hc_bind(HcArgs *args, const char *name, Datum value)
+{
+	int			i = statement_param(args->stmt, name, -1);
+
+	args->values[i] = value;
+	args->nulls[i] = ' ';
+	args->bound[i] = true;
+}
+
+void
+hc_bind_null(HcArgs *args, const char *name)
+{
+	int			i = statement_param(args->stmt, name, -1);
+
+	args->values[i] = (Datum) 0;
+	args->nulls[i] = 'n';
+	args->bound[i] = true;
+}
+
+/* A text parameter from a C string; NULL binds SQL's null. */
+void
+hc_bind_text(HcArgs *args, const char *name, const char *value)
+{
+	if (value == NULL)
+		hc_bind_null(args, name);
+	else
+		hc_bind(args, name, HC_TEXT(value));
+}
+
+/*
+ * Run a statement with a fresh snapshot (read_only = false), as a statement
+ * of a READ COMMITTED transaction does, check that SPI answered as expected,
+ * return the number of rows.  The rows stay in SPI_tuptable until the next
+ * statement, which frees them (a loop of statements stays in flat memory);
+ * copy what must outlive it.
+ */
+uint64
+hc_run(HcCall *call, HcArgs *args, int expected)
+{
+	HcStatement *stmt = args->stmt;
+	MemoryContext mine = CurrentMemoryContext;
+	bool		one_shot = statement_one_shot(call);
+	SPIPlanPtr	plan = statement_prepare(call, stmt, one_shot);
+	int			guc_level;
+	int			rc;
+	int			i;
+
+	for (i = 0; i < stmt->nparams; i++)
+	{
+		const char *name = stmt->params[i].name;
+
+		if (args->bound[i])
+			continue;
+		if (strcmp(name, "now") == 0)
+			hc_bind(args, name, TimestampTzGetDatum(call->now));
+		else if (strcmp(name, "function") == 0)
+			hc_bind_text(args, name, call->function);
+		else if (strcmp(name, "actor") == 0)
+			hc_bind_text(args, name, hc_actor(call));
+		else if (strcmp(name, "key_scope") == 0)
+			hc_bind_text(args, name, call->shards != NULL ? call->shards->routing_id : NULL);
+		else
+			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	/* A plan for one run is made now, for these values (statement_prepare). */
+	guc_level = one_shot ? statement_plan_settings(call) : 0;
+	if (call->latest)
+		rc = SPI_execute_snapshot(plan, args->values, args->nulls, GetLatestSnapshot(),
+								  InvalidSnapshot, true, false, 0);
+	else
+		rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
+	if (guc_level > 0)
+		AtEOXact_GUC(true, guc_level);
+	if (one_shot)
+		SPI_freeplan(plan);
+	/* SPI leaves us in its procedure context; stay where the caller was. */
+	MemoryContextSwitchTo(mine);
+	if (rc != expected)
+		elog(ERROR, "unexpected SPI result %s for \"%s\"",
+			 SPI_result_code_string(rc), stmt->sql);
+	return SPI_processed;
+}
+
+/* A column of row row of the last statement's result, by name. */
+Datum
+hc_datum(int row, const char *column, bool *isnull)
+{
+	int			col = SPI_fnumber(SPI_tuptable->tupdesc, column);
+
+	if (col <= 0)
+		elog(ERROR, "holdcommit statement returned no column \"%s\"", column);
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+/* A column that must not be null: the schema says NOT NULL. */
+static Datum
+statement_required(int row, const char *column)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, column, &isnull);
+
+	if (isnull)
+		elog(ERROR, "column \"%s\" of a holdcommit row is unexpectedly null", column);
+	return d;
+}
+
+/* A text column as a C string that outlives SPI_finish, or NULL. */
+char *
+hc_text(HcCall *call, int row, const char *column)
+{
+	bool		isnull;
+	Datum		d = hc_datum(row, column, &isnull);
+	MemoryContext old;
+	char	   *s;
+
+	if (isnull)
+		return NULL;
+	old = MemoryContextSwitchTo(call->outer);
+	s = TextDatumGetCString(d);
+	MemoryContextSwitchTo(old);
+	return s;
+}
+
+/* NOT NULL columns of the last statement's result. */
+TimestampTz
+hc_timestamptz(int row, const char *column)
+{
+	return DatumGetTimestampTz(statement_required(row, column));
+}
+
+int32
+hc_int32(int row, const char *column)
+{
+	return DatumGetInt32(statement_required(row, column));
+}
+
+int64
+hc_int64(int row, const char *column)
+{
+	return DatumGetInt64(statement_required(row, column));
+}
+
+Datum
+hc_text_datum(const char *s)
+{
+	if (s == NULL)
+		elog(ERROR, "null string passed as a holdcommit statement argument");
+	return PointerGetDatum(cstring_to_text(s));
+}

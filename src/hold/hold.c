@@ -1,0 +1,773 @@
+/*
+ * hold.c
+ *		Unique assets (quantity 1): hc_asset_add, hc_hold, hc_commit,
+ *		hc_release, hc_extend, and the sweep of expired holds.
+ *
+ * An asset is AVAILABLE, HELD by one reservation until hold_expires_at, or
+ * SOLD.  Every call that changes a reservation first locks its asset row, so
+ * the asset row serialises everything that happens to the asset; locks are
+ * always taken asset first, then reservation.  Each change is one statement
+ * that moves the asset and the reservation and writes the ledger row, whose
+ * seq is the asset's new version.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
+#include "admin/sweep.h"
+#include "common/errors.h"
+#include "common/idempotency.h"
+#include "common/ids.h"
+#include "common/ledger.h"
+#include "common/notify.h"
+#include "common/result.h"
+#include "common/settings.h"
+#include "common/validate.h"
+#include "core/fetch.h"
+#include "scaleout/route.h"
+
+PG_FUNCTION_INFO_V1(hc_asset_add);
+PG_FUNCTION_INFO_V1(hc_hold);
+PG_FUNCTION_INFO_V1(hc_commit);
+PG_FUNCTION_INFO_V1(hc_release);
+PG_FUNCTION_INFO_V1(hc_extend);
+PG_FUNCTION_INFO_V1(hc_commit_asset);
+PG_FUNCTION_INFO_V1(hc_release_asset);
+PG_FUNCTION_INFO_V1(hc_extend_asset);
+
+/* A reservation of an asset, as the functions return it (hc_reservation). */
+typedef struct HoldReservation
+{
+	char	   *id;
+	char	   *asset_id;
+	char	   *buyer_id;
+	char	   *status;
+	TimestampTz expires_at;
+	TimestampTz created_at;
+	bool		replayed;
+	/* the asset, as locked */
+	char	   *asset_status;
+	char	   *asset_reservation_id;
+} HoldReservation;
+
+static HcStatement add_asset = {
+	"WITH a AS ("
+	"  INSERT INTO hc_assets (id, name, created_at, updated_at)"
+	"  VALUES (:asset_id, :name, :now, :now)"
+	"  ON CONFLICT DO NOTHING RETURNING *),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'add'", "'adjustment'", "NULL", "NULL",
+				   "0", "1", "NULL") " FROM a)"
+	" SELECT * FROM a",
+	{{"asset_id", TEXTOID}, {"name", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/*
+ * What a hold looks at first, after the key: the asset, read without a
+ * statement.  A refusal of an asset that is sold or held ends here.
+ */
+static HcFetch peek_asset = {"hc_assets", "id", HC_FETCH_READ, 2, {"status", "hold_expires_at"}};
+
+/*
+ * Then the asset locked FOR NO KEY UPDATE SKIP LOCKED: a hold never waits
+ * for another call in flight.  Locked, the newest version says whether the
+ * asset can still be taken.
+ */
+static HcFetch take_asset = {"hc_assets", "id", HC_FETCH_SKIP, 3,
+{"status", "current_reservation_id", "hold_expires_at"}};
+
+/*
+ * The hold itself, under the asset's lock, for a new key (which the key's
+ * lock keeps new): take the asset if it is still free, insert the
+ * reservation, write the ledger.  The version goes up by :version_step: 2
+ * when an expired hold is taken over, whose end (end_expired_hold) is the
+ * change before.  Returns the hold's seq.
+ */
+static HcStatement hold_asset = {
+	"WITH taken AS ("
+	"  UPDATE hc_assets"
+	"     SET status = 'HELD', hold_expires_at = :expires_at,"
+	"         current_reservation_id = :reservation_id,"
+	"         version = version" PLUS ":version_step, updated_at = :now"
+	"   WHERE id" EQ ":asset_id"
+	"     AND (status" EQ "'AVAILABLE'"
+	"          OR (status" EQ "'HELD' AND hold_expires_at" LE ":now))"
+	"  RETURNING version),"
+	" held AS ("
+	"  INSERT INTO hc_reservations"
+	"    (id, asset_id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at)"
+	"  SELECT :reservation_id, :asset_id, :buyer_id, :key, :fingerprint, 'HELD', :expires_at,"
+	"         :now FROM taken)"
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "version", "'hold'", "'call'", ":reservation_id",
+				   ":buyer_id", "1", "0", "NULL")
+	" FROM taken RETURNING seq",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"expires_at", TIMESTAMPTZOID},
+	 {"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID},
+	 {"version_step", INT4OID}, HC_LEDGER_PARAMS}
+};
+
+/*
+ * End the expired hold that a hold of the asset just took over (passive
+ * reclamation), with its ledger row at :seq (the one before the hold's).
+ */
+static HcStatement end_expired_hold = {
+	"WITH r AS ("
+	"  UPDATE hc_reservations SET status = 'EXPIRED', ended_at = :now"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ "'HELD' RETURNING buyer_id)"
+	HC_LEDGER_ROWS("'asset'", ":asset_id", ":seq", "'reclaim'", "'reclaim'", ":reservation_id",
+				   "r.buyer_id", "-1", "0", "NULL")
+	" FROM r RETURNING seq",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"seq", INT8OID}, HC_LEDGER_PARAMS}
+};
+
+/* A reservation's asset, and the asset, locked FOR NO KEY UPDATE. */
+static HcFetch reservation_asset = {"hc_reservations", "id", HC_FETCH_READ, 1, {"asset_id"}};
+static HcFetch lock_asset = {"hc_assets", "id", HC_FETCH_WAIT, 3,
+{"status", "current_reservation_id", "hold_expires_at"}};
+
+/* The reservation as it is under its asset's lock. */
+static HcFetch read_reservation = {"hc_reservations", "id", HC_FETCH_READ, 4,
+{"buyer_id", "status", "expires_at", "created_at"}};
+
+/* Has another buyer held the asset since this reservation was made? */
+static HcStatement taken_since = {
+	"SELECT 1 FROM hc_reservations"
+	" WHERE asset_id" EQ ":asset_id" " AND id" NE ":reservation_id"
+	"   AND created_at" GE ":created_at" " LIMIT 1",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"created_at", TIMESTAMPTZOID}}
+};
+
+/*
+ * Sell the asset to a reservation that is still :status (HELD, or EXPIRED
+ * for a late commit).  :reserved_delta is -1 if the hold still counted.
+ * Returns the reservation as it was.
+ */
+static HcStatement sell_asset = {
+	"WITH a AS ("
+	"  UPDATE hc_assets"
+	"     SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = :reservation_id,"
+	"         version = version" PLUS "1, updated_at = :now"
+	"   WHERE id" EQ ":asset_id" " RETURNING version),"
+	" r AS ("
+	"  UPDATE hc_reservations SET status = 'COMMITTED', ended_at = :now"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ ":status" " RETURNING buyer_id, expires_at, created_at),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'commit'", "'call'", ":reservation_id",
+				   "r.buyer_id", ":reserved_delta", "-1", "NULL") " FROM a, r)"
+	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
+	 {"reserved_delta", INT4OID}, HC_LEDGER_PARAMS}
+};
+
+/*
+ * Give the asset back from a HELD reservation, which ends as :status
+ * (RELEASED, or EXPIRED), with the ledger's :event from :source.  Returns
+ * the reservation as it was.
+ */
+static HcStatement free_asset = {
+	"WITH a AS ("
+	"  UPDATE hc_assets"
+	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
+	"         version = version" PLUS "1, updated_at = :now"
+	"   WHERE id" EQ ":asset_id" " AND status" EQ "'HELD'"
+	"     AND current_reservation_id" EQ ":reservation_id" " RETURNING version),"
+	" r AS ("
+	"  UPDATE hc_reservations SET status = :status, ended_at = :now"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ "'HELD' RETURNING buyer_id, expires_at, created_at),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", ":event", ":source", ":reservation_id",
+				   "r.buyer_id", "-1", "0", "NULL") " FROM a, r)"
+	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
+	 {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/* Move a live hold's end to :until, with both ends in the ledger's :detail. */
+static HcStatement extend_hold = {
+	"WITH r AS ("
+	"  UPDATE hc_reservations SET expires_at = :until"
+	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ "'HELD' RETURNING buyer_id),"
+	" a AS ("
+	"  UPDATE hc_assets"
+	"     SET hold_expires_at = :until, version = version" PLUS "1, updated_at = :now"
+	"   WHERE id" EQ ":asset_id" " AND status" EQ "'HELD'"
+	"     AND current_reservation_id" EQ ":reservation_id" " RETURNING version)"
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'extend'", "'call'", ":reservation_id",
+				   "r.buyer_id", "0", "0", ":detail")
+	" FROM r, a RETURNING seq",
+	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"until", TIMESTAMPTZOID},
+	 {"detail", TEXTOID}, HC_LEDGER_PARAMS}
+};
+
+/*
+ * The sweeper's expired holds, oldest first from :resume_from on: lock each
+ * one's asset unless another transaction has it (the limit counts only the
+ * rows locked, so two sweeps at once take different rows), give the asset
+ * back if it is still HELD by that reservation and its hold has still ended
+ * (both checked again on the locked row), end the reservation as EXPIRED,
+ * write the ledger.  The lateral lock makes the plan walk the expiry index
+ * in order and stop at the limit.  Returns the assets freed, with the hold's
+ * end (the next batch starts there), and on every row the number of
+ * reservations ended (one per asset freed).
+ *
+ * Each step reads the one before it once, and meets a table only through
+ * that table's unique index: no CTE is joined to another, whatever the
+ * planner estimates for them (doc/architecture.md, "Plan policy").  What a
+ * later step needs travels down in RETURNING: the hold's end from doomed,
+ * the asset's new version from freed.  The reservation's status is tested
+ * IS NOT DISTINCT FROM, which no index serves, so that the partial expiry
+ * index of HELD reservations cannot become the way into the join.
+ */
+static HcStatement sweep_holds = {
+	"WITH doomed AS ("
+	"  SELECT a.id, a.rid, r.expires_at"
+	"    FROM hc_reservations r"
+	"   CROSS JOIN LATERAL ("
+	"     SELECT l.id, l.current_reservation_id AS rid FROM hc_assets l"
+	"      WHERE l.id" EQ "r.asset_id" " AND l.current_reservation_id" EQ "r.id"
+	"        AND l.status" EQ "'HELD'" " AND l.hold_expires_at" LE ":now"
+	"        FOR NO KEY UPDATE SKIP LOCKED) a"
+	"   WHERE r.status" EQ "'HELD'" " AND r.expires_at" LE ":now"
+	"     AND r.expires_at" GE ":resume_from"
+	"   ORDER BY r.expires_at LIMIT :batch_size),"
+	" freed AS ("
+	"  UPDATE hc_assets a"
+	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
+	"         version = a.version" PLUS "1, updated_at = :now"
+	"    FROM doomed d"
+	"   WHERE a.id" EQ "d.id"
+	"  RETURNING a.id, d.rid, a.version, d.expires_at),"
+	" ended AS ("
+	"  UPDATE hc_reservations r SET status = 'EXPIRED', ended_at = :now"
+	"    FROM freed f"
+	"   WHERE r.asset_id" EQ "f.id" " AND r.id" EQ "f.rid"
+	"     AND r.status IS NOT DISTINCT FROM 'HELD'"
+	"  RETURNING r.asset_id, r.id, r.buyer_id, f.version),"
+	" logged AS ("
+	HC_LEDGER_ROWS("'asset'", "e.asset_id", "e.version", "'expire'", "'sweep'", "e.id", "e.buyer_id",
+				   "-1", "0", "NULL")
+	"    FROM ended e)"
+	" SELECT f.id AS asset_id, f.expires_at, (SELECT pg_catalog.count(*) FROM ended) AS ended"
+	"   FROM freed f",
+	{{"resume_from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, HC_LEDGER_PARAMS}
+};
+
+/* Build the hc_reservation row a function returns. */
+static Datum
+hold_result(FunctionCallInfo fcinfo, const HoldReservation *r)
+{
+	Datum		values[7];
+	bool		nulls[7] = {false};
+
+	values[0] = CStringGetTextDatum(r->id);
+	values[1] = CStringGetTextDatum(r->asset_id);
+	values[2] = CStringGetTextDatum(r->buyer_id);
+	values[3] = CStringGetTextDatum(r->status);
+	values[4] = TimestampTzGetDatum(r->expires_at);
+	values[5] = TimestampTzGetDatum(r->created_at);
+	values[6] = BoolGetDatum(r->replayed);
+	return hc_result_tuple(fcinfo, values, nulls);
+}
+
+/*
+ * hc_asset_add(id, name): add an AVAILABLE asset.
+ */
+Datum
+hc_asset_add(PG_FUNCTION_ARGS)
+{
+	char	   *id = hc_arg_id(fcinfo, 0, "id");
+	char	   *name = hc_arg_text(fcinfo, 1, "name");
+	HcCall		call;
+	HcArgs		args;
+	Datum		row;
+
+#ifdef HC_SANITIZE_CANARY
+	{
+		/*
+		 * test/sanitize.sh's canary build only: an off-by-one loop that reads
+		 * one byte past a palloc'd buffer, which AddressSanitizer must report.
+		 * 16 kB is above aset.c's allocChunkLimit (8 kB), so the chunk is a
+		 * malloc'd block of its own and the byte past it is ASan's redzone; a
+		 * small chunk sits inside a larger block, where ASan sees nothing.
+		 */
+		Size		len = 16 * 1024;
+		char	   *buf = palloc0(len);
+		volatile int sum = 0;
+		Size		i;
+
+		for (i = 0; i <= len; i++)
+			sum += buf[i];
+		pfree(buf);
+	}
+#endif
+	hc_call_begin(&call, fcinfo, "hc_asset_add");
+	HC_ROUTE(&call, fcinfo, id);
+	hc_args(&args, &add_asset);
+	hc_bind_text(&args, "asset_id", id);
+	hc_bind_text(&args, "name", name);
+	if (hc_run(&call, &args, SPI_OK_SELECT) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("asset \"%s\" already exists", id),
+				 errdetail("hc_assets already has a row for asset \"%s\".", id),
+				 errhint("Choose another id; an existing asset keeps its state.")));
+	row = hc_result_row(&call, fcinfo);
+	hc_call_end(&call);
+	PG_RETURN_DATUM(row);
+}
+
+/*
+ * Raise RS006 or RS001 for a hold that cannot take the asset, as a read found
+ * it: status NULL if there is no such asset, "LOCKED" if a call in flight
+ * has it, else held until its hold_expires_at.
+ */
+static void
+hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz until)
+{
+	if (status == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_HC_NOT_FOUND),
+				 errmsg("asset \"%s\" does not exist", asset_id),
+				 errdetail("There is no row for asset \"%s\" in hc_assets.", asset_id),
+				 errhint("Add the asset with hc_asset_add() first.")));
+	if (strcmp(status, "SOLD") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
+				 errmsg("asset \"%s\" is not available", asset_id),
+				 errdetail("Asset \"%s\" is sold.", asset_id),
+				 errhint("Offer the buyer another asset.")));
+	if (strcmp(status, "HELD") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
+				 errmsg("asset \"%s\" is not available", asset_id),
+				 errdetail("Asset \"%s\" is held by another buyer until %s.",
+						   asset_id, timestamptz_to_str(until)),
+				 errhint("Offer the buyer another asset, or try again after the hold ends.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_HC_ASSET_UNAVAILABLE),
+			 errmsg("asset \"%s\" is not available", asset_id),
+			 errdetail("Another transaction is holding asset \"%s\" right now.", asset_id),
+			 errhint("Offer the buyer another asset, or try again in a moment.")));
+}
+
+/* Can a hold take an asset in this state (sold or held until until)? */
+static bool
+hold_can_take(HcCall *call, const char *status, TimestampTz until)
+{
+	return strcmp(status, "AVAILABLE") == 0 ||
+		(strcmp(status, "HELD") == 0 && until <= call->now);
+}
+
+/*
+ * hc_hold(asset_id, buyer_id, idempotency_key, ttl): hold an asset for a
+ * buyer, reclaiming an expired hold; RS001 at once if it is not free.
+ */
+Datum
+hc_hold(PG_FUNCTION_ARGS)
+{
+	char	   *asset_id = hc_arg_id(fcinfo, 0, "asset_id");
+	char	   *buyer_id = hc_arg_id(fcinfo, 1, "buyer_id");
+	char	   *key = hc_arg_key(fcinfo, 2, "idempotency_key");
+	int64		ttl = hc_arg_ttl(fcinfo, 3, "ttl");
+	HcCall		call;
+	HcFingerprint fp;
+	HcKnownKey	known;
+	HoldReservation r = {0};
+
+	hc_call_begin_keyed(&call, fcinfo, "hc_hold");
+	HC_ROUTE(&call, fcinfo, asset_id);
+	hc_fingerprint_init(&fp, call.function);
+	hc_fingerprint_add(&fp, asset_id);
+	hc_fingerprint_add(&fp, buyer_id);
+	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
+
+	r.asset_id = asset_id;
+	r.buyer_id = buyer_id;
+	r.status = "HELD";
+	r.created_at = call.now;
+	r.expires_at = call.now + ttl;
+
+	if (hc_idempotency_find(&call, key, &fp, &known))
+	{
+		/* The stored response: the reservation as this request made it. */
+		r.id = known.id;
+		r.created_at = known.created_at;
+		r.expires_at = known.created_at + ttl;
+		r.replayed = true;
+	}
+	else
+	{
+		Datum		asset[3];
+		bool		nulls[3];
+		char	   *status = NULL;
+		TimestampTz until = 0;
+		int64		seq;
+		HcArgs		args;
+
+		if (hc_fetch(&call, &peek_asset, asset_id, asset, nulls))
+		{
+			status = TextDatumGetCString(asset[0]);
+			until = nulls[1] ? 0 : DatumGetTimestampTz(asset[1]);
+		}
+		if (status == NULL || !hold_can_take(&call, status, until))
+			hold_refuse(&call, asset_id, status, until);
+		if (!hc_fetch(&call, &take_asset, asset_id, asset, nulls))
+			hold_refuse(&call, asset_id, "LOCKED", 0);
+		status = TextDatumGetCString(asset[0]);
+		until = nulls[2] ? 0 : DatumGetTimestampTz(asset[2]);
+		if (!hold_can_take(&call, status, until))
+			hold_refuse(&call, asset_id, status, until);
+
+		r.id = hc_new_reservation_id(call.now);
+		hc_args(&args, &hold_asset);
+		hc_bind_text(&args, "asset_id", asset_id);
+		hc_bind_text(&args, "reservation_id", r.id);
+		hc_bind(&args, "expires_at", TimestampTzGetDatum(r.expires_at));
+		hc_bind_text(&args, "buyer_id", buyer_id);
+		hc_bind_text(&args, "key", key);
+		hc_bind(&args, "fingerprint", PointerGetDatum(hc_fingerprint_digest(&fp)));
+		hc_bind(&args, "version_step", Int32GetDatum(strcmp(status, "HELD") == 0 ? 2 : 1));
+		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
+			elog(ERROR, "hold of locked asset \"%s\" changed no row", asset_id);
+		seq = hc_int64(0, "seq");
+		if (strcmp(status, "HELD") == 0)
+		{
+			if (nulls[1])
+				elog(ERROR, "held asset \"%s\" names no hold", asset_id);
+
+			/* Passive reclamation: the expired hold just taken over ends. */
+			hc_args(&args, &end_expired_hold);
+			hc_bind_text(&args, "asset_id", asset_id);
+			hc_bind(&args, "reservation_id", asset[1]);
+			hc_bind(&args, "seq", Int64GetDatum(seq - 1));
+			if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
+				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"",
+					 asset_id, TextDatumGetCString(asset[1]));
+		}
+	}
+	hc_call_end(&call);
+	PG_RETURN_DATUM(hold_result(fcinfo, &r));
+}
+
+/* Is this reservation what currently holds its asset? */
+static bool
+hold_is_current(const HoldReservation *r)
+{
+	return strcmp(r->asset_status, "HELD") == 0 &&
+		r->asset_reservation_id != NULL &&
+		strcmp(r->asset_reservation_id, r->id) == 0;
+}
+
+/* RS006 for a hold that is not there (or not of asset_id, if given). */
+static void
+hold_not_found(const char *asset_id, const char *reservation_id)
+{
+	if (asset_id == NULL)
+		hc_reservation_not_found(reservation_id, "hold",
+								 "Use the reservation_id that hc_hold() returned.");
+	hc_reservation_not_found(reservation_id, psprintf("hold of asset \"%s\"", asset_id),
+							 "Use the asset_id and reservation_id that hc_hold() returned.");
+}
+
+/*
+ * Find a reservation and lock its asset.  What the asset row says cannot
+ * change until we commit: if it names the reservation as its live hold, the
+ * reservation is HELD until the asset's hold_expires_at (its buyer and
+ * created_at come back from the write); otherwise, or if whole, the
+ * reservation is read again under the lock.
+ */
+static void
+hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldReservation *r,
+		  bool whole)
+{
+	Datum		values[4];
+	bool		nulls[4];
+
+	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls) ||
+		(asset_id != NULL && strcmp(TextDatumGetCString(values[0]), asset_id) != 0))
+		hold_not_found(asset_id, reservation_id);
+	r->id = pstrdup(reservation_id);
+	r->asset_id = TextDatumGetCString(values[0]);
+	if (!hc_fetch(call, &lock_asset, r->asset_id, values, nulls))
+		elog(ERROR, "asset \"%s\" of reservation \"%s\" vanished", r->asset_id, r->id);
+	r->asset_status = TextDatumGetCString(values[0]);
+	r->asset_reservation_id = nulls[1] ? NULL : TextDatumGetCString(values[1]);
+	r->replayed = false;
+	if (hold_is_current(r) && !whole && !nulls[2])
+	{
+		r->status = "HELD";
+		r->expires_at = DatumGetTimestampTz(values[2]);
+		return;
+	}
+
+	if (!hc_fetch(call, &read_reservation, r->id, values, nulls))
+		elog(ERROR, "reservation \"%s\" vanished", r->id);
+	r->buyer_id = TextDatumGetCString(values[0]);
+	r->status = TextDatumGetCString(values[1]);
+	r->expires_at = DatumGetTimestampTz(values[2]);
+	r->created_at = DatumGetTimestampTz(values[3]);
+}
+
+/* The reservation as sell_asset or free_asset returned it, before it ended. */
+static void
+hold_written(HcCall *call, HoldReservation *r)
+{
+	r->buyer_id = hc_text(call, 0, "buyer_id");
+	r->expires_at = hc_timestamptz(0, "expires_at");
+	r->created_at = hc_timestamptz(0, "created_at");
+}
+
+/*
+ * End a HELD reservation as status (RELEASED or EXPIRED), giving its asset
+ * back, with the ledger event from source.
+ */
+static void
+hold_free(HcCall *call, HoldReservation *r, const char *status, const char *event,
+		  const char *source)
+{
+	HcArgs		args;
+
+	hc_args(&args, &free_asset);
+	hc_bind_text(&args, "asset_id", r->asset_id);
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind_text(&args, "status", status);
+	hc_bind_text(&args, "event", event);
+	hc_bind_text(&args, "source", source);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
+	hold_written(call, r);
+	r->status = pstrdup(status);
+	hc_notify("asset", r->asset_id, "AVAILABLE");
+}
+
+/* RS004 and RS003 for a hold: the detail names its asset. */
+static void
+hold_not_active(const HoldReservation *r, const char *hint)
+{
+	hc_reservation_not_active(r->id, psprintf(" of asset \"%s\"", r->asset_id), r->status, hint);
+}
+
+static void
+hold_expired(const HoldReservation *r, const char *hint)
+{
+	hc_reservation_expired(r->id, psprintf(" of asset \"%s\"", r->asset_id), r->expires_at, hint);
+}
+
+/*
+ * hc_commit(reservation_id, late_ok): the payment went through, sell the
+ * asset.  A repeat replays; after expiry RS003 unless late_ok and the asset
+ * is still free for this reservation.
+ */
+static Datum
+hold_commit(FunctionCallInfo fcinfo, int first)
+{
+	char	   *asset_id = first > 0 ? hc_arg_id(fcinfo, 0, "asset_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
+	bool		late_ok = hc_arg_bool(fcinfo, first + 1, "late_ok");
+	HcCall		call;
+	HoldReservation r = {0};
+	bool		expired;
+	HcArgs		args;
+
+	hc_call_begin(&call, fcinfo, "hc_commit");
+	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
+						 hold_not_found);
+	hold_lock(&call, asset_id, reservation_id, &r, false);
+
+	if (strcmp(r.status, "COMMITTED") == 0)
+		r.replayed = true;
+	else if (strcmp(r.status, "RELEASED") == 0)
+		hold_not_active(&r, "The buyer cancelled this hold: refund the payment.");
+	else
+	{
+		expired = strcmp(r.status, "EXPIRED") == 0 || r.expires_at <= call.now;
+		if (!expired && !hold_is_current(&r))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id),
+					 errhint("Run hc_check() to list the broken invariants.")));
+		if (expired && !late_ok)
+			hold_expired(&r, "Refund the payment, or commit with late_ok => true if the asset may still be free.");
+		if (expired && !hold_is_current(&r))
+		{
+			hc_args(&args, &taken_since);
+			hc_bind_text(&args, "asset_id", r.asset_id);
+			hc_bind_text(&args, "reservation_id", r.id);
+			hc_bind(&args, "created_at", TimestampTzGetDatum(r.created_at));
+			if (strcmp(r.asset_status, "AVAILABLE") != 0 ||
+				hc_run(&call, &args, SPI_OK_SELECT) > 0)
+				hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
+		}
+
+		hc_args(&args, &sell_asset);
+		hc_bind_text(&args, "asset_id", r.asset_id);
+		hc_bind_text(&args, "reservation_id", r.id);
+		hc_bind_text(&args, "status", r.status);
+		hc_bind(&args, "reserved_delta", Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0));
+		if (hc_run(&call, &args, SPI_OK_SELECT) != 1)
+			elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
+		hold_written(&call, &r);
+		r.status = "COMMITTED";
+		hc_notify("asset", r.asset_id, "SOLD");
+	}
+	hc_call_end(&call);
+	return hold_result(fcinfo, &r);
+}
+
+/* hc_commit(reservation_id, late_ok), hc_commit(asset_id, reservation_id, late_ok) */
+Datum
+hc_commit(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_commit(fcinfo, 0));
+}
+
+Datum
+hc_commit_asset(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_commit(fcinfo, 1));
+}
+
+/*
+ * hc_release(reservation_id): the buyer cancels; the asset is AVAILABLE at
+ * once.  A repeat, or an expired hold, is returned unchanged as a replay.
+ */
+static Datum
+hold_release(FunctionCallInfo fcinfo, int first)
+{
+	char	   *asset_id = first > 0 ? hc_arg_id(fcinfo, 0, "asset_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
+	HcCall		call;
+	HoldReservation r = {0};
+
+	hc_call_begin(&call, fcinfo, "hc_release");
+	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
+						 hold_not_found);
+	hold_lock(&call, asset_id, reservation_id, &r, false);
+
+	if (strcmp(r.status, "COMMITTED") == 0)
+		hold_not_active(&r, "A sold asset cannot be released; refund through your payment flow.");
+	else if (strcmp(r.status, "HELD") != 0)
+		r.replayed = true;
+	else if (r.expires_at <= call.now)
+	{
+		/* An expired hold that nobody swept yet: end it now. */
+		hold_free(&call, &r, "EXPIRED", "expire", "reclaim");
+		r.replayed = true;
+	}
+	else
+		hold_free(&call, &r, "RELEASED", "release", "call");
+	hc_call_end(&call);
+	return hold_result(fcinfo, &r);
+}
+
+/* hc_release(reservation_id), hc_release(asset_id, reservation_id) */
+Datum
+hc_release(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_release(fcinfo, 0));
+}
+
+Datum
+hc_release_asset(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_release(fcinfo, 1));
+}
+
+/*
+ * hc_extend(reservation_id, ttl): keep a live hold for ttl from now, never
+ * shortening it and never past created_at + holdcommit.max_hold.
+ */
+static Datum
+hold_extend(FunctionCallInfo fcinfo, int first)
+{
+	char	   *asset_id = first > 0 ? hc_arg_id(fcinfo, 0, "asset_id") : NULL;
+	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
+	int64		ttl = hc_arg_ttl(fcinfo, first + 1, "ttl");
+	HcCall		call;
+	HoldReservation r = {0};
+	TimestampTz until;
+	TimestampTz cap;
+
+	hc_call_begin(&call, fcinfo, "hc_extend");
+	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
+						 hold_not_found);
+	hold_lock(&call, asset_id, reservation_id, &r, true);
+
+	if (strcmp(r.status, "COMMITTED") == 0 || strcmp(r.status, "RELEASED") == 0)
+		hold_not_active(&r, "Only a held reservation can be extended.");
+	if (strcmp(r.status, "EXPIRED") == 0 || r.expires_at <= call.now)
+		hold_expired(&r, "Hold the asset again if it is still available.");
+
+	cap = r.created_at + (int64) hc_max_hold * USECS_PER_SEC;
+	until = Min(call.now + ttl, cap);
+	if (until > r.expires_at)
+	{
+		HcArgs		args;
+
+		hc_args(&args, &extend_hold);
+		hc_bind_text(&args, "asset_id", r.asset_id);
+		hc_bind_text(&args, "reservation_id", r.id);
+		hc_bind(&args, "until", TimestampTzGetDatum(until));
+		/* timestamptz_to_str() returns a static buffer: copy the first. */
+		hc_bind_text(&args, "detail", psprintf("expires_at %s -> %s",
+											   pstrdup(timestamptz_to_str(r.expires_at)),
+											   timestamptz_to_str(until)));
+		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
+			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
+		r.expires_at = until;
+	}
+	hc_call_end(&call);
+	return hold_result(fcinfo, &r);
+}
+
+/* hc_extend(reservation_id, ttl), hc_extend(asset_id, reservation_id, ttl) */
+Datum
+hc_extend(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_extend(fcinfo, 0));
+}
+
+Datum
+hc_extend_asset(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(hold_extend(fcinfo, 1));
+}
+
+/*
+ * The sweeper's part for holds (sweep.c): up to batch_size expired holds,
+ * from where the last batch of this sweep stopped (holds it skipped are left
+ * to the next sweep), so that a sweep does not walk again over the index
+ * entries of the holds it has just ended.  Returns how many it ended.
+ */
+int64
+hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	HcArgs		args;
+	uint64		n;
+	uint64		i;
+
+	hc_args(&args, &sweep_holds);
+	hc_bind(&args, "resume_from",
+			TimestampTzGetDatum(counts->resumed ? counts->holds_from : DT_NOBEGIN));
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	if (n > 0 && (uint64) hc_int64(0, "ended") != n)
+		elog(ERROR, "of " UINT64_FORMAT " expired holds swept, " INT64_FORMAT " had a held reservation",
+			 n, hc_int64(0, "ended"));
+	for (i = 0; i < n; i++)
+	{
+		char	   *asset_id = hc_text(call, (int) i, "asset_id");
+		TimestampTz expires_at = hc_timestamptz((int) i, "expires_at");
+
+		if (!counts->resumed || expires_at > counts->holds_from)
+			counts->holds_from = expires_at;
+		counts->resumed = true;
+		hc_notify("asset", asset_id, "AVAILABLE");
+	}
+	return (int64) n;
+}

@@ -1,0 +1,769 @@
+/*
+ * lease.c
+ *		Layer 1 of dual-layer locking: leases with fencing tokens.
+ *		hc_lock_acquire, hc_lock_heartbeat, hc_lock_release.
+ *
+ * A resource has one row in hc_locks, kept forever.  Acquiring takes it if it
+ * is free, already ours, or stale (its last heartbeat is older than the
+ * stale_after its holder acquired with); every new holder gets token + 1, so
+ * tokens per resource only ever grow, and a downstream system can fence off
+ * a former holder by its lower token.  Heartbeat and release act only while
+ * owner and token both match.
+ *
+ * A lease must be committed before its holder acts on it, whatever the
+ * caller does next: each call runs in a worker's transaction of its own
+ * (autonomous.c), which has committed when the call returns.  What belongs
+ * to the caller's session, the lock of a session-bound lease, the caller
+ * takes itself.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "bgw/autonomous/autonomous.h"
+#include "common/errors.h"
+#include "common/ledger.h"
+#include "common/validate.h"
+#include "core/subxact.h"
+#include "core/version.h"
+#include "lease/lease.h"
+#include "scaleout/route.h"
+
+PG_FUNCTION_INFO_V1(hc_lock_acquire);
+PG_FUNCTION_INFO_V1(hc_lock_acquire_session);
+PG_FUNCTION_INFO_V1(hc_lock_heartbeat);
+PG_FUNCTION_INFO_V1(hc_lock_release);
+
+/* Backoff before retry n: min(200 ms * 2^(n-1) + random(0..200 ms), 2 s). */
+#define LEASE_BACKOFF_BASE_MS	200
+#define LEASE_BACKOFF_JITTER_MS 200
+#define LEASE_BACKOFF_MAX_MS	2000
+
+/* The most retries of one acquire: about 3 minutes of backoff. */
+#define LEASE_MAX_RETRIES		100
+
+/*
+ * Session locks of session-bound leases use this in field 4 of the lock tag
+ * (idempotency keys use 0x4843; pg_advisory_lock() 1 and 2).
+ */
+#define LEASE_SESSION_LOCK_SPACE	0x4844
+
+/* What one successful acquire attempt found and made. */
+typedef struct LeaseTaken
+{
+	int64		token;			/* the token now held */
+	char	   *previous_owner; /* NULL: the lease was free (or new) */
+	int64		previous_token; /* 0: the resource is new */
+	int64		version;		/* the resource's version: its ledger seq */
+	bool		logged;			/* its ledger row is written (a new resource) */
+} LeaseTaken;
+
+/*
+ * One acquire attempt, an atomic conditional step: take the row if it is
+ * free, ours, or stale.  The same owner with a live lease keeps its token;
+ * anyone else (or the same owner after its lease went stale) gets token + 1.
+ * :ended_pid and :ended_started name a session bound to the lease that has
+ * ended (null: none); :session_pid and :session_started are ours, for a
+ * session-bound acquire.
+ */
+static HcStatement take_lease = {
+	"WITH target AS ("
+	"  SELECT resource, owner, token, heartbeat_at, stale_after,"
+	"         COALESCE(session_pid" EQ ":ended_pid"
+	"                  AND session_started" EQ ":ended_started, false) AS session_ended"
+	"    FROM hc_locks"
+	"   WHERE resource" EQ ":resource"
+	"     AND (owner IS NULL OR owner" EQ ":owner"
+	"          OR heartbeat_at" PLUS "stale_after" LE ":now"
+	"          OR (session_pid" EQ ":ended_pid" " AND session_started" EQ ":ended_started))"
+	"     FOR NO KEY UPDATE),"
+	" judged AS ("
+	"  SELECT t.*, t.owner" EQ ":owner"
+	"              AND t.heartbeat_at" PLUS "t.stale_after" GT ":now"
+	"              AND NOT t.session_ended AS same_live"
+	"    FROM target t)"
+	" UPDATE hc_locks l"
+	"    SET owner = :owner,"
+	"        token = CASE WHEN j.same_live THEN j.token ELSE j.token" PLUS "1 END,"
+	"        acquired_at = CASE WHEN j.same_live THEN l.acquired_at ELSE :now END,"
+	"        version = CASE WHEN j.same_live THEN l.version ELSE l.version" PLUS "1 END,"
+	"        heartbeat_at = :now, stale_after = :stale_after, session_pid = :session_pid,"
+	"        session_started = :session_started, updated_at = :now"
+	"   FROM judged j"
+	"  WHERE l.resource" EQ ":resource" " AND l.resource" EQ "j.resource"
+	" RETURNING l.token, j.owner AS previous_owner, j.token AS previous_token, l.version",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"stale_after", INTERVALOID},
+	 {"ended_pid", INT4OID}, {"ended_started", TIMESTAMPTZOID}, {"session_pid", INT4OID},
+	 {"session_started", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID}}
+};
+
+/*
+ * A resource never leased before: token 1, and its ledger row.  On a conflict
+ * (the row exists, or another acquire is inserting it) nothing happens and no
+ * row lock is left behind, so this first try needs no subtransaction.
+ */
+static HcStatement new_lease = {
+	"WITH l AS ("
+	"  INSERT INTO hc_locks"
+	"   (resource, owner, token, acquired_at, heartbeat_at, stale_after,"
+	"    session_pid, session_started, updated_at)"
+	"  VALUES (:resource, :owner, 1, :now, :now, :stale_after, :session_pid, :session_started,"
+	"          :now)"
+	"  ON CONFLICT (resource) DO NOTHING RETURNING version)"
+	HC_LEDGER_ROWS("'resource'", ":resource", "l.version", "'acquire'", "'call'", "NULL", "NULL",
+				   "0", "0", ":detail")
+	" FROM l RETURNING seq",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"stale_after", INTERVALOID},
+	 {"session_pid", INT4OID}, {"session_started", TIMESTAMPTZOID}, {"detail", TEXTOID},
+	 HC_LEDGER_PARAMS}
+};
+
+static HcStatement beat_lease = {
+	"UPDATE hc_locks SET heartbeat_at = :now, updated_at = :now"
+	" WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
+	" RETURNING heartbeat_at",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}, {"now", TIMESTAMPTZOID}}
+};
+
+/* Free the lease that :owner holds with :token, and write the ledger row. */
+static HcStatement free_lease = {
+	"WITH l AS ("
+	"  UPDATE hc_locks"
+	"     SET owner = NULL, acquired_at = NULL, heartbeat_at = NULL, stale_after = NULL,"
+	"         session_pid = NULL, session_started = NULL,"
+	"         released_at = :now, updated_at = :now, version = version" PLUS "1"
+	"   WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
+	"  RETURNING version)"
+	HC_LEDGER_ROWS("'resource'", ":resource", "l.version", "'release'", "'call'", "NULL", "NULL",
+				   "0", "0", ":detail")
+	" FROM l RETURNING seq",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}, {"detail", TEXTOID},
+	 HC_LEDGER_PARAMS}
+};
+
+/* The session a lease is bound to, if any, without locking it. */
+static HcStatement peek_session = {
+	"SELECT session_pid, session_started FROM hc_locks"
+	" WHERE resource" EQ ":resource" " AND session_pid IS NOT NULL",
+	{{"resource", TEXTOID}}
+};
+
+/* The lease as it is, without locking it: for error details. */
+static HcStatement peek_lease = {
+	"SELECT owner, token FROM hc_locks WHERE resource" EQ ":resource",
+	{{"resource", TEXTOID}}
+};
+
+/*
+ * Is the lease held by this owner and token?  The row lock keeps a takeover
+ * (or a release) out until the caller's statement has committed what it
+ * does under the lease, and orders the resource's ledger rows.
+ */
+static HcStatement hold_lease = {
+	"SELECT 1 FROM hc_locks"
+	" WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
+	" FOR NO KEY UPDATE",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}}
+};
+
+/* The lease row, whoever holds it: for an operator's change (a reset). */
+static HcStatement lock_lease = {
+	"SELECT 1 FROM hc_locks WHERE resource" EQ ":resource" " FOR NO KEY UPDATE",
+	{{"resource", TEXTOID}}
+};
+
+/* The resource's next version, the seq of its next ledger row. */
+static HcStatement next_version = {
+	"UPDATE hc_locks SET version = version" PLUS "1"
+	" WHERE resource" EQ ":resource" " RETURNING version",
+	{{"resource", TEXTOID}}
+};
+
+/*
+ * Raise RS007: this owner and token do not hold the lease.  The detail says
+ * what the lease is now.
+ */
+static void
+lease_not_held(HcCall *call, const char *resource, const char *owner, int64 token)
+{
+	HcArgs		args;
+	char	   *detail;
+
+	hc_args(&args, &peek_lease);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+		detail = psprintf("Resource \"%s\" has never been leased.", resource);
+	else
+	{
+		char	   *holder = hc_text(call, 0, "owner");
+		int64		current = hc_int64(0, "token");
+
+		if (holder == NULL)
+			detail = psprintf("The lease of resource \"%s\" is free; its last token is " INT64_FORMAT ".",
+							  resource, current);
+		else
+			detail = psprintf("Resource \"%s\" is leased to \"%s\" with token " INT64_FORMAT ".",
+							  resource, holder, current);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_HC_LOCK_NOT_HELD),
+			 errmsg("lease of resource \"%s\" is not held by \"%s\" with token " INT64_FORMAT,
+					resource, owner, token),
+			 errdetail_internal("%s", detail),
+			 errhint("Stop working on the resource: another worker may have taken it over. Acquire the lease again with hc_lock_acquire().")));
+}
+
+/*
+ * Require the lease for the rest of the caller's statement (RS007 if this
+ * owner and token do not hold it); a takeover waits until that commits.
+ */
+void
+hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token)
+{
+	HcArgs		args;
+
+	hc_args(&args, &hold_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "token", Int64GetDatum(token));
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+		lease_not_held(call, resource, owner, token);
+}
+
+/*
+ * Lock the resource's lease row whoever holds it (lease rows are locked
+ * before attempt rows); false if the resource was never leased.
+ */
+bool
+hc_lease_lock(HcCall *call, const char *resource)
+{
+	HcArgs		args;
+
+	hc_args(&args, &lock_lease);
+	hc_bind_text(&args, "resource", resource);
+	return hc_run(call, &args, SPI_OK_SELECT) == 1;
+}
+
+/*
+ * Lock the resource's lease row and move its version on: the seq of the
+ * ledger row about to be written.  false if the resource was never leased.
+ */
+bool
+hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq)
+{
+	HcArgs		args;
+
+	hc_args(&args, &next_version);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(call, &args, SPI_OK_UPDATE_RETURNING) == 0)
+		return false;
+	*seq = hc_int64(0, "version");
+	return true;
+}
+
+/*
+ * A session-bound lease is also held as a session-level advisory lock of
+ * its own: its tag is a hash of the resource and of the bound session (pid
+ * and start time), so each binding has a lock that only its session takes,
+ * and PostgreSQL releases it when that session ends, however it ends (a
+ * crash restarts every backend).  Whether the session a lease is bound to
+ * still lives is whether someone holds that binding's lock: nothing is read
+ * from pg_stat_activity, whose snapshot belongs to the caller's
+ * transaction.  A lock left by a call that failed after taking it names
+ * only a binding that no row has, so nobody asks about it.
+ */
+static void
+lease_session_tag(LOCKTAG *tag, const char *resource, int32 pid, TimestampTz started)
+{
+	uint64		hash = hash_bytes_extended((const unsigned char *) resource, strlen(resource),
+										   (uint64) started ^ ((uint64) (uint32) pid << 32));
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
+						 LEASE_SESSION_LOCK_SPACE);
+}
+
+/*
+ * The resources whose binding lock this session holds.  A lease released or
+ * taken over from another session leaves its lock here; bindings that no
+ * row names any more are let go before the next one is taken, so a pooled
+ * session never piles them up in the shared lock table.
+ */
+static List *session_bindings = NIL;
+
+/* Let this session's lock of its binding to the resource go, if it holds it. */
+static void
+lease_session_let_go(const char *resource)
+{
+	LOCKTAG		tag;
+	ListCell   *lc;
+
+	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
+	if (LockHeldByMe(&tag, ExclusiveLock))
+		(void) LockRelease(&tag, ExclusiveLock, true);
+	foreach(lc, session_bindings)
+		if (strcmp((char *) lfirst(lc), resource) == 0)
+		{
+			pfree(lfirst(lc));
+			session_bindings = foreach_delete_current(session_bindings, lc);
+			break;
+		}
+}
+
+/* Is the resource's lease still bound to this session? */
+static bool
+lease_bound_here(HcCall *call, const char *resource)
+{
+	HcArgs		args;
+
+	hc_args(&args, &peek_session);
+	hc_bind_text(&args, "resource", resource);
+	return hc_run(call, &args, SPI_OK_SELECT) == 1 &&
+		hc_int32(0, "session_pid") == hc_session_pid() &&
+		hc_timestamptz(0, "session_started") == hc_session_started();
+}
+
+/*
+ * Hold this session's lock of its binding to the resource, after letting go
+ * of the bindings that no row names any more.  It is taken before the
+ * binding is committed, so that no acquirer ever sees the binding without
+ * its lock.  Was it held already (the lease is bound here)?
+ */
+static bool
+lease_session_take(FunctionCallInfo fcinfo, const char *function, const char *resource)
+{
+	HcCall		call;
+	LOCKTAG		tag;
+	ListCell   *lc;
+	List	   *stale = NIL;
+	MemoryContext old;
+
+	hc_call_begin_read(&call, fcinfo, function);
+	/* What the workers committed, also under REPEATABLE READ. */
+	call.latest = true;
+	foreach(lc, session_bindings)
+		if (strcmp((char *) lfirst(lc), resource) != 0 && !lease_bound_here(&call, lfirst(lc)))
+			stale = lappend(stale, lfirst(lc));
+	hc_call_end(&call);
+	foreach(lc, stale)
+		lease_session_let_go(lfirst(lc));
+	list_free(stale);
+
+	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
+	if (LockHeldByMe(&tag, ExclusiveLock))
+		return true;
+	(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	session_bindings = lappend(session_bindings, pstrdup(resource));
+	MemoryContextSwitchTo(old);
+	return false;
+}
+
+/* Does the session the lease is bound to (pid, started) still hold its lock? */
+static bool
+lease_session_alive(const char *resource, int32 pid, TimestampTz started)
+{
+	LOCKTAG		tag;
+
+	if (pid == hc_session_pid() && started == hc_session_started())
+		return true;
+	lease_session_tag(&tag, resource, pid, started);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	(void) LockRelease(&tag, ExclusiveLock, false);
+	return false;
+}
+
+/* The ledger detail of a lease change: its owner and token, and whom it took over from. */
+static char *
+lease_detail(const char *owner, int64 token, const LeaseTaken *taken)
+{
+	StringInfoData detail;
+
+	hc_detail_init(&detail);
+	hc_detail_text(&detail, "owner", owner);
+	hc_detail_int(&detail, "token", token);
+	if (taken != NULL && taken->previous_owner != NULL)
+	{
+		hc_detail_text(&detail, "previous_owner", taken->previous_owner);
+		hc_detail_int(&detail, "previous_token", taken->previous_token);
+	}
+	return hc_detail_done(&detail);
+}
+
+/* Bind the lease to this backend for a session-bound acquire (null: not). */
+static void
+lease_bind_session(HcArgs *args, bool session)
+{
+	if (session)
+	{
+		hc_bind(args, "session_pid", Int32GetDatum(hc_session_pid()));
+		hc_bind(args, "session_started", TimestampTzGetDatum(hc_session_started()));
+	}
+	else
+	{
+		hc_bind_null(args, "session_pid");
+		hc_bind_null(args, "session_started");
+	}
+}
+
+/*
+ * An existing resource: is it bound to a session that has ended?  Then name
+ * that session in :ended_pid and :ended_started, so that take_lease counts
+ * the lease as stale.
+ */
+static void
+lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
+{
+	HcArgs		args;
+	int32		pid;
+	TimestampTz started;
+
+	hc_args(&args, &peek_session);
+	hc_bind_text(&args, "resource", resource);
+	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+		return;
+	pid = hc_int32(0, "session_pid");
+	started = hc_timestamptz(0, "session_started");
+	if (!lease_session_alive(resource, pid, started))
+	{
+		hc_bind(take, "ended_pid", Int32GetDatum(pid));
+		hc_bind(take, "ended_started", TimestampTzGetDatum(started));
+	}
+}
+
+/* The arguments of the take of an existing lease (lease_take). */
+typedef struct LeaseTake
+{
+	HcCall	   *call;
+	HcArgs	   *args;
+	LeaseTaken *taken;
+} LeaseTake;
+
+static bool
+lease_take(void *arg)
+{
+	LeaseTake  *t = (LeaseTake *) arg;
+
+	if (hc_run(t->call, t->args, SPI_OK_UPDATE_RETURNING) != 1)
+		return false;
+	t->taken->token = hc_int64(0, "token");
+	t->taken->previous_owner = hc_text(t->call, 0, "previous_owner");
+	t->taken->previous_token = hc_int64(0, "previous_token");
+	t->taken->version = hc_int64(0, "version");
+	t->taken->logged = false;
+	return true;
+}
+
+/*
+ * One acquire attempt at its own instant (the clock is read again).  A new
+ * resource is inserted with token 1 and its ledger row in one statement.
+ * An existing one is taken in a subtransaction: if that fails, rolling it
+ * back drops any row lock its statement took (a row that changed under us
+ * is locked before it is re-checked), so nobody waits on an acquirer that
+ * is sleeping in backoff.  A lease bound to a session that has ended counts
+ * as stale; a session-bound acquire binds the lease to this backend.
+ * taken->logged says whether the ledger row is written already.
+ */
+static bool
+lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_after,
+		  bool session, LeaseTaken *taken)
+{
+	HcArgs		args;
+	LeaseTake	t = {call, &args, taken};
+
+	call->now = GetCurrentTimestamp();
+	hc_args(&args, &new_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "stale_after", stale_after);
+	lease_bind_session(&args, session);
+	hc_bind_text(&args, "detail", lease_detail(owner, 1, NULL));
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
+	{
+		taken->token = 1;
+		taken->previous_owner = NULL;
+		taken->previous_token = 0;
+		taken->version = hc_int64(0, "seq");
+		taken->logged = true;
+		return true;
+	}
+
+	hc_args(&args, &take_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "stale_after", stale_after);
+	lease_bind_session(&args, session);
+	hc_bind_null(&args, "ended_pid");
+	hc_bind_null(&args, "ended_started");
+	lease_bind_ended_session(call, &args, resource);
+	return hc_try_in_subxact(lease_take, &t);
+}
+
+/*
+ * Sleep before retry n, in the caller's backend, which holds no worker
+ * meanwhile: cancel and statement_timeout end the sleep at once, a client
+ * gone ends the session, postmaster death ends the backend.
+ */
+static void
+lease_backoff(int retry)
+{
+	int64		ms = LEASE_BACKOFF_MAX_MS;
+	TimestampTz until;
+	long		left;
+
+	if (retry <= 4)
+		ms = (int64) LEASE_BACKOFF_BASE_MS << (retry - 1);
+	ms += (int64) pg_prng_uint64_range(&pg_global_prng_state, 0, LEASE_BACKOFF_JITTER_MS);
+	ms = Min(ms, LEASE_BACKOFF_MAX_MS);
+
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	while ((left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until)) > 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(left, CLIENT_CHECK_MS), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		hc_autonomous_check_client();
+	}
+}
+
+/* The ledger row of an existing resource's lease taken: acquire or takeover. */
+static void
+lease_ledger(HcCall *call, const char *resource, const char *event, const char *owner,
+			 const LeaseTaken *taken)
+{
+	HcLedgerEntry e = {0};
+
+	e.kind = "resource";
+	e.entity_id = resource;
+	e.seq = taken->version;
+	e.event = event;
+	e.source = "call";
+	e.detail = lease_detail(owner, taken->token, taken);
+	hc_ledger_append(call, &e);
+}
+
+/*
+ * A session-bound acquire, in the caller: the binding's lock is the
+ * session's, the lease the worker's to commit.
+ */
+static Datum
+lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *resource)
+{
+	bool		held;
+	Datum		token;
+
+	/* Refused before the binding's lock, which would outlive the refusal. */
+	hc_autonomous_require_writable(function);
+	held = lease_session_take(fcinfo, function, resource);
+	PG_TRY();
+	{
+		token = hc_autonomous(fcinfo, function);
+	}
+	PG_CATCH();
+	{
+		/*
+		 * Refused before any worker ran the call (55000: the transaction
+		 * that creates the extension; 53000: no worker): nothing is bound,
+		 * so the lock goes.  After any other error the worker may have
+		 * committed the binding: the lock stays, as for a lease bound here.
+		 */
+		MemoryContext cxt = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		ErrorData  *edata = CopyErrorData();
+
+		MemoryContextSwitchTo(cxt);
+		if (!held && (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
+					  edata->sqlerrcode == ERRCODE_INSUFFICIENT_RESOURCES))
+		{
+			FlushErrorState();
+			lease_session_let_go(resource);
+			ReThrowError(edata);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (fcinfo->isnull && !held)
+		lease_session_let_go(resource);
+	return token;
+}
+
+/*
+ * In the caller: each try is a call of its own in a worker, which tries
+ * once and commits; the backoff between tries is slept here, so a worker
+ * is busy only while it tries, and no transaction stays open in it.
+ */
+static Datum
+lease_acquire_tries(FunctionCallInfo fcinfo, const char *function, bool session,
+					const char *resource, int32 max_retries)
+{
+	LOCAL_FCINFO(once, 4);
+	Datum		token;
+	int			retry;
+
+	Assert(fcinfo->nargs == 4);
+	memcpy(once, fcinfo, SizeForFunctionCallInfo(4));
+	once->args[3].value = Int32GetDatum(0);
+	for (retry = 0;; retry++)
+	{
+		token = session ? lease_acquire_bound(once, function, resource)
+			: hc_autonomous(once, function);
+		if (!once->isnull || retry >= max_retries)
+			break;
+		lease_backoff(retry + 1);
+	}
+	fcinfo->isnull = once->isnull;
+	return token;
+}
+
+/*
+ * The acquire of hc_lock_acquire and hc_lock_acquire_session: the fencing
+ * token, or NULL if the lease is still busy after max_retries retries.
+ */
+static Datum
+lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
+{
+	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
+	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
+	Datum		stale_after;
+	int32		max_retries;
+	HcCall		call;
+	LeaseTaken	taken = {0};
+
+	(void) hc_arg_ttl(fcinfo, 2, "stale_after");
+	stale_after = PG_GETARG_DATUM(2);
+	max_retries = hc_arg_int(fcinfo, 3, "max_retries");
+	if (max_retries < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_retries must not be negative"),
+				 errhint("Use 0 to try once.")));
+	/* A 0.2.0 database, served until it is updated, keeps 0.2.0's range. */
+	if (max_retries > LEASE_MAX_RETRIES && hc_sql_at_least("0.3.0"))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_retries must be at most %d", LEASE_MAX_RETRIES),
+				 errhint("Retry in the application to wait longer for a busy lease.")));
+	if (!hc_autonomous_here())
+		return lease_acquire_tries(fcinfo, function, session, resource, max_retries);
+
+	hc_call_begin(&call, fcinfo, function);
+	/* Whether the binding's session is alive only its own node can say. */
+	if (session)
+		hc_require_single_node(&call, "a lease bound to its session");
+	HC_ROUTE(&call, fcinfo, resource);
+	/* In the worker: one try (the caller retries). */
+	if (!lease_try(&call, resource, owner, stale_after, session, &taken))
+	{
+		hc_call_end(&call);
+		PG_RETURN_NULL();
+	}
+
+	/*
+	 * A new resource's ledger row went in with it; an owner acquiring its own
+	 * live lease again (the same token) only beat it.
+	 */
+	if (!taken.logged && taken.token != taken.previous_token)
+		lease_ledger(&call, resource, taken.previous_owner == NULL ? "acquire" : "takeover",
+					 owner, &taken);
+	hc_call_end(&call);
+	PG_RETURN_INT64(taken.token);
+}
+
+/*
+ * hc_lock_acquire(resource, owner, stale_after, max_retries): the fencing
+ * token of the lease, or NULL if it is still busy after max_retries retries.
+ */
+Datum
+hc_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return lease_acquire(fcinfo, "hc_lock_acquire", false);
+}
+
+/*
+ * hc_lock_acquire_session(resource, owner, stale_after, max_retries): the
+ * same, with the lease bound to this session: as soon as the session ends
+ * (disconnect or crash), the next acquirer takes the lease over without
+ * waiting for stale_after.  Heartbeats still keep it; stale_after still
+ * frees it from a session that hangs.
+ */
+Datum
+hc_lock_acquire_session(PG_FUNCTION_ARGS)
+{
+	return lease_acquire(fcinfo, "hc_lock_acquire_session", true);
+}
+
+/*
+ * hc_lock_heartbeat(resource, owner, token): keep the lease fresh; the new
+ * heartbeat time, or RS007 if owner and token no longer hold it.  No ledger
+ * row: heartbeats are too frequent, and hc_locks shows the last one.
+ */
+Datum
+hc_lock_heartbeat(PG_FUNCTION_ARGS)
+{
+	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
+	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
+	int64		token = hc_arg_token(fcinfo, 2, "token");
+	HcCall		call;
+	HcArgs		args;
+
+	if (!hc_autonomous_here())
+		return hc_autonomous(fcinfo, "hc_lock_heartbeat");
+	hc_call_begin(&call, fcinfo, "hc_lock_heartbeat");
+	HC_ROUTE(&call, fcinfo, resource);
+	hc_args(&args, &beat_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "token", Int64GetDatum(token));
+	if (hc_run(&call, &args, SPI_OK_UPDATE_RETURNING) == 0)
+		lease_not_held(&call, resource, owner, token);
+	hc_call_end(&call);
+	PG_RETURN_TIMESTAMPTZ(call.now);
+}
+
+/*
+ * hc_lock_release(resource, owner, token): free the lease if owner and token
+ * still hold it (true); otherwise change nothing (false).  The row and its
+ * token stay, so the next holder gets a higher token.
+ */
+Datum
+hc_lock_release(PG_FUNCTION_ARGS)
+{
+	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
+	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
+	int64		token = hc_arg_token(fcinfo, 2, "token");
+	HcCall		call;
+	HcArgs		args;
+	bool		released;
+
+	if (!hc_autonomous_here())
+	{
+		Datum		released = hc_autonomous(fcinfo, "hc_lock_release");
+
+		/* A release that freed nothing leaves the binding as it is. */
+		if (DatumGetBool(released))
+			lease_session_let_go(resource);
+		return released;
+	}
+	hc_call_begin(&call, fcinfo, "hc_lock_release");
+	HC_ROUTE(&call, fcinfo, resource);
+	hc_args(&args, &free_lease);
+	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "owner", owner);
+	hc_bind(&args, "token", Int64GetDatum(token));
+	hc_bind_text(&args, "detail", lease_detail(owner, token, NULL));
+	released = hc_run(&call, &args, SPI_OK_INSERT_RETURNING) == 1;
+	hc_call_end(&call);
+	PG_RETURN_BOOL(released);
+}
