@@ -1,9 +1,9 @@
 /*
- * holdcommit.h
- *		The settings of holdcommit (holdcommit.c); durations are in seconds.
+ * settings.h
+ *		The settings of holdcommit (settings.c); durations are in seconds.
  */
-#ifndef HOLDCOMMIT_H
-#define HOLDCOMMIT_H
+#ifndef HOLDCOMMIT_SETTINGS_H
+#define HOLDCOMMIT_SETTINGS_H
 
 extern int	hc_idempotency_retention;
 extern int	hc_max_ttl;
@@ -24,4 +24,6 @@ extern int	hc_worker_wait_timeout;	/* milliseconds */
 /* Was the library loaded through shared_preload_libraries? */
 extern bool hc_preloaded;
 
-#endif							/* HOLDCOMMIT_H */
+extern void hc_settings_define(void);
+
+#endif							/* HOLDCOMMIT_SETTINGS_H */
