@@ -13,6 +13,7 @@
 #include "bgw/sweeper/sweeper.h"
 #include "common/errors.h"
 #include "common/settings.h"
+#include "scaleout/register.h"
 
 PG_MODULE_MAGIC;
 
@@ -28,6 +29,7 @@ _PG_init(void)
 {
 	hc_settings_define();
 	hc_install_log_hook();
+	hc_scaleout_register();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -23,7 +23,7 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 
-#include "admin/sweep.h"
+#include "common/sweep.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/settings.h"

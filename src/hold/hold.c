@@ -15,7 +15,7 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-#include "admin/sweep.h"
+#include "common/sweep.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/ids.h"

@@ -58,7 +58,7 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
-#include "admin/sweep.h"
+#include "common/sweep.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/ids.h"
