@@ -23,13 +23,9 @@ SET client_min_messages = warning;
 SELECT current_database() AS regress_db \gset
 CREATE ROLE regress_hc_dbowner NOLOGIN;
 CREATE ROLE regress_hc_victim_app NOLOGIN;
-DO $$
-BEGIN
-    FOR i IN 0..5 LOOP
-        EXECUTE format('CREATE ROLE %I NOLOGIN', 'regress_hc_grantee_app_' || i);
-        EXECUTE format('CREATE ROLE %I NOLOGIN', 'regress_hc_grantee_op_' || i);
-    END LOOP;
-END $$;
+-- The grantees of rounds 0 to 5.
+SELECT format('CREATE ROLE %I NOLOGIN', 'regress_hc_grantee_' || kind || '_' || i)
+  FROM generate_series(0, 5) i, unnest(ARRAY['app', 'op']) kind \gexec
 CREATE DATABASE regress_hc_owned OWNER regress_hc_dbowner;
 \c regress_hc_owned
 SET client_min_messages = warning;
@@ -231,12 +227,8 @@ RESET SESSION AUTHORIZATION;
 \set ext holdcommit
 \set victim_path '"$user", public'
 \set app regress_hc_victim_app
-\set s s0
-\set grantee_app regress_hc_grantee_app_0
-\set grantee_op regress_hc_grantee_op_0
-\i test/security/victim_calls.sql
-SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
-SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
+\set round 0
+\i test/security/owner_round.sql
 
 -- Attack 1: look-alike operators, functions, aggregates, domains, a cast and
 -- look-alikes of the extension's tables and functions, in a schema the
@@ -252,14 +244,8 @@ SELECT attacker.plant_views('lure', 'holdcommit', 'lure view');
 SELECT attacker.plant_functions('lure', 'holdcommit', 'lure function');
 RESET SESSION AUTHORIZATION;
 \set victim_path 'lure, pg_catalog, public'
-\set s s1
-\set grantee_app regress_hc_grantee_app_1
-\set grantee_op regress_hc_grantee_op_1
-\i test/security/victim_calls.sql
-SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
-SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
-TRUNCATE attacker.log;
-ALTER ROLE regress_hc_dbowner NOSUPERUSER;
+\set round 1
+\i test/security/owner_round.sql
 
 -- Attack 2: in the shared backend, the attacker leaves views and functions
 -- named like the extension's in pg_temp, which the victims then put first
@@ -273,14 +259,8 @@ CREATE FUNCTION pg_temp.clock_timestamp() RETURNS timestamptz LANGUAGE sql
     AS $$ SELECT CASE WHEN attacker.pwn('pg_temp.clock_timestamp()') THEN pg_catalog.clock_timestamp() END $$;
 RESET SESSION AUTHORIZATION;
 \set victim_path 'pg_temp, pg_catalog, public'
-\set s s2
-\set grantee_app regress_hc_grantee_app_2
-\set grantee_op regress_hc_grantee_op_2
-\i test/security/victim_calls.sql
-SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
-SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
-TRUNCATE attacker.log;
-ALTER ROLE regress_hc_dbowner NOSUPERUSER;
+\set round 2
+\i test/security/owner_round.sql
 DISCARD TEMP;
 
 -- Attack 3: the owner tries to rename the extension's schema, and renames
@@ -299,14 +279,8 @@ SELECT attacker.plant_functions('public', 'holdcommit', 'renamed function');
 CREATE SEQUENCE public.hc_ledger_seq;
 RESET SESSION AUTHORIZATION;
 \set victim_path '"$user", public'
-\set s s3
-\set grantee_app regress_hc_grantee_app_3
-\set grantee_op regress_hc_grantee_op_3
-\i test/security/victim_calls.sql
-SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
-SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
-TRUNCATE attacker.log;
-ALTER ROLE regress_hc_dbowner NOSUPERUSER;
+\set round 3
+\i test/security/owner_round.sql
 
 -- Attack 4: the owner fills public and shop with look-alike tables whose
 -- triggers run the payload, then does to the extension's tables all that a
@@ -332,14 +306,8 @@ VACUUM FULL holdcommit.hc_assets, holdcommit.hc_reservations;
 REINDEX DATABASE regress_hc_owned;
 RESET SESSION AUTHORIZATION;
 \set victim_path '"$user", public'
-\set s s4
-\set grantee_app regress_hc_grantee_app_4
-\set grantee_op regress_hc_grantee_op_4
-\i test/security/victim_calls.sql
-SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
-SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
-TRUNCATE attacker.log;
-ALTER ROLE regress_hc_dbowner NOSUPERUSER;
+\set round 4
+\i test/security/owner_round.sql
 
 -- Attack 5: the owner tries to fill the extension's own schema with the
 -- look-alike operators, functions, aggregates, domains and cast of attack 1,
@@ -351,12 +319,8 @@ SELECT attacker.plant_overloads('holdcommit');
 SELECT attacker.plant_lures('holdcommit');
 RESET SESSION AUTHORIZATION;
 \set victim_path '"$user", public'
-\set s s5
-\set grantee_app regress_hc_grantee_app_5
-\set grantee_op regress_hc_grantee_op_5
-\i test/security/victim_calls.sql
-SELECT during, what, ran_as, session, count(*) FROM attacker.log GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
-SELECT rolsuper AS attacker_is_superuser FROM pg_roles WHERE rolname = 'regress_hc_dbowner';
+\set round 5
+\i test/security/owner_round.sql
 
 -- Attack 6: dropping hc_reservations_one_committed would remove the last
 -- guard against a second sale, and DROP INDEX CONCURRENTLY commits its
@@ -393,10 +357,5 @@ SET client_min_messages = warning;
 DROP DATABASE regress_hc_owned;
 DROP ROLE regress_hc_dbowner;
 DROP ROLE regress_hc_victim_app;
-DO $$
-BEGIN
-    FOR i IN 0..5 LOOP
-        EXECUTE format('DROP ROLE %I', 'regress_hc_grantee_app_' || i);
-        EXECUTE format('DROP ROLE %I', 'regress_hc_grantee_op_' || i);
-    END LOOP;
-END $$;
+SELECT format('DROP ROLE %I', 'regress_hc_grantee_' || kind || '_' || i)
+  FROM generate_series(0, 5) i, unnest(ARRAY['app', 'op']) kind \gexec
