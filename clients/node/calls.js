@@ -113,17 +113,19 @@ export function forSchema(schema = 'holdcommit') {
     return convert(JSON.parse(rows[0].r));
   };
   const scalar = async (db, call) => (await run(db, `SELECT ${call[0]} AS v`, call[1]))[0].v;
+  // The calls that end a reservation by its id: commit and finalize (lateOk), release and unreserve.
+  const end = (fn, convert) => (db, reservationId) =>
+    row(db, sql(prefix, fn, [str('reservationId', reservationId)]), convert);
+  const endLate = (fn, convert) => (db, reservationId, { lateOk } = {}) =>
+    row(db, sql(prefix, fn, [str('reservationId', reservationId)], { late_ok: bool('lateOk', lateOk) }), convert);
 
   const calls = {
     // Unique assets.
     hold: (db, assetId, buyerId, idempotencyKey, { ttl } = {}) =>
       row(db, sql(prefix, 'hc_hold', [str('assetId', assetId), str('buyerId', buyerId),
         str('idempotencyKey', idempotencyKey)], { ttl: interval('ttl', ttl) }), reservation),
-    commit: (db, reservationId, { lateOk } = {}) =>
-      row(db, sql(prefix, 'hc_commit', [str('reservationId', reservationId)],
-        { late_ok: bool('lateOk', lateOk) }), reservation),
-    release: (db, reservationId) =>
-      row(db, sql(prefix, 'hc_release', [str('reservationId', reservationId)]), reservation),
+    commit: endLate('hc_commit', reservation),
+    release: end('hc_release', reservation),
     extend: (db, reservationId, ttl) =>
       row(db, sql(prefix, 'hc_extend', [str('reservationId', reservationId),
         interval('ttl', ttl ?? null)]), reservation),
@@ -134,11 +136,8 @@ export function forSchema(schema = 'holdcommit') {
     reserveItems: (db, itemList, buyerId, idempotencyKey, { ttl } = {}) =>
       row(db, sql(prefix, 'hc_reserve_items', [items(itemList), str('buyerId', buyerId),
         str('idempotencyKey', idempotencyKey)], { ttl: interval('ttl', ttl) }), stockReservation),
-    finalize: (db, reservationId, { lateOk } = {}) =>
-      row(db, sql(prefix, 'hc_finalize', [str('reservationId', reservationId)],
-        { late_ok: bool('lateOk', lateOk) }), stockReservation),
-    unreserve: (db, reservationId) =>
-      row(db, sql(prefix, 'hc_unreserve', [str('reservationId', reservationId)]), stockReservation),
+    finalize: endLate('hc_finalize', stockReservation),
+    unreserve: end('hc_unreserve', stockReservation),
     // Leases. maxRetries defaults to 0 (the SQL's 5 can block a request for seconds).
     lockAcquire: async (db, resource, owner, { staleAfter, maxRetries = 0 } = {}) => {
       const v = await scalar(db, sql(prefix, 'hc_lock_acquire', [str('resource', resource), str('owner', owner)],

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import * as hc from 'holdcommit';
-import { admin, app, appOnPath, asset, database, endPools, product, refused, sleep, uid } from './helpers.js';
+import { admin, app, appOnPath, asset, database, endPools, product, refused, sleep, uid, withClient } from './helpers.js';
 
 after(endPools);
 
@@ -176,19 +176,15 @@ test('a Client, a PoolClient and a Pool all work; a Client stays usable after an
   } finally {
     await client.end();
   }
-  const pooled = await app.connect();
-  try {
+  await withClient(app, async (pooled) => {
     await refused(hc.hold(pooled, seat, 'bob', uid('k')), hc.AssetUnavailable, 'RS001');
     assert.deepEqual(await hc.check(pooled), []);
-  } finally {
-    pooled.release();
-  }
+  });
 });
 
 test('a hold inside BEGIN is invisible to others until COMMIT, and ROLLBACK drops it', async () => {
   const seat = await asset();
-  const client = await app.connect();
-  try {
+  await withClient(app, async (client) => {
     await client.query('BEGIN');
     const r = await hc.hold(client, seat, 'alice', uid('k'));
     assert.equal(r.replayed, false);
@@ -202,17 +198,14 @@ test('a hold inside BEGIN is invisible to others until COMMIT, and ROLLBACK drop
     await client.query('COMMIT');
     const held = await admin.query('SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = $1', [seat]);
     assert.equal(held.rows[0].current_reservation_id, kept.reservationId);
-  } finally {
-    client.release();
-  }
+  });
 });
 
 test('a refusal inside BEGIN rolls back that call only (a savepoint): the block goes on, COMMIT keeps the rest', async () => {
   const seat = await asset();
   const taken = await asset();
   await hc.hold(app, taken, 'carol', uid('k'));
-  const client = await app.connect();
-  try {
+  await withClient(app, async (client) => {
     await client.query('BEGIN');
     const first = await hc.hold(client, seat, 'alice', uid('k'));
     await refused(hc.hold(client, taken, 'alice', uid('k')), hc.AssetUnavailable, 'RS001');
@@ -228,15 +221,12 @@ test('a refusal inside BEGIN rolls back that call only (a savepoint): the block 
     const held = await admin.query('SELECT current_reservation_id FROM holdcommit.hc_assets WHERE id = $1', [seat]);
     assert.equal(held.rows[0].current_reservation_id, again.reservationId);
     assert.notEqual(first.reservationId, again.reservationId);
-  } finally {
-    client.release();
-  }
+  });
 });
 
 test('a block the application\'s own error aborted: the call is refused (25P02, the base class, 500)', async () => {
   const seat = await asset();
-  const client = await app.connect();
-  try {
+  await withClient(app, async (client) => {
     await client.query('BEGIN');
     await hc.hold(client, seat, 'alice', uid('k'));
     await client.query('SELECT 1 / 0').catch(() => {});
@@ -246,20 +236,15 @@ test('a block the application\'s own error aborted: the call is refused (25P02, 
     const after = await admin.query('SELECT status FROM holdcommit.hc_assets WHERE id = $1', [seat]);
     assert.equal(after.rows[0].status, 'AVAILABLE');
     assert.deepEqual(await hc.check(client), [], 'the client is usable after the block');
-  } finally {
-    client.release();
-  }
+  });
 });
 
 test('a hold in a REPEATABLE READ transaction is WrongIsolation (25000, 500)', async () => {
-  const client = await app.connect();
-  try {
+  await withClient(app, async (client) => {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
     await refused(hc.hold(client, await asset(), 'alice', uid('k')), hc.WrongIsolation, '25000', 500);
     await client.query('ROLLBACK');
-  } finally {
-    client.release();
-  }
+  });
 });
 
 test('lockAcquire: a bigint token; another owner gets null at once (no retries unless asked)', async () => {
@@ -349,8 +334,7 @@ test('attemptReset: the operator\'s (PermissionDenied 42501, 403, for the app); 
 
 test('check: no violation; sweep: bigint counts of what it expired', async () => {
   assert.deepEqual(await hc.check(app), []);
-  const client = await admin.connect();
-  try {
+  await withClient(admin, async (client) => {
     await hc.hold(app, await asset(), 'alice', uid('k'), { ttl: 0.1 });
     await sleep(200);
     const s = await hc.sweep(client, { batchSize: 10 });
@@ -358,22 +342,17 @@ test('check: no violation; sweep: bigint counts of what it expired', async () =>
     assert.ok(s.expiredHolds >= 1n);
     assert.equal(typeof s.purgedKeys, 'bigint');
     assert.deepEqual(await hc.sweep(client), { expiredHolds: 0n, expiredReservations: 0n, purgedKeys: 0n });
-  } finally {
-    client.release();
-  }
+  });
   assert.deepEqual(await hc.check(admin), []);
 });
 
 test('sweep: in a REPEATABLE READ transaction WrongIsolation (25000); a batchSize of 0 InvalidArgument', async () => {
-  const client = await admin.connect();
-  try {
+  await withClient(admin, async (client) => {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
     await refused(hc.sweep(client), hc.WrongIsolation, '25000', 500);
     await client.query('ROLLBACK');
     await refused(hc.sweep(client, { batchSize: 0 }), hc.InvalidArgument, '22023', 400);
-  } finally {
-    client.release();
-  }
+  });
 });
 
 test('the recommended install: qualified calls need no search_path; unqualified ones are a 42883 there', async () => {

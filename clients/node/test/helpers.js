@@ -1,5 +1,5 @@
-// What the tests share: the pools of the suite's database (made by ../test.sh), unique
-// names, and an assertion on the class, SQLSTATE and HTTP status of a refusal.
+// What the tests share: the pools of the suite's database (made by ../test.sh), a client of
+// one for a block, unique names, and an assertion on the class, SQLSTATE and HTTP status of a refusal.
 import assert from 'node:assert/strict';
 import pg from 'pg';
 
@@ -39,6 +39,16 @@ export async function refused(promise, Cls, sqlstate, httpStatus) {
     if (httpStatus !== undefined) assert.equal(e.httpStatus, httpStatus);
     return true;
   });
+}
+
+// fn(client) on a client of pool, released after.
+export async function withClient(pool, fn) {
+  const client = await pool.connect();
+  try {
+    return await fn(client);
+  } finally {
+    client.release();
+  }
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

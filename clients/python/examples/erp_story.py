@@ -95,6 +95,17 @@ def take_over(owner):
         return "NULL (busy)"
 
 
+def retry(held):
+    """A retry under a new lease: begin is refused for the cooldown, allowed after it, and the
+    ERP call goes out (and times out) again."""
+    print(f"   acquire: token {held.token}")
+    print(f"   begin: {show(begin(held))}")
+    after_cooldown()
+    print(f"   after the cooldown, begin: {show(begin(held))}")
+    held.check()
+    print(f"   the ERP call: {erp_call('5 seconds')[1]}")
+
+
 def released(held):
     return "true" if held.released else "false"
 
@@ -164,23 +175,13 @@ print(f"   release: {released(held)}; the marker stays: {attempts} attempt(s), l
 print()
 print("== 3. The other retries: first the cooldown, then a second attempt, again unknown")
 with lease(O) as held:
-    print(f"   acquire: token {held.token}")
-    print(f"   begin: {show(begin(held))}")
-    after_cooldown()
-    print(f"   after the cooldown, begin: {show(begin(held))}")
-    held.check()
-    print(f"   the ERP call: {erp_call('5 seconds')[1]}")
+    retry(held)
 print(f"   release: {released(held)}")
 
 print()
 print("== 4. The winner's retry: a third attempt, unknown again; then the cap of 3 holds")
 with lease(W, retries=5) as held:
-    print(f"   acquire: token {held.token}")
-    print(f"   begin: {show(begin(held))}")
-    after_cooldown()
-    print(f"   after the cooldown, begin: {show(begin(held))}")
-    held.check()
-    print(f"   the ERP call: {erp_call('5 seconds')[1]}")
+    retry(held)
     print(f"   begin: {show(begin(held))}")
 print(f"   release: {released(held)}")
 print("   what the operator sees in hc_attempt_status:")

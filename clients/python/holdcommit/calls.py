@@ -130,6 +130,15 @@ def _select(cls: type, function: str, casts: str, params: tuple, convert=None) -
                  convert or _one(cls))
 
 
+def _routed(cls: type, function: str, route: tuple, casts: str, params: tuple, convert=None) -> Query:
+    """A call that has a routing form: route is (name, value); a value that is not None goes
+    first, as the routing form's first argument."""
+    name, value = route
+    if value is not None:
+        casts, params = "%s::text, " + casts, (_text(name, value),) + params
+    return _select(cls, function, casts, params, convert)
+
+
 # -- the builders, one per call: arguments as the SQL function takes them, checked
 
 def _hold(asset_id: str, buyer_id: str, idempotency_key: str, ttl: timedelta = TEN_MINUTES) -> Query[Hold]:
@@ -141,29 +150,19 @@ def _hold(asset_id: str, buyer_id: str, idempotency_key: str, ttl: timedelta = T
 
 def _commit(reservation_id: str, late_ok: bool = False, *, asset_id: Optional[str] = None) -> Query[Hold]:
     """hc_commit: the payment went through; the asset is SOLD. asset_id: the routing form."""
-    if asset_id is not None:
-        return _select(Hold, "hc_commit", "%s::text, %s::text, %s::boolean",
-                       (_text("asset_id", asset_id), _text("reservation_id", reservation_id),
-                        _bool("late_ok", late_ok)))
-    return _select(Hold, "hc_commit", "%s::text, %s::boolean",
+    return _routed(Hold, "hc_commit", ("asset_id", asset_id), "%s::text, %s::boolean",
                    (_text("reservation_id", reservation_id), _bool("late_ok", late_ok)))
 
 
 def _release(reservation_id: str, *, asset_id: Optional[str] = None) -> Query[Hold]:
     """hc_release: the buyer cancels; the asset is AVAILABLE at once."""
-    if asset_id is not None:
-        return _select(Hold, "hc_release", "%s::text, %s::text",
-                       (_text("asset_id", asset_id), _text("reservation_id", reservation_id)))
-    return _select(Hold, "hc_release", "%s::text", (_text("reservation_id", reservation_id),))
+    return _routed(Hold, "hc_release", ("asset_id", asset_id), "%s::text",
+                   (_text("reservation_id", reservation_id),))
 
 
 def _extend(reservation_id: str, ttl: timedelta, *, asset_id: Optional[str] = None) -> Query[Hold]:
     """hc_extend: keep a live hold until now + ttl (never shorter, never past max_hold)."""
-    if asset_id is not None:
-        return _select(Hold, "hc_extend", "%s::text, %s::text, %s::interval",
-                       (_text("asset_id", asset_id), _text("reservation_id", reservation_id),
-                        _interval("ttl", ttl)))
-    return _select(Hold, "hc_extend", "%s::text, %s::interval",
+    return _routed(Hold, "hc_extend", ("asset_id", asset_id), "%s::text, %s::interval",
                    (_text("reservation_id", reservation_id), _interval("ttl", ttl)))
 
 
@@ -186,20 +185,13 @@ def _reserve_items(items: ItemsArg, buyer_id: str, idempotency_key: str,
 def _finalize(reservation_id: str, late_ok: bool = False, *,
               product_id: Optional[str] = None) -> Query[StockReservation]:
     """hc_finalize: the order is paid; its stock leaves. product_id: the routing form."""
-    if product_id is not None:
-        return _select(StockReservation, "hc_finalize", "%s::text, %s::text, %s::boolean",
-                       (_text("product_id", product_id), _text("reservation_id", reservation_id),
-                        _bool("late_ok", late_ok)), _stock)
-    return _select(StockReservation, "hc_finalize", "%s::text, %s::boolean",
+    return _routed(StockReservation, "hc_finalize", ("product_id", product_id), "%s::text, %s::boolean",
                    (_text("reservation_id", reservation_id), _bool("late_ok", late_ok)), _stock)
 
 
 def _unreserve(reservation_id: str, *, product_id: Optional[str] = None) -> Query[StockReservation]:
     """hc_unreserve: the buyer cancels the order; its units are available again."""
-    if product_id is not None:
-        return _select(StockReservation, "hc_unreserve", "%s::text, %s::text",
-                       (_text("product_id", product_id), _text("reservation_id", reservation_id)), _stock)
-    return _select(StockReservation, "hc_unreserve", "%s::text",
+    return _routed(StockReservation, "hc_unreserve", ("product_id", product_id), "%s::text",
                    (_text("reservation_id", reservation_id),), _stock)
 
 

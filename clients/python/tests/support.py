@@ -8,9 +8,12 @@ PGOPTIONS sets search_path = public for every connection, so that a server's own
 """
 import os
 import time
+import unittest
 import uuid
 
 import psycopg
+
+import holdcommit as hc
 
 DB = os.environ.get("HC_PY_DB", "hc_py")
 APP = f"{DB}_app"            # hc_grant_app
@@ -43,6 +46,47 @@ def wait_until(predicate, timeout=10.0, step=0.05):
             return True
         time.sleep(step)
     return predicate()
+
+
+class Case(unittest.TestCase):
+    """A test class's connections, opened once for the class: CONNECTIONS maps an attribute to
+    the role it connects as (None: the superuser)."""
+    CONNECTIONS = {"conn": APP}
+
+    @classmethod
+    def setUpClass(cls):
+        for attr, role in cls.CONNECTIONS.items():
+            setattr(cls, attr, connect(role))
+
+    @classmethod
+    def tearDownClass(cls):
+        for attr in cls.CONNECTIONS:
+            getattr(cls, attr).close()
+
+    def refused(self, cls, sqlstate, call, *args, conn=None, **kwargs):
+        """call (on conn, by default self.conn) raises exactly cls with sqlstate."""
+        with self.assertRaises(cls) as raised:
+            call(conn or self.conn, *args, **kwargs)
+        self.assertIs(type(raised.exception), cls)
+        self.assertEqual(raised.exception.sqlstate, sqlstate)
+        return raised.exception
+
+    def ends_once(self, take, end, status, other, other_status):
+        """end ends what take() made with status, once: a replay says replayed, an unknown id is
+        RS006 NotFound, what other ended first (other_status) is RS004 ReservationNotActive.
+        Returns what it ended."""
+        r = take()
+        e = end(self.conn, r.reservation_id)
+        self.assertEqual((e.status, e.replayed), (status, False))
+        with self.subTest("replay"):
+            self.assertIs(end(self.conn, r.reservation_id).replayed, True)
+        with self.subTest("RS006 NotFound"):
+            self.refused(hc.NotFound, "RS006", end, "res_nothing")
+        with self.subTest(f"RS004 ReservationNotActive ({other_status})"):
+            o = take()
+            other(self.conn, o.reservation_id)
+            self.refused(hc.ReservationNotActive, "RS004", end, o.reservation_id)
+        return r
 
 
 def _admin(*statements):

@@ -1,34 +1,21 @@
 """hold, commit, release, extend: every answer and every refusal, as the application role."""
 import time
-import unittest
 from datetime import timedelta
 
 import holdcommit as hc
-from support import APP, OPS, connect, uid
+from support import APP, OPS, Case, uid
 
 SHORT = timedelta(milliseconds=200)
 
 
-class Holds(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.conn = connect(APP)
-        cls.ops = connect(OPS)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.conn.close()
-        cls.ops.close()
+class Holds(Case):
+    CONNECTIONS = {"conn": APP, "ops": OPS}
 
     def asset(self):
         return hc.asset_add(self.ops, uid("asset"), "a locomotive").id
 
-    def refused(self, cls, sqlstate, call, *args, **kwargs):
-        with self.assertRaises(cls) as raised:
-            call(self.conn, *args, **kwargs)
-        self.assertIs(type(raised.exception), cls)
-        self.assertEqual(raised.exception.sqlstate, sqlstate)
-        return raised.exception
+    def hold(self):
+        return hc.hold(self.conn, self.asset(), "buyer-1", uid("key"))
 
     def test_hold(self):
         a = self.asset()
@@ -71,18 +58,7 @@ class Holds(unittest.TestCase):
             self.assertEqual(e.http_status, 400)
 
     def test_commit(self):
-        a = self.asset()
-        h = hc.hold(self.conn, a, "buyer-1", uid("key"))
-        c = hc.commit(self.conn, h.reservation_id)
-        self.assertEqual((c.status, c.replayed), ("COMMITTED", False))
-        with self.subTest("replay"):
-            self.assertEqual(hc.commit(self.conn, h.reservation_id).replayed, True)
-        with self.subTest("RS006 NotFound"):
-            self.refused(hc.NotFound, "RS006", hc.commit, "res_nothing")
-        with self.subTest("RS004 ReservationNotActive (released)"):
-            r = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"))
-            hc.release(self.conn, r.reservation_id)
-            self.refused(hc.ReservationNotActive, "RS004", hc.commit, r.reservation_id)
+        h = self.ends_once(self.hold, hc.commit, "COMMITTED", hc.release, "released")
         with self.subTest("late_ok must be a bool (client)"):
             self.refused(hc.InvalidArgument, "22023", hc.commit, h.reservation_id, "yes")
 
@@ -108,17 +84,7 @@ class Holds(unittest.TestCase):
         self.refused(hc.ReservationNotActive, "RS004", hc.release, h.reservation_id, asset_id=a)
 
     def test_release(self):
-        h = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"))
-        r = hc.release(self.conn, h.reservation_id)
-        self.assertEqual((r.status, r.replayed), ("RELEASED", False))
-        with self.subTest("replay"):
-            self.assertEqual(hc.release(self.conn, h.reservation_id).replayed, True)
-        with self.subTest("RS006 NotFound"):
-            self.refused(hc.NotFound, "RS006", hc.release, "res_nothing")
-        with self.subTest("RS004 ReservationNotActive (committed)"):
-            c = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"))
-            hc.commit(self.conn, c.reservation_id)
-            self.refused(hc.ReservationNotActive, "RS004", hc.release, c.reservation_id)
+        self.ends_once(self.hold, hc.release, "RELEASED", hc.commit, "committed")
 
     def test_extend(self):
         h = hc.hold(self.conn, self.asset(), "buyer-1", uid("key"), timedelta(minutes=1))

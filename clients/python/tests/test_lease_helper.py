@@ -3,11 +3,10 @@ block told when the lease is lost (taken over, released from elsewhere, heartbea
 its connection killed)."""
 import threading
 import time
-import unittest
 from datetime import timedelta
 
 import holdcommit as hc
-from support import APP, conninfo, connect, uid, wait_until
+from support import APP, Case, conninfo, connect, uid, wait_until
 
 S = timedelta(seconds=1)
 
@@ -19,15 +18,8 @@ def owner_of(resource):
         return row and tuple(row)
 
 
-class LeaseHelper(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.conn = connect(APP)
-        cls.app = conninfo(APP)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.conn.close()
+class LeaseHelper(Case):
+    app = conninfo(APP)
 
     def test_held_and_heartbeaten_then_released(self):
         """held past its ttl while the block runs (heartbeats), released at the end"""

@@ -1,30 +1,13 @@
 """lock_*, attempt_*, check, sweep: answers and refusals; the safe default of lock_acquire."""
 import time
-import unittest
 from datetime import datetime, timedelta
 
 import holdcommit as hc
-from support import APP, OPS, connect, uid
+from support import APP, OPS, Case, connect, uid
 
 
-class Leases(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.conn = connect(APP)
-        cls.ops = connect(OPS)
-        cls.admin = connect()
-
-    @classmethod
-    def tearDownClass(cls):
-        for c in (cls.conn, cls.ops, cls.admin):
-            c.close()
-
-    def refused(self, cls, sqlstate, call, *args, conn=None, **kwargs):
-        with self.assertRaises(cls) as raised:
-            call(conn or self.conn, *args, **kwargs)
-        self.assertIs(type(raised.exception), cls)
-        self.assertEqual(raised.exception.sqlstate, sqlstate)
-        return raised.exception
+class Leases(Case):
+    CONNECTIONS = {"conn": APP, "ops": OPS, "admin": None}
 
     def test_lock_acquire(self):
         r = uid("res")

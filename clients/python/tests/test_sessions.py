@@ -1,13 +1,12 @@
 """Transactions and sessions: autocommit, psycopg's default mode, a transaction of the caller's,
 the session after an error, the isolation and read-only refusals, lock waits, the install."""
 import threading
-import unittest
 from datetime import timedelta
 
 import psycopg
 
 import holdcommit as hc
-from support import APP, NOBODY, OPS, connect, uid
+from support import APP, NOBODY, OPS, Case, connect, uid
 
 
 def committed_holds(asset):
@@ -16,14 +15,8 @@ def committed_holds(asset):
                          [asset]).fetchone()[0]
 
 
-class Sessions(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.ops = connect(OPS)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.ops.close()
+class Sessions(Case):
+    CONNECTIONS = {"ops": OPS}
 
     def asset(self):
         return hc.asset_add(self.ops, uid("asset")).id
