@@ -4,14 +4,6 @@
 -- them, then their SQLSTATE.
 \set VERBOSITY default
 
--- A digest of the attempt and lease state and the ledger, to prove that a
--- refused call changed nothing.
-CREATE FUNCTION attempt_digest() RETURNS text LANGUAGE sql AS $$
-    SELECT md5(concat_ws('|',
-        (SELECT string_agg(l::text, ';' ORDER BY l.resource) FROM hc_locks l),
-        (SELECT string_agg(a::text, ';' ORDER BY a.resource) FROM hc_attempts a),
-        (SELECT count(*) FROM hc_ledger)))
-$$;
 -- A marker with its time replaced by whether it is the call's own time.
 CREATE FUNCTION attempt_marker(p_marker text, p_at timestamptz) RETURNS text LANGUAGE sql AS $$
     SELECT regexp_replace(p_marker, '-t([0-9]+)$', '') ||
@@ -31,14 +23,14 @@ SELECT hc_lock_acquire('A-1', 'w1', '1 hour', 0) AS token;
 ------------------------------------------------------------------------------
 -- begin requires the lease with its current token.
 ------------------------------------------------------------------------------
-SELECT attempt_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT * FROM hc_attempt_begin('A-1', 'w2', 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM hc_attempt_begin('A-1', 'w1', 2);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM hc_attempt_begin('A-never', 'w1', 1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 
 ------------------------------------------------------------------------------
 -- PROCEED records attempt n with a permanent marker and its request key.
@@ -53,19 +45,19 @@ SELECT status, attempts, total_attempts, last_marker ~ '^ATTEMPTED-w1-r1-t[0-9]{
        last_owner, last_token, cooldown, max_attempts,
        last_request_digest = sha256('req-1') AS key_digest
   FROM hc_attempts WHERE resource = 'A-1';
-SELECT attempt_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT resource, status, attempt, attempt_marker(marker, last_attempt_at) AS marker
   FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => 'req-1');
 SELECT status, attempt FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3);
 SELECT status, attempt FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => 'req-2');
 SELECT status, attempt FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => NULL);
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 -- A request key is checked like an idempotency key.
 SELECT * FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => '');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM hc_attempt_begin('A-1', 'w1', 1, '1 hour', 3, request_key => repeat('k', 300));
 \echo :LAST_ERROR_SQLSTATE
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 -- The cooldown is the caller's: with none, the next attempt may go.
 SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
   FROM hc_attempt_begin('A-1', 'w1', 1, '0 seconds', 3);
@@ -104,14 +96,14 @@ SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
 ------------------------------------------------------------------------------
 -- complete: the outcome, for good.
 ------------------------------------------------------------------------------
-SELECT attempt_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT * FROM hc_attempt_complete('A-1', 'w1', 1, 'INV-0001');
 \echo :LAST_ERROR_SQLSTATE
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 SELECT resource, status, attempt, external_ref
   FROM hc_attempt_complete('A-1', 'w2', 2, 'INV-0001');
 -- A replay with the same external_ref returns the row; it needs no lease.
-SELECT attempt_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT resource, status, attempt, external_ref
   FROM hc_attempt_complete('A-1', 'w2', 2, 'INV-0001');
 SELECT resource, status, attempt, external_ref
@@ -124,7 +116,7 @@ SELECT resource, status, attempt, external_ref FROM hc_attempt_begin('A-1', 'w2'
 -- A completed resource cannot be reset: that would allow a second call.
 SELECT * FROM hc_attempt_reset('A-1', 'try again');
 \echo :LAST_ERROR_SQLSTATE
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 
 -- The outcome can be recorded without any attempt (found by an inquiry).
 SELECT hc_lock_acquire('A-2', 'scheduler', '1 hour', 0) AS token;
@@ -157,11 +149,11 @@ SELECT hc_lock_acquire('A-5', 'w5', '1 second', 0) AS token;
 SELECT (hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3, 'invoice-5-try-1')).status, 1 / (random() * 0)::int AS boom;
 \echo :LAST_ERROR_SQLSTATE
 SELECT status, attempts, last_marker ~ '^ATTEMPTED-w5-r1-t' AS marker_kept FROM hc_attempts WHERE resource = 'A-5';
-SELECT attempt_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT status, attempt, attempt_marker(marker, last_attempt_at) AS marker
   FROM hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3, 'invoice-5-try-1');
 SELECT status, attempt FROM hc_attempt_begin('A-5', 'w5', 1, '1 hour', 3);
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 SELECT pg_sleep(1.5);
 SELECT hc_lock_acquire('A-5', 'w6', '1 hour', 0) AS token;
 SELECT status, attempt FROM hc_attempt_begin('A-5', 'w6', 2, '1 hour', 3);
@@ -171,15 +163,15 @@ SELECT status, attempt FROM hc_attempt_begin('A-5', 'w6', 2, '1 hour', 3, 'invoi
 -- attempt, not MANUAL_REVIEW (nothing written); anyone else finds the cap.
 SELECT hc_lock_acquire('A-6', 'w7', '1 hour', 0) AS token;
 SELECT status, attempt FROM hc_attempt_begin('A-6', 'w7', 1, '1 hour', 1, 'invoice-6-try-1');
-SELECT attempt_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT status, attempt FROM hc_attempt_begin('A-6', 'w7', 1, '1 hour', 1, 'invoice-6-try-1');
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 SELECT status, attempt FROM hc_attempt_begin('A-6', 'w7', 1, '1 hour', 1);
 
 ------------------------------------------------------------------------------
 -- Bad input (class 22) and unknown resources: nothing changes.
 ------------------------------------------------------------------------------
-SELECT attempt_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT * FROM hc_attempt_begin(NULL, 'w4', 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM hc_attempt_begin('A-4', '', 1);
@@ -212,7 +204,7 @@ SELECT * FROM hc_attempt_reset('', 'note');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM hc_attempt_reset('A-4', 'nothing was ever attempted');
 \echo :LAST_ERROR_SQLSTATE
-SELECT attempt_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 
 ------------------------------------------------------------------------------
 -- What operators and auditors see.
@@ -225,6 +217,5 @@ SELECT * FROM attempt_ledger('A-1');
 SELECT * FROM attempt_ledger('A-3');
 SELECT * FROM hc_check();
 
-DROP FUNCTION attempt_digest();
 DROP FUNCTION attempt_marker(text, timestamptz);
 DROP FUNCTION attempt_ledger(text);

@@ -4,14 +4,6 @@
 -- are shown as the application sees them, then their SQLSTATE.
 \set VERBOSITY default
 
--- A digest of the lease state and the ledger, to prove that a refused call
--- changed nothing.
-CREATE FUNCTION lease_digest() RETURNS text LANGUAGE sql AS $$
-    SELECT md5(concat_ws('|',
-        (SELECT string_agg(l::text, ';' ORDER BY l.resource) FROM hc_locks l),
-        (SELECT string_agg(a::text, ';' ORDER BY a.resource) FROM hc_attempts a),
-        (SELECT count(*) FROM hc_ledger)))
-$$;
 -- The ledger rows of one resource, without times.
 CREATE FUNCTION lease_ledger(p_resource text)
 RETURNS TABLE (event text, function text, detail text) LANGUAGE sql AS $$
@@ -33,14 +25,14 @@ SELECT token, heartbeat_at > :'beat0' AS heartbeat_refreshed, acquired_at < hear
 -- Another owner: busy.  With max_retries 0 it tries once and returns NULL at
 -- once; with retries it backs off (200 ms, then 400 ms, plus jitter each)
 -- before giving up.
-SELECT lease_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT hc_lock_acquire('L-1', 'scheduler', '1 hour', 0) IS NULL AS busy;
 -- Staleness is judged by the holder's stale_after, not the acquirer's.
 SELECT hc_lock_acquire('L-1', 'scheduler', '1 second', 0) IS NULL AS busy;
 SELECT clock_timestamp() AS t0 \gset
 SELECT hc_lock_acquire('L-1', 'scheduler', '1 hour', 2) IS NULL AS busy_after_2_retries;
 SELECT clock_timestamp() - :'t0'::timestamptz >= interval '600 ms' AS backed_off;
-SELECT lease_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 
 -- A cancel or statement_timeout ends the backoff sleep at once.
 SET statement_timeout = '300ms';
@@ -54,14 +46,14 @@ RESET statement_timeout;
 SELECT hc_lock_heartbeat('L-1', 'webhook', 1) AS beat \gset
 SELECT heartbeat_at = :'beat' AS heartbeat_stored, heartbeat_at > :'beat0' AS later
   FROM hc_locks WHERE resource = 'L-1';
-SELECT lease_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT hc_lock_heartbeat('L-1', 'scheduler', 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT hc_lock_heartbeat('L-1', 'webhook', 2);
 \echo :LAST_ERROR_SQLSTATE
 SELECT hc_lock_heartbeat('L-never', 'webhook', 1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT lease_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 
 ------------------------------------------------------------------------------
 -- Release: only the owner with its token; otherwise false, nothing changes.
@@ -69,7 +61,7 @@ SELECT lease_digest() = :'before' AS unchanged;
 SELECT hc_lock_release('L-1', 'scheduler', 1) AS released;
 SELECT hc_lock_release('L-1', 'webhook', 7) AS released;
 SELECT hc_lock_release('L-never', 'webhook', 1) AS released;
-SELECT lease_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 SELECT hc_lock_release('L-1', 'webhook', 1) AS released;
 SELECT resource, owner, token, acquired_at, heartbeat_at, stale_after, released_at IS NOT NULL AS released
   FROM hc_locks WHERE resource = 'L-1';
@@ -121,7 +113,7 @@ SELECT hc_lock_acquire('L-4', 'worker-d', '1 hour', 0) AS token;
 ------------------------------------------------------------------------------
 -- Bad input (class 22): checked first, nothing changes.
 ------------------------------------------------------------------------------
-SELECT lease_digest() AS before \gset
+SELECT lock_digest() AS before \gset
 SELECT hc_lock_acquire(NULL, 'w');
 \echo :LAST_ERROR_SQLSTATE
 SELECT hc_lock_acquire('L-9', NULL);
@@ -161,7 +153,7 @@ BEGIN;
 SELECT hc_lock_acquire('', 'w');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
-SELECT lease_digest() = :'before' AS unchanged;
+SELECT lock_digest() = :'before' AS unchanged;
 
 ------------------------------------------------------------------------------
 -- What operators and auditors see.
@@ -222,5 +214,4 @@ SELECT hc_lock_acquire('L-7', 'worker-j', '1 hour', 0) IS NULL AS busy;
 
 SELECT * FROM hc_check();
 
-DROP FUNCTION lease_digest();
 DROP FUNCTION lease_ledger(text);

@@ -27,3 +27,12 @@ CREATE FUNCTION age_stock(rid text, by interval) RETURNS void LANGUAGE sql AS $$
     UPDATE hc_stock_reservations SET expires_at = expires_at - by, created_at = created_at - by
      WHERE id = rid;
 $$;
+
+-- A digest of the leases, the attempts and the ledger, to prove that a
+-- refused lease or attempt call changed nothing.
+CREATE FUNCTION lock_digest() RETURNS text LANGUAGE sql AS $$
+    SELECT md5(concat_ws('|',
+        (SELECT string_agg(l::text, ';' ORDER BY l.resource) FROM hc_locks l),
+        (SELECT string_agg(a::text, ';' ORDER BY a.resource) FROM hc_attempts a),
+        (SELECT count(*) FROM hc_ledger)))
+$$;
