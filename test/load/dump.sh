@@ -37,20 +37,19 @@ SELECT hc_commit((hc_hold('DUMP-2', 'bob', 'dump-k2')).reservation_id);
 SELECT hc_stock_set('DUMP-P', 5);
 SELECT hc_reserve('DUMP-P', 2, 'carol', 'dump-k3');
 SQL
-before=$(q $src -c "SELECT md5(string_agg(t, '|' ORDER BY t)) FROM (
-    SELECT concat_ws(',', id, status, current_reservation_id) t FROM hc_assets UNION ALL
-    SELECT concat_ws(',', id, status, expires_at) FROM hc_reservations UNION ALL
-    SELECT concat_ws(',', product_id, stock, reserved) FROM hc_inventory UNION ALL
-    SELECT concat_ws(',', key, reservation_id) FROM hc_idempotency_keys UNION ALL
-    SELECT concat_ws(',', seq, event) FROM hc_ledger) s")
+# state DB: the extension's rows in DB, as one hash.
+state() {
+    q "$1" -c "SELECT md5(string_agg(t, '|' ORDER BY t)) FROM (
+        SELECT concat_ws(',', id, status, current_reservation_id) t FROM hc_assets UNION ALL
+        SELECT concat_ws(',', id, status, expires_at) FROM hc_reservations UNION ALL
+        SELECT concat_ws(',', product_id, stock, reserved) FROM hc_inventory UNION ALL
+        SELECT concat_ws(',', key, reservation_id) FROM hc_idempotency_keys UNION ALL
+        SELECT concat_ws(',', seq, event) FROM hc_ledger) s"
+}
+before=$(state $src)
 
 "$bin/pg_dump" -d $src | q $dst >/dev/null
-after=$(q $dst -c "SELECT md5(string_agg(t, '|' ORDER BY t)) FROM (
-    SELECT concat_ws(',', id, status, current_reservation_id) t FROM hc_assets UNION ALL
-    SELECT concat_ws(',', id, status, expires_at) FROM hc_reservations UNION ALL
-    SELECT concat_ws(',', product_id, stock, reserved) FROM hc_inventory UNION ALL
-    SELECT concat_ws(',', key, reservation_id) FROM hc_idempotency_keys UNION ALL
-    SELECT concat_ws(',', seq, event) FROM hc_ledger) s")
+after=$(state $dst)
 
 check "restored state equals the dumped state" "$after" "$before"
 check "hc_check() is empty after restore" "$(q $dst -c 'SELECT count(*) FROM hc_check()')" "0"

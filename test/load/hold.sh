@@ -79,15 +79,7 @@ SELECT load_try_hold('flash', :client_id, 'flash-1', 'buyer-' || :client_id, 'ke
 SQL
 start=$(now_plus 4)
 pgbench_phase flash "flash sale: pgbench ran 100 clients" -c 100 -j 4 -t 1 -D start="$start"
-check "flash sale: 100 outcomes recorded" \
-    "$(q "SELECT count(*) FROM load_results WHERE phase = 'flash'")" "100"
-check "flash sale: exactly 1 hold succeeded" \
-    "$(q "SELECT count(*) FROM load_results WHERE phase = 'flash' AND sqlstate = '00000'")" "1"
-check "flash sale: exactly 99 got RS001" \
-    "$(q "SELECT count(*) FROM load_results WHERE phase = 'flash' AND sqlstate = 'RS001'")" "99"
-check "flash sale: no other outcome" \
-    "$(q "SELECT coalesce(string_agg(DISTINCT sqlstate, ','), '') FROM load_results
-           WHERE phase = 'flash' AND sqlstate NOT IN ('00000', 'RS001')")" ""
+check_outcomes flash "flash sale" hold 100 1 RS001 99
 check "flash sale: one reservation for the asset, HELD by the winner" \
     "$(q "SELECT count(*) FILTER (WHERE r.status = 'HELD' AND r.id = w.reservation_id)
                || '/' || count(*)

@@ -4,6 +4,7 @@
 #                          drop it again on exit; exits 0 after "not ok" if not
 #   q SQL                  run SQL in DB, print rows unaligned
 #   check WHAT GOT WANT    print "ok - WHAT" or "not ok - WHAT" with both values
+#   check_outcomes ...     the outcomes of a flash sale in load_results (below)
 set -uo pipefail
 
 bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
@@ -50,6 +51,22 @@ pgbench_phase() {
     [ $rc -ne 0 ] && { grep -E 'error|ERROR' "$work/$name.log" | sort | uniq -c | head -5
                        tail -3 "$work/$name.log"; } | sed 's/^/#   /'
     return 0
+}
+
+# check_outcomes PHASE LABEL CALLS TOTAL WON REFUSAL REFUSED: the phase of a flash sale
+# recorded TOTAL outcomes in load_results: WON CALLS succeeded, REFUSED got the SQLSTATE
+# REFUSAL, and nothing else happened.
+check_outcomes() {
+    local phase=$1 label=$2 calls=$3 total=$4 won=$5 refusal=$6 refused=$7
+    check "$label: $total outcomes recorded" \
+        "$(q "SELECT count(*) FROM load_results WHERE phase = '$phase'")" "$total"
+    check "$label: exactly $won $calls succeeded" \
+        "$(q "SELECT count(*) FROM load_results WHERE phase = '$phase' AND sqlstate = '00000'")" "$won"
+    check "$label: exactly $refused got $refusal" \
+        "$(q "SELECT count(*) FROM load_results WHERE phase = '$phase' AND sqlstate = '$refusal'")" "$refused"
+    check "$label: no other outcome" \
+        "$(q "SELECT coalesce(string_agg(DISTINCT sqlstate, ','), '') FROM load_results
+               WHERE phase = '$phase' AND sqlstate NOT IN ('00000', '$refusal')")" ""
 }
 
 # sweeper_on DATABASES INTERVAL: turn the background sweeper on for those

@@ -48,37 +48,30 @@ BEGIN
     END IF;
 END
 \$\$;
-CREATE FUNCTION load_try_reserve(phase text, client int, product text, qty int, buyer text, key text,
-                                 ttl interval DEFAULT '10 minutes')
-RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE
-    r hc_stock_reservation;
-    t0 timestamptz := clock_timestamp();
-BEGIN
-    r := hc_reserve(product, qty, buyer, key, ttl);
+-- One outcome of a call that started at t0; returns its SQLSTATE.
+CREATE FUNCTION load_record(phase text, client int, key text, t0 timestamptz, state text,
+                            reservation_id text DEFAULT NULL, replayed boolean DEFAULT NULL)
+RETURNS text LANGUAGE sql AS \$\$
     INSERT INTO load_results (phase, client, idempotency_key, sqlstate, reservation_id, replayed, started_at)
-    VALUES (phase, client, key, '00000', r.reservation_id, r.replayed, t0);
-    RETURN '00000';
-EXCEPTION WHEN OTHERS THEN
-    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, started_at)
-    VALUES (phase, client, key, SQLSTATE, t0);
-    RETURN SQLSTATE;
-END
+    VALUES (phase, client, key, state, reservation_id, replayed, t0)
+    RETURNING sqlstate
 \$\$;
-CREATE FUNCTION load_try_items(phase text, client int, items jsonb, buyer text, key text)
+CREATE FUNCTION load_try_reserve(phase text, client int, product text, qty int, buyer text, key text,
+                                 ttl interval DEFAULT '10 minutes', items jsonb DEFAULT NULL)
 RETURNS text LANGUAGE plpgsql AS \$\$
 DECLARE
     r hc_stock_reservation;
     t0 timestamptz := clock_timestamp();
 BEGIN
-    r := hc_reserve_items(items, buyer, key);
-    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, reservation_id, replayed, started_at)
-    VALUES (phase, client, key, '00000', r.reservation_id, r.replayed, t0);
-    RETURN '00000';
+    -- items: an order of several products (hc_reserve_items) instead of one.
+    IF items IS NULL THEN
+        r := hc_reserve(product, qty, buyer, key, ttl);
+    ELSE
+        r := hc_reserve_items(items, buyer, key, ttl);
+    END IF;
+    RETURN load_record(phase, client, key, t0, '00000', r.reservation_id, r.replayed);
 EXCEPTION WHEN OTHERS THEN
-    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, started_at)
-    VALUES (phase, client, key, SQLSTATE, t0);
-    RETURN SQLSTATE;
+    RETURN load_record(phase, client, key, t0, SQLSTATE);
 END
 \$\$;
 CREATE FUNCTION load_try_finalize(phase text, client int, job int, start_epoch double precision DEFAULT 0)
@@ -140,13 +133,9 @@ DECLARE
     t0 timestamptz := clock_timestamp();
 BEGIN
     rid := baseline_reserve(product, buyer);
-    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, reservation_id, replayed, started_at)
-    VALUES (phase, client, key, '00000', rid::text, false, t0);
-    RETURN '00000';
+    RETURN load_record(phase, client, key, t0, '00000', rid::text, false);
 EXCEPTION WHEN OTHERS THEN
-    INSERT INTO load_results (phase, client, idempotency_key, sqlstate, started_at)
-    VALUES (phase, client, key, SQLSTATE, t0);
-    RETURN SQLSTATE;
+    RETURN load_record(phase, client, key, t0, SQLSTATE);
 END
 \$\$;
 SELECT count(hc_stock_set('flash-1', 100));
@@ -179,15 +168,7 @@ cat >"$work/flash.sql" <<'SQL'
 SELECT load_try_reserve('flash', :client_id, 'flash-1', 1, 'buyer-' || :client_id, 'key-flash-' || :client_id || '-' || :i);
 SQL
 pgbench_phase flash "flash sale: pgbench ran 50 x 40 reserves" -c 50 -j 4 -t 40 -D i=0
-check "flash sale: 2000 outcomes recorded" \
-    "$(q "SELECT count(*) FROM load_results WHERE phase = 'flash'")" "2000"
-check "flash sale: exactly 100 reserves succeeded" \
-    "$(q "SELECT count(*) FROM load_results WHERE phase = 'flash' AND sqlstate = '00000'")" "100"
-check "flash sale: exactly 1900 got RS002" \
-    "$(q "SELECT count(*) FROM load_results WHERE phase = 'flash' AND sqlstate = 'RS002'")" "1900"
-check "flash sale: no other outcome" \
-    "$(q "SELECT coalesce(string_agg(DISTINCT sqlstate, ','), '') FROM load_results
-           WHERE phase = 'flash' AND sqlstate NOT IN ('00000', 'RS002')")" ""
+check_outcomes flash "flash sale" reserves 2000 100 RS002 1900
 check "flash sale: the 100 winners are new reservations with distinct ids" \
     "$(q "SELECT count(DISTINCT reservation_id) || '/' || count(*) FILTER (WHERE NOT replayed)
             FROM load_results WHERE phase = 'flash' AND sqlstate = '00000'")" "100/100"
@@ -262,10 +243,9 @@ echo "# finalize: 200 hc_finalize calls (100 + 100 replays), 50 clients: ${fin_m
 cat >"$work/items.sql" <<'SQL'
 \set i :i + 1
 \set n :client_id * 10 + :i
-SELECT load_try_items('items', :client_id,
+SELECT load_try_reserve('items', :client_id, NULL, NULL, 'buyer-items-' || :n, 'key-items-' || :n, items =>
        CASE WHEN :n % 2 = 0 THEN '[{"product_id": "item-A", "qty": 1}, {"product_id": "item-B", "qty": 1}]'
-            ELSE '[{"product_id": "item-B", "qty": 1}, {"product_id": "item-A", "qty": 1}]' END::jsonb,
-       'buyer-items-' || :n, 'key-items-' || :n);
+            ELSE '[{"product_id": "item-B", "qty": 1}, {"product_id": "item-A", "qty": 1}]' END::jsonb);
 SQL
 pgbench_phase items "opposite order: pgbench ran 40 x 10 orders" -c 40 -j 4 -t 10 -D i=0
 check "opposite order: 400 outcomes recorded" \
