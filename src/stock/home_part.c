@@ -17,7 +17,7 @@
 #include "utils/hsearch.h"
 
 #include "common/validate.h"
-#include "stock/home_part.h"
+#include "stock/stock.h"
 
 #define HOME_PART_PRODUCTS	1024
 
@@ -31,7 +31,7 @@ static HTAB *home_parts = NULL;
 
 /* The backend's part of the product, if it has one. */
 bool
-home_part_get(const char *product_id, int16 *part)
+hc_home_part_get(const char *product_id, int16 *part)
 {
 	HomePart   *entry;
 
@@ -46,7 +46,7 @@ home_part_get(const char *product_id, int16 *part)
 
 /* The product has one part now: no hint. */
 void
-home_part_forget(const char *product_id)
+hc_home_part_forget(const char *product_id)
 {
 	if (home_parts != NULL)
 		(void) hash_search(home_parts, product_id, HASH_REMOVE, NULL);
@@ -54,7 +54,7 @@ home_part_forget(const char *product_id)
 
 /* The part a reserve of the product took its units from. */
 void
-home_part_set(const char *product_id, int16 part)
+hc_home_part_set(const char *product_id, int16 part)
 {
 	HomePart   *entry;
 
