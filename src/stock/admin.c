@@ -23,7 +23,6 @@
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 
-#include "common/errors.h"
 #include "common/ledger.h"
 #include "common/result.h"
 #include "common/validate.h"

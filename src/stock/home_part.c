@@ -6,11 +6,12 @@
  *		drift onto parts of their own and a reserve mostly finds its first
  *		try free, one point read, instead of probing every part.
  *
- * A hint and nothing more: the tries lock and re-check the part they take
- * from, so a part that is held, empty or gone (the product merged or spread
- * anew) only sends the call on to the probe.  Kept in backend memory, a few
- * products' worth: forgotten wholesale when full, and for a product found
- * with one part.
+ * Invariants:
+ *   1. A hint and nothing more: the tries lock and re-check the part they
+ *      take from, so a part that is held, empty or gone (the product merged
+ *      or spread anew) only sends the call on to the probe.
+ *   2. Kept in backend memory, a few products' worth: forgotten wholesale
+ *      when full, and for a product found with one part.
  */
 #include "postgres.h"
 
