@@ -1,7 +1,8 @@
 /*
  * order_steps.c
  *		Orders of several products on Citus: hc_order_step, and the calls'
- *		steps on the nodes of their rows.
+ *		steps on the nodes of their rows, which stock/ runs through the
+ *		operations registered here (stock/orders.h, hc_order_steps_register).
  *
  * Each line is on the node of its product's rows, the order's row on its
  * first product's (scope_id), so a call on such an order runs each of its
@@ -27,6 +28,8 @@
 #include "common/validate.h"
 #include "core/version.h"
 #include "scaleout/route.h"
+#include "scaleout/order_steps.h"
+#include "stock/orders.h"
 #include "stock/stock.h"
 
 PG_FUNCTION_INFO_V1(hc_order_step);
@@ -162,7 +165,8 @@ static HcStatement read_line = {
  * A step on a line whose order's row is on this node (the line's product is
  * the order's first) checks it: there, RESERVED or EXPIRED, of several
  * products, this one first.  Of a line of another product nothing can be
- * checked here; the call checks the row where it is (stock_require_open_lines).
+ * checked here; the call checks the row where it is (stock/finalize.c's
+ * stock_require_open_lines).
  */
 static void
 order_require_row(HcCall *call, const char *scope_id, const char *reservation_id, bool lock)
@@ -332,11 +336,11 @@ order_take_here(HcCall *call, const char *product_id, char **a, int na, int *n)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("qty must be positive")));
 	if (strcmp(order_arg(a, na, 4), product_id) == 0)
 		order_require_row(call, product_id, reservation_id, false);
-	parts = stock_count_parts(call, product_id);
+	parts = hc_stock_count_parts(call, product_id);
 	if (parts == 0)
 		return order_answer(1, n, "missing");
 	part = parts > 1 ? (int16) (MyProcPid % parts) : 0;
-	if (!stock_take(call, product_id, parts, false, &part, qty, reservation_id, buyer_id, &stock, &reserved))
+	if (!hc_stock_take(call, product_id, parts, false, &part, qty, reservation_id, buyer_id, &stock, &reserved))
 		return order_answer(3, n, "short", psprintf("%d", stock), psprintf("%d", reserved));
 	hc_args(&args, &insert_line);
 	hc_bind_text(&args, "product_id", product_id);
@@ -386,7 +390,7 @@ order_header_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
 
 /*
  * Lock a line's part, or all of its product's parts for a late finalize
- * whose line may have to find its units again (retake), as stock_lock locks
+ * whose line may have to find its units again (retake), as hc_stock_lock locks
  * each product; then read the line under that lock into *line (parts: how
  * many parts are locked, 0 for the line's alone).  False if there is no
  * such line.
@@ -408,7 +412,7 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 		return false;
 	part = (int16) hc_int32(0, "part");
 	may_retake = hc_datum(0, "may_retake", &isnull);
-	locked = stock_lock_line_part(call, product_id, reservation_id, part,
+	locked = hc_stock_lock_line_part(call, product_id, reservation_id, part,
 								  retake && !isnull && DatumGetBool(may_retake));
 	hc_args(&args, &read_line);
 	hc_bind_text(&args, "product_id", product_id);
@@ -416,7 +420,7 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, reservation_id);
 	if (locked == 0 && hc_int32(0, "part") != part)
-		stock_parts_changed(product_id);
+		hc_stock_parts_changed(product_id);
 	line->product_id = pstrdup(product_id);
 	line->part = (int16) hc_int32(0, "part");
 	line->qty = hc_int32(0, "qty");
@@ -469,18 +473,18 @@ order_finish_here(HcCall *call, const char *product_id, char **a, int na, int *n
 	r.buyer_id = hc_text(call, 0, "buyer_id");
 	if (finalize && strcmp(line.status, "EXPIRED") == 0)
 	{
-		if (!stock_retake_line(call, &r, &line))
+		if (!hc_stock_retake_line(call, &r, &line))
 			return order_answer(1, n, "gone");
 	}
 	else if (strcmp(line.status, "RESERVED") != 0)
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is %s, not RESERVED",
 			 product_id, r.id, line.status);
 	if (finalize)
-		stock_move_line(call, &r, &line, status, -line.qty, -line.qty, "finalize", "call", false);
+		hc_stock_move_line(call, &r, &line, status, -line.qty, -line.qty, "finalize", "call", false);
 	else if (strcmp(status, "RELEASED") == 0)
-		stock_move_line(call, &r, &line, status, 0, -line.qty, "release", "call", false);
+		hc_stock_move_line(call, &r, &line, status, 0, -line.qty, "release", "call", false);
 	else
-		stock_move_line(call, &r, &line, status, 0, -line.qty, "expire", "reclaim", false);
+		hc_stock_move_line(call, &r, &line, status, 0, -line.qty, "expire", "reclaim", false);
 	return order_answer(1, n, "ok");
 }
 
@@ -513,7 +517,7 @@ order_end_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("reservation \"%s\" cannot end as %s: the line of its first product is %s",
 						r.id, status, line_status ? line_status : "missing")));
-	stock_end(call, &r, status);
+	hc_stock_end(call, &r, status);
 	return order_answer(1, n, "ok");
 }
 
@@ -544,7 +548,7 @@ order_here(HcCall *call, const char *routing_id, const char *step, char **a, int
  * product's node, then each line on its product's; the single node's
  * errors, existence first.
  */
-void
+static void
 order_reserve(HcCall *call, StockReservation *r, const char *key, HcFingerprint *fp, int64 ttl)
 {
 	const char **open = palloc(sizeof(char *) * (6 + r->nlines));
@@ -592,9 +596,9 @@ order_reserve(HcCall *call, StockReservation *r, const char *key, HcFingerprint 
 		}
 	}
 	if (missing >= 0)
-		product_not_found(r->lines[missing].product_id);
+		hc_product_not_found(r->lines[missing].product_id);
 	if (short_line >= 0)
-		stock_insufficient(r->lines[short_line].product_id, r->lines[short_line].qty, stock, reserved);
+		hc_stock_insufficient(r->lines[short_line].product_id, r->lines[short_line].qty, stock, reserved);
 }
 
 /*
@@ -602,7 +606,7 @@ order_reserve(HcCall *call, StockReservation *r, const char *key, HcFingerprint 
  * names (0: there is none).  For several, r has its scope and its products,
  * and the call runs its steps where they are (r->spread).
  */
-int
+static int
 order_spread(HcCall *call, const char *scope_id, const char *reservation_id, StockReservation *r)
 {
 	const char *header[2] = {reservation_id, "read"};
@@ -622,8 +626,8 @@ order_spread(HcCall *call, const char *scope_id, const char *reservation_id, Sto
 	return r->nlines;
 }
 
-/* stock_lock for an order of several products on Citus. */
-void
+/* hc_stock_lock for an order of several products on Citus. */
+static void
 order_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r)
 {
 	const char *lock[2] = {reservation_id, retake ? "retake" : "line"};
@@ -661,7 +665,7 @@ order_lock(HcCall *call, const char *reservation_id, bool retake, StockReservati
  * A line's end on its product's node (finish): false if a late finalize
  * found its units gone.  lock is how order_lock locked it.
  */
-bool
+static bool
 order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status, bool retake)
 {
 	const char *finish[4] = {r->id, status, r->buyer_id, retake ? "retake" : "line"};
@@ -672,7 +676,7 @@ order_move(HcCall *call, StockReservation *r, StockLine *line, const char *statu
 	return n == 1 && strcmp(answer[0], "ok") == 0;
 }
 
-void
+static void
 order_end(HcCall *call, StockReservation *r, const char *status)
 {
 	const char *end[3] = {r->id, r->status, status};
@@ -715,4 +719,19 @@ hc_order_step(PG_FUNCTION_ARGS)
 	if (answer == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(order_array((const char *const *) answer, n));
+}
+
+/* The operations stock/ runs on an order of several products (stock/orders.h). */
+static const HcStockOrders order_steps = {
+	.reserve = order_reserve,
+	.spread = order_spread,
+	.lock = order_lock,
+	.move = order_move,
+	.end = order_end,
+};
+
+void
+hc_order_steps_register(void)
+{
+	hc_stock_orders_register(&order_steps);
 }

@@ -5,9 +5,11 @@
  */
 #include "postgres.h"
 
+#include "scaleout/order_steps.h"
 #include "scaleout/register.h"
 
 void
 hc_scaleout_register(void)
 {
+	hc_order_steps_register();
 }

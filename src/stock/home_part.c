@@ -6,18 +6,19 @@
  *		drift onto parts of their own and a reserve mostly finds its first
  *		try free, one point read, instead of probing every part.
  *
- * A hint and nothing more: the tries lock and re-check the part they take
- * from, so a part that is held, empty or gone (the product merged or spread
- * anew) only sends the call on to the probe.  Kept in backend memory, a few
- * products' worth: forgotten wholesale when full, and for a product found
- * with one part.
+ * Invariants:
+ *   1. A hint and nothing more: the tries lock and re-check the part they
+ *      take from, so a part that is held, empty or gone (the product merged
+ *      or spread anew) only sends the call on to the probe.
+ *   2. Kept in backend memory, a few products' worth: forgotten wholesale
+ *      when full, and for a product found with one part.
  */
 #include "postgres.h"
 
 #include "utils/hsearch.h"
 
 #include "common/validate.h"
-#include "stock/home_part.h"
+#include "stock/stock.h"
 
 #define HOME_PART_PRODUCTS	1024
 
@@ -31,7 +32,7 @@ static HTAB *home_parts = NULL;
 
 /* The backend's part of the product, if it has one. */
 bool
-home_part_get(const char *product_id, int16 *part)
+hc_home_part_get(const char *product_id, int16 *part)
 {
 	HomePart   *entry;
 
@@ -46,7 +47,7 @@ home_part_get(const char *product_id, int16 *part)
 
 /* The product has one part now: no hint. */
 void
-home_part_forget(const char *product_id)
+hc_home_part_forget(const char *product_id)
 {
 	if (home_parts != NULL)
 		(void) hash_search(home_parts, product_id, HASH_REMOVE, NULL);
@@ -54,7 +55,7 @@ home_part_forget(const char *product_id)
 
 /* The part a reserve of the product took its units from. */
 void
-home_part_set(const char *product_id, int16 part)
+hc_home_part_set(const char *product_id, int16 part)
 {
 	HomePart   *entry;
 

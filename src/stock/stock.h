@@ -1,7 +1,40 @@
 /*
  * stock.h
- *		What counted stock (stock.c) shares with the steps of an order of
- *		several products on Citus (order_steps.c).
+ *		Counted stock's one internal header: what the files of stock/, one
+ *		per phase, share with each other and with the steps of an order of
+ *		several products on Citus (scaleout/order_steps.c).
+ *
+ *	parts.c		a product's parts: count, lock, take, retake, spread anew
+ *	reserve.c	hc_reserve, hc_reserve_items
+ *	items.c		the items' JSON, the row a function returns, arrays to bind
+ *	lines.c		a stored reservation's lines: lock, move, end, expire
+ *	finalize.c	hc_finalize, hc_unreserve
+ *	admin.c		hc_stock_set, hc_stock_adjust, hc_stock_spread
+ *	sweep.c		reclaim of expired lines: inline, and hc_stock_sweep
+ *	home_part.c	the part a backend tries first
+ *	orders.c	the operations on orders of several products (orders.h)
+ *
+ * The model every file keeps:
+ *   1. A product's stock lives in parts, rows of hc_stock_parts (product_id,
+ *      part), each with its own stock and reserved (CHECK stock >= reserved
+ *      >= 0); hc_inventory is their sums.  Most products have one part.
+ *   2. Each reservation has one line per product, counted in the reserved of
+ *      the line's part exactly while its status is RESERVED, and a line
+ *      changes only under its part's row lock.
+ *   3. Lock order: products in product_id order (bytewise, COLLATE "C");
+ *      within a product, all of its parts in part order, or one part alone
+ *      -- a line's part, or the part a reserve takes its units from --
+ *      after which the transaction takes nothing else of that product
+ *      (parts.c).  So two orders never deadlock.
+ *   4. The one lock taken between parts (marking a reclaimed reservation
+ *      EXPIRED) skips a reservation row that is locked, rather than waiting.
+ *   5. So a reservation can still say RESERVED while a reclaimer has
+ *      already expired some of its lines.  Every transition therefore looks
+ *      at each line's own status under its product's lock: a line stops
+ *      counting exactly once, and a reservation with an expired line is an
+ *      expired reservation.
+ *   6. A part's ledger rows have the seq part * 2^48 + the part's new
+ *      version (PART_SEQ), so that the seqs of a product never repeat.
  */
 #ifndef HOLDCOMMIT_STOCK_H
 #define HOLDCOMMIT_STOCK_H
@@ -13,6 +46,14 @@
 #include "core/call.h"
 #include "core/statement.h"
 
+/* The most expired lines one call reclaims; the sweeper clears the rest. */
+#define STOCK_RECLAIM_MAX_LINES 1000
+
+/* The seq of a part's ledger row: part * 2^48 + the part's new version. */
+#define PART_SEQ(part, version) \
+	"(" part "::pg_catalog.int8" TIMES "281474976710656" PLUS version ")"
+#define PART_OF_SEQ(seq) ((int16) ((seq) >> 48))
+
 typedef struct StockLine
 {
 	char	   *product_id;
@@ -20,7 +61,7 @@ typedef struct StockLine
 	char	   *status;			/* of a stored line */
 	int16		part;			/* the part it is counted in */
 	int32		parts;			/* of a new line: its product's parts; of a stored
-								 * one: how many are locked (stock_lock), or 0 */
+								 * one: how many are locked (hc_stock_lock), or 0 */
 } StockLine;
 
 /* A stock reservation, as the functions return it (hc_stock_reservation). */
@@ -39,6 +80,7 @@ typedef struct StockReservation
 	bool		retake;			/* spread: its lines locked for a late finalize */
 } StockReservation;
 
+/* A product's parts, as read with all of them locked. */
 typedef struct StockParts
 {
 	int			n;
@@ -48,32 +90,63 @@ typedef struct StockParts
 	int64		total_reserved;
 } StockParts;
 
-/* How many parts a product has. */
-extern int32 stock_count_parts(HcCall *call, const char *product_id);
+/* What one reclaim did. */
+typedef struct StockReclaimed
+{
+	int64		units;			/* units that stopped counting */
+	int64		ended;			/* reservations that became EXPIRED */
+	int32		lines;			/* lines expired */
+	TimestampTz last;			/* the newest expires_at among them */
+} StockReclaimed;
 
-extern void product_not_found(const char *product_id);
-extern void stock_parts_changed(const char *product_id);
-extern void stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 reserved);
-extern void stock_lock_parts(HcCall *call, const char *product_id, StockParts *p);
-extern int32 stock_lock_line_part(HcCall *call, const char *product_id,
-								  const char *reservation_id, int16 part, bool all_parts);
-extern bool stock_take(HcCall *call, const char *product_id, int32 parts, bool tried, int16 *part,
-					   int32 qty, const char *reservation_id, const char *buyer_id, int32 *stock,
-					   int32 *reserved);
-extern bool stock_retake_line(HcCall *call, StockReservation *r, StockLine *line);
-extern void stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *status,
-							int32 stock_delta, int32 reserved_delta, const char *event,
-							const char *source, bool last);
-extern void stock_end(HcCall *call, StockReservation *r, const char *status);
+/* parts.c */
+extern void hc_product_not_found(const char *product_id);
+extern void hc_stock_parts_changed(const char *product_id);
+extern int32 hc_stock_count_parts(HcCall *call, const char *product_id);
+extern void hc_stock_lock_parts(HcCall *call, const char *product_id, StockParts *p);
+extern int32 hc_stock_lock_line_part(HcCall *call, const char *product_id,
+									 const char *reservation_id, int16 part, bool all_parts);
+extern void hc_stock_respread(HcCall *call, const char *product_id, StockParts *p, int first,
+							  int64 extra);
+extern bool hc_stock_take(HcCall *call, const char *product_id, int32 parts, bool tried,
+						  int16 *part, int32 qty, const char *reservation_id,
+						  const char *buyer_id, int32 *stock, int32 *reserved);
+extern void hc_stock_count_line_in(HcCall *call, const char *product_id,
+								   const char *reservation_id, int16 part);
+extern bool hc_stock_retake_line(HcCall *call, StockReservation *r, StockLine *line);
 
-/* Orders of several products on Citus (order_steps.c). */
-extern void order_reserve(HcCall *call, StockReservation *r, const char *key, HcFingerprint *fp,
-						  int64 ttl);
-extern int	order_spread(HcCall *call, const char *scope_id, const char *reservation_id,
-						 StockReservation *r);
-extern void order_lock(HcCall *call, const char *reservation_id, bool retake, StockReservation *r);
-extern bool order_move(HcCall *call, StockReservation *r, StockLine *line, const char *status,
-					   bool retake);
-extern void order_end(HcCall *call, StockReservation *r, const char *status);
+/* reserve.c */
+extern void hc_stock_insufficient(const char *product_id, int32 qty, int32 stock,
+								  int32 reserved);
+
+/* items.c */
+extern Datum hc_stock_result(FunctionCallInfo fcinfo, const StockReservation *r);
+extern StockLine *hc_stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines);
+extern Datum hc_stock_parts_array(const int16 *parts, int n);
+extern Datum hc_stock_products(const StockLine *lines, int n);
+extern Datum hc_stock_quantities(const StockLine *lines, int n);
+extern Datum hc_stock_line_parts(const StockLine *lines, int n);
+
+/* lines.c */
+extern void hc_stock_not_found(const char *product_id, const char *reservation_id);
+extern void hc_stock_expired(const StockReservation *r, const char *hint);
+extern void hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id,
+						  bool retake, StockReservation *r);
+extern void hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line,
+							   const char *status, int32 stock_delta, int32 reserved_delta,
+							   const char *event, const char *source, bool last);
+extern void hc_stock_end(HcCall *call, StockReservation *r, const char *status);
+extern void hc_stock_expire(HcCall *call, StockReservation *r);
+
+/* sweep.c */
+extern int64 hc_stock_reclaim_as(HcCall *call, const char *product_id, Datum parts, int64 needed,
+								 TimestampTz lines_from, const char *event, const char *source,
+								 StockReclaimed *done);
+extern int64 hc_stock_reclaim(HcCall *call, const char *product_id, int64 needed);
+
+/* home_part.c */
+extern bool hc_home_part_get(const char *product_id, int16 *part);
+extern void hc_home_part_set(const char *product_id, int16 part);
+extern void hc_home_part_forget(const char *product_id);
 
 #endif							/* HOLDCOMMIT_STOCK_H */

@@ -1,0 +1,295 @@
+/*
+ * lines.c
+ *		A stored reservation's lines: lock the reservation with what its
+ *		lines count in, move a line to its new status, end the reservation,
+ *		expire it; and its refusals RS006 and RS003.  finalize.c decides,
+ *		this file does.
+ *
+ * Invariants:
+ *   1. A reservation is locked product by product in order, each line's
+ *      part alone (or, for a late finalize, every part of a product of
+ *      several parts whose line may have to find its units again), then
+ *      its row, and only then read with its lines (hc_stock_lock).
+ *   2. A line that moved to another part between the look and the lock
+ *      (hc_stock_spread, a late finalize) is 40001: the caller retries.
+ *   3. A move takes a line from the status it had under the lock to its new
+ *      one, with its part's stock and reserved and its ledger row, in one
+ *      statement (the last line's with the reservation's end): a line that
+ *      changed meanwhile is an internal error, never a second count.
+ *   4. An order of several products on Citus (r->spread) is locked, moved
+ *      and ended by the operations the scale-out layer registered
+ *      (orders.h), step by step on the nodes of its rows.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+
+#include "common/errors.h"
+#include "common/ledger.h"
+#include "common/notify.h"
+#include "stock/orders.h"
+#include "stock/stock.h"
+
+/* RS006 for a stock reservation that is not there (or not of product_id, if given). */
+void
+hc_stock_not_found(const char *product_id, const char *reservation_id)
+{
+	if (product_id == NULL)
+		hc_reservation_not_found(reservation_id, "stock reservation",
+								 "Use the reservation_id that hc_reserve() or hc_reserve_items() returned.");
+	hc_reservation_not_found(reservation_id,
+							 psprintf("stock reservation whose first product is \"%s\"", product_id),
+							 "Use the first product of the order and the reservation_id that hc_reserve() or hc_reserve_items() returned.");
+}
+
+/* RS003 for a stock reservation. */
+void
+hc_stock_expired(const StockReservation *r, const char *hint)
+{
+	hc_reservation_expired(r->id, "", r->expires_at, hint);
+}
+
+/*
+ * The products of a reservation and their lines' parts, in the order they
+ * are locked in; and, for a late finalize, whether a line of a product in
+ * several parts must find its units again (it was expired: a line still
+ * RESERVED, expired or not, still counts, and one reclaimed between this
+ * look and its lock takes the fallback of stock_retake).  Only then are all
+ * of the product's parts locked, so that a replayed or refused finalize
+ * waits for no part but its line's.
+ */
+static HcStatement order_products = {
+	"SELECT l.product_id, l.part::pg_catalog.int4 AS part,"
+	"       l.status" EQ "'EXPIRED'"
+	"       AND EXISTS (SELECT FROM hc_stock_parts s"
+	"                    WHERE s.product_id" EQ "l.product_id" " AND s.part" GT "0) AS may_retake"
+	"  FROM hc_stock_reservation_lines l"
+	" WHERE l.reservation_id" EQ ":reservation_id"
+	" ORDER BY l.product_id COLLATE \"C\"",
+	{{"reservation_id", TEXTOID}}
+};
+
+/* Lock a reservation and read it with its lines (its products are locked). */
+static HcStatement lock_order = {
+	"SELECT r.scope_id, r.buyer_id, r.status, r.expires_at, r.created_at,"
+	"       l.product_id, l.part::pg_catalog.int4 AS part, l.qty, l.status AS line_status"
+	"  FROM hc_stock_reservations r"
+	"  JOIN hc_stock_reservation_lines l ON l.reservation_id" EQ "r.id"
+	" WHERE r.id" EQ ":reservation_id"
+	" ORDER BY l.product_id COLLATE \"C\""
+	" FOR NO KEY UPDATE OF r",
+	{{"reservation_id", TEXTOID}}
+};
+
+/*
+ * Lock a reservation for finalize or unreserve: its products one at a time
+ * in order, then the reservation row, and read it with its lines under
+ * those locks.  Of each product, the line's part; for a late finalize
+ * (retake), every part of a product in several parts whose line may have
+ * to find its units again, so that it can reclaim and spread them as a
+ * reserve does (the line's .parts says how many are locked, else 0).
+ */
+void
+hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, bool retake,
+		   StockReservation *r)
+{
+	HcArgs		args;
+	char	  **products;
+	int16	   *parts;
+	int32	   *locked;
+	uint64		n;
+	uint64		i;
+
+	if (r->spread)
+	{
+		hc_stock_orders()->lock(call, reservation_id, retake, r);
+		return;
+	}
+	hc_args(&args, &order_products);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	if (n == 0)
+		hc_stock_not_found(NULL, reservation_id);
+	products = palloc(sizeof(char *) * n);
+	parts = palloc(sizeof(int16) * n);
+	locked = palloc0(sizeof(int32) * n);
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		may_retake = hc_datum((int) i, "may_retake", &isnull);
+
+		products[i] = hc_text(call, (int) i, "product_id");
+		parts[i] = (int16) hc_int32((int) i, "part");
+		if (retake && !isnull && DatumGetBool(may_retake))
+			locked[i] = -1;
+	}
+	for (i = 0; i < n; i++)
+		locked[i] = hc_stock_lock_line_part(call, products[i], reservation_id, parts[i], locked[i] != 0);
+
+	hc_args(&args, &lock_order);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	if (n == 0)
+		elog(ERROR, "reservation \"%s\" has lines but no row", reservation_id);
+	r->id = pstrdup(reservation_id);
+	r->scope_id = hc_text(call, 0, "scope_id");
+	if (product_id != NULL && strcmp(r->scope_id, product_id) != 0)
+		hc_stock_not_found(product_id, reservation_id);
+	r->buyer_id = hc_text(call, 0, "buyer_id");
+	r->status = hc_text(call, 0, "status");
+	r->expires_at = hc_timestamptz(0, "expires_at");
+	r->created_at = hc_timestamptz(0, "created_at");
+	r->replayed = false;
+	r->nlines = (int) n;
+	r->lines = palloc(sizeof(StockLine) * n);
+	for (i = 0; i < n; i++)
+	{
+		r->lines[i].product_id = hc_text(call, (int) i, "product_id");
+		r->lines[i].part = (int16) hc_int32((int) i, "part");
+		r->lines[i].qty = hc_int32((int) i, "qty");
+		r->lines[i].status = hc_text(call, (int) i, "line_status");
+		r->lines[i].parts = locked[i];
+		/* The line moved to another part meanwhile (hc_stock_spread, a late finalize). */
+		if (locked[i] == 0 && r->lines[i].part != parts[i])
+			hc_stock_parts_changed(products[i]);
+	}
+}
+
+/*
+ * Move one line from :line_status, as read under the lock, to :status,
+ * change its product's stock by :stock_delta and reserved by
+ * :reserved_delta, and write the ledger row (:event from :source).
+ */
+#define MOVE_LINE_CTES \
+	"WITH l AS (" \
+	"  UPDATE hc_stock_reservation_lines SET status = :status" \
+	"   WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id" \
+	"     AND status" EQ ":line_status" " RETURNING buyer_id)," \
+	" i AS (" \
+	"  UPDATE hc_stock_parts" \
+	"     SET stock = stock" PLUS ":stock_delta, reserved = reserved" PLUS ":reserved_delta," \
+	"         version = version" PLUS "1, updated_at = :now" \
+	"   WHERE product_id" EQ ":product_id" " AND part" EQ ":part" " AND EXISTS (SELECT FROM l)" \
+	"  RETURNING part, version)"
+#define MOVE_LINE_LEDGER \
+	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("i.part", "i.version"), ":event", \
+				   ":source", ":reservation_id", "l.buyer_id", ":reserved_delta", ":stock_delta", \
+				   "NULL")
+#define MOVE_LINE_PARAMS \
+	{"product_id", TEXTOID}, {"part", INT2OID}, {"reservation_id", TEXTOID}, {"status", TEXTOID}, \
+	{"line_status", TEXTOID}, {"stock_delta", INT4OID}, {"reserved_delta", INT4OID}, \
+	{"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS
+
+static HcStatement move_line = {
+	MOVE_LINE_CTES MOVE_LINE_LEDGER " FROM l, i RETURNING seq",
+	{MOVE_LINE_PARAMS}
+};
+
+/*
+ * move_line for the last line of a reservation that ends with it: the same
+ * statement moves the reservation (of :scope_id) from :reservation_status,
+ * as read under the lock, to :status.
+ */
+static HcStatement move_last_line = {
+	MOVE_LINE_CTES ","
+	" o AS ("
+	"  UPDATE hc_stock_reservations SET status = :status, ended_at = :now"
+	"   WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+	"     AND status" EQ ":reservation_status" " AND EXISTS (SELECT FROM l)"
+	"  RETURNING id)"
+	MOVE_LINE_LEDGER " FROM l, i, o RETURNING seq",
+	{MOVE_LINE_PARAMS, {"reservation_status", TEXTOID}, {"scope_id", TEXTOID}}
+};
+
+/*
+ * Move one line of the reservation from the status it had under the lock to
+ * its new one, with its product's stock and reserved and the ledger; with
+ * last, the reservation ends with the same status in the same statement.
+ */
+void
+hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *status,
+				int32 stock_delta, int32 reserved_delta, const char *event, const char *source,
+				bool last)
+{
+	HcArgs		args;
+
+	if (r->spread)
+	{
+		if (!hc_stock_orders()->move(call, r, line, status, r->retake))
+			hc_stock_expired(r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
+									  line->product_id));
+		line->status = pstrdup(status);
+		if (last)
+			hc_stock_end(call, r, status);
+		return;
+	}
+	hc_args(&args, last ? &move_last_line : &move_line);
+	hc_bind_text(&args, "product_id", line->product_id);
+	hc_bind(&args, "part", Int16GetDatum(line->part));
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind_text(&args, "status", status);
+	hc_bind_text(&args, "line_status", line->status);
+	hc_bind(&args, "stock_delta", Int32GetDatum(stock_delta));
+	hc_bind(&args, "reserved_delta", Int32GetDatum(reserved_delta));
+	hc_bind_text(&args, "event", event);
+	hc_bind_text(&args, "source", source);
+	if (last)
+	{
+		hc_bind_text(&args, "reservation_status", r->status);
+		hc_bind_text(&args, "scope_id", r->scope_id);
+	}
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) != 1)
+		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s%s",
+			 line->product_id, r->id, line->status,
+			 last ? psprintf(", or the reservation is no longer %s", r->status) : "");
+	line->status = pstrdup(status);
+	if (last)
+		r->status = pstrdup(status);
+	hc_notify("product", line->product_id,
+			  strcmp(status, "FINALIZED") == 0 ? "SOLD" : "AVAILABLE");
+}
+
+/* End a reservation that is still :reservation_status as read under the lock. */
+static HcStatement end_order = {
+	"UPDATE hc_stock_reservations SET status = :status, ended_at = :now"
+	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+	"   AND status" EQ ":reservation_status",
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
+	 {"reservation_status", TEXTOID}, {"now", TIMESTAMPTZOID}}
+};
+
+/* End the reservation with its final status. */
+void
+hc_stock_end(HcCall *call, StockReservation *r, const char *status)
+{
+	HcArgs		args;
+
+	if (r->spread)
+	{
+		hc_stock_orders()->end(call, r, status);
+		r->status = pstrdup(status);
+		return;
+	}
+	hc_args(&args, &end_order);
+	hc_bind_text(&args, "scope_id", r->scope_id);
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind_text(&args, "status", status);
+	hc_bind_text(&args, "reservation_status", r->status);
+	if (hc_run(call, &args, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "reservation \"%s\" is no longer %s", r->id, r->status);
+	r->status = pstrdup(status);
+}
+
+/* An expired reservation: its lines that still count stop counting. */
+void
+hc_stock_expire(HcCall *call, StockReservation *r)
+{
+	int			i;
+
+	for (i = 0; i < r->nlines; i++)
+		if (strcmp(r->lines[i].status, "RESERVED") == 0)
+			hc_stock_move_line(call, r, &r->lines[i], "EXPIRED", 0, -r->lines[i].qty,
+							"expire", "reclaim", false);
+	if (strcmp(r->status, "RESERVED") == 0)
+		hc_stock_end(call, r, "EXPIRED");
+}
