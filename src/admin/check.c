@@ -17,9 +17,9 @@
 #include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
+#include "core/placement.h"
 #include "core/statement.h"
 #include "core/version.h"
-#include "scaleout/route.h"
 
 PG_FUNCTION_INFO_V1(hc_check);
 
@@ -453,7 +453,7 @@ check_run(HcCall *call, ReturnSetInfo *rsinfo)
 		hc_args(&args, &checks[i]);
 		/* On Citus a group of shards may hold part of an order of several products. */
 		if (strstr(checks[i].sql, ":whole") != NULL)
-			hc_bind(&args, "whole", BoolGetDatum(call->shards == NULL));
+			hc_bind(&args, "whole", BoolGetDatum(call->scope == NULL));
 		n = hc_run(call, &args, SPI_OK_SELECT);
 		check_put(rsinfo, n);
 	}
@@ -484,25 +484,25 @@ hc_check(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HcCall		call;
-	HcShards   *groups;
-	int			ngroups;
+	HcPlacementScope **scopes;
+	int			nscopes;
 	int			g;
 
 	InitMaterializedSRF(fcinfo, 0);
 	hc_call_begin_read(&call, fcinfo, "hc_check");
 	if (!hc_distributed(&call))
 		check_run(&call, rsinfo);
-	else if (!hc_citus_coordinator(&call) ||
-			 (ngroups = hc_local_shard_groups(&call, &groups)) > 0)
+	else if (!hc_placement_coordinator(&call) ||
+			 (nscopes = hc_placement_local_scopes(&call, &scopes)) > 0)
 	{
-		ngroups = hc_local_shard_groups(&call, &groups);
+		nscopes = hc_placement_local_scopes(&call, &scopes);
 		/* Read only: no lock, a group that moves meanwhile is read where it was. */
-		for (g = 0; g < ngroups; g++)
+		for (g = 0; g < nscopes; g++)
 		{
-			call.shards = &groups[g];
+			call.scope = scopes[g];
 			check_run(&call, rsinfo);
 		}
-		call.shards = NULL;
+		call.scope = NULL;
 	}
 	else
 	{

@@ -33,8 +33,8 @@
 
 #include "admin/sweep.h"
 #include "common/validate.h"
+#include "core/placement.h"
 #include "core/statement.h"
-#include "scaleout/route.h"
 
 PG_FUNCTION_INFO_V1(hc_sweep);
 
@@ -100,15 +100,15 @@ sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 static bool
 sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HcShards   *groups;
+	HcPlacementScope **scopes;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	uint64		i;
 	int			rc;
 	MemoryContext mine = CurrentMemoryContext;	/* SPI leaves its own current */
 
-	if (!hc_distributed(call) || !hc_citus_coordinator(call) ||
-		hc_local_shard_groups(call, &groups) > 0)
+	if (!hc_distributed(call) || !hc_placement_coordinator(call) ||
+		hc_placement_local_scopes(call, &scopes) > 0)
 		return false;
 	/* Run by the owner on each worker, whatever its search_path: all qualified. */
 	values[0] = CStringGetTextDatum(psprintf(
@@ -151,24 +151,24 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 bool
 hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HcShards   *groups;
-	int			ngroups;
+	HcPlacementScope **scopes;
+	int			nscopes;
 
 	if (!hc_distributed(call))
 		return sweep_batch(call, batch_size, counts);
-	ngroups = hc_local_shard_groups(call, &groups);
-	while (counts->shard_group < ngroups)
+	nscopes = hc_placement_local_scopes(call, &scopes);
+	while (counts->shard_group < nscopes)
 	{
 		HcSweepCounts done = {0};
 		bool		more;
 
 		/* A group that has left this node meanwhile is its new node's to sweep. */
 		more = false;
-		if (hc_lock_shard_group(call, &groups[counts->shard_group]))
+		if (hc_placement_lock_scope(call, scopes[counts->shard_group]))
 		{
-			call->shards = &groups[counts->shard_group];
+			call->scope = scopes[counts->shard_group];
 			more = sweep_batch(call, batch_size, counts);
-			call->shards = NULL;
+			call->scope = NULL;
 		}
 		if (more)
 			return true;

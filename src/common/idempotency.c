@@ -23,10 +23,10 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 
-#include "common/sweep.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/settings.h"
+#include "common/sweep.h"
 #include "core/fetch.h"
 #include "core/standby.h"
 
@@ -203,7 +203,7 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 	Datum		values[5];
 	bool		nulls[5];
 
-	if (call->shards != NULL)
+	if (call->scope != NULL)
 	{
 		HcArgs		args;
 

@@ -48,7 +48,7 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	call->schema = schema;
 	call->point_lookups = point_lookups;
 	call->latest = false;
-	call->shards = NULL;
+	call->scope = NULL;
 
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
 	call->actor = actor;

@@ -15,7 +15,6 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-#include "common/sweep.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/ids.h"
@@ -23,9 +22,10 @@
 #include "common/notify.h"
 #include "common/result.h"
 #include "common/settings.h"
+#include "common/sweep.h"
 #include "common/validate.h"
 #include "core/fetch.h"
-#include "scaleout/route.h"
+#include "core/placement.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
 PG_FUNCTION_INFO_V1(hc_hold);

@@ -25,9 +25,9 @@
 #include "common/ledger.h"
 #include "common/result.h"
 #include "common/validate.h"
+#include "core/placement.h"
 #include "core/version.h"
 #include "lease/lease.h"
-#include "scaleout/route.h"
 
 PG_FUNCTION_INFO_V1(hc_attempt_begin);
 PG_FUNCTION_INFO_V1(hc_attempt_complete);
