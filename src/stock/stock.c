@@ -1479,7 +1479,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		hc_call_end(&call);
 		return stock_result(fcinfo, &r);
 	}
-	if (n == 1 && call.shards == NULL && !hc_distributed(&call))
+	if (n == 1 && call.scope == NULL && !hc_distributed(&call))
 	{
 		if (stock_reserve_line(&call, &r, key, &fp, ttl))
 		{
