@@ -137,7 +137,8 @@ grant_execute_function(Oid function, const char *sql)
 		elog(ERROR, "could not run \"%s\" on the workers", sql);
 	if (SPI_processed > 0)
 		ereport(ERROR,
-				(errmsg("could not run \"%s\" on every worker", sql),
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not run \"%s\" on every worker", sql),
 				 errdetail("%s", SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
 				 errhint("Check that every worker is up, then grant again.")));
 }

@@ -131,7 +131,8 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 		if (success == NULL || strcmp(success, "t") != 0 || result == NULL ||
 			sscanf(result, "%lld %lld %lld", &holds, &reservations, &keys) != 3)
 			ereport(ERROR,
-					(errmsg("hc_sweep failed on the worker of port %s", port ? port : "?"),
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("hc_sweep failed on the worker of port %s", port ? port : "?"),
 					 errdetail("%s", result ? result : "no answer")));
 		counts->expired_holds += holds;
 		counts->expired_reservations += reservations;
