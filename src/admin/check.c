@@ -2,12 +2,19 @@
  * check.c
  *		hc_check(): one row per violated invariant, none when all hold.
  *
- * It runs on the same protected path as every other call (the extension
- * owner's rights in a security-restricted operation, tables bound to the
- * extension's schema by OID), so an application role may run it without
- * being able to read the ledger, and nobody can point it at look-alikes.
- * Each invariant is one query returning (invariant, subject, detail); :now is
- * the call's clock reading.
+ * Each invariant is one query returning (invariant, subject, detail); :now
+ * is the call's clock reading.
+ *
+ * Invariants:
+ *   1. It runs on the same protected path as every other call (the
+ *      extension owner's rights in a security-restricted operation, tables
+ *      bound to the extension's schema by OID), so an application role may
+ *      run it without being able to read the ledger, and nobody can point it
+ *      at look-alikes.
+ *   2. It reads, and locks nothing: on several nodes each of this node's
+ *      scopes (core/placement.h) is read where it is, one after the other;
+ *      the node that has none (Citus' coordinator) gathers every other
+ *      node's check.
  */
 #include "postgres.h"
 

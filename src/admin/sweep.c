@@ -4,22 +4,30 @@
  *		reservations released once, idempotency keys past retention
  *		forgotten; and what the background worker records of its runs.
  *
- * Each domain sweeps its own: hold.c the holds, stock.c the stock lines
- * and orders, idempotency.c the keys; this file runs them in batches.
- * Every kind of work is set-based and bounded: one statement per batch
- * for holds, for orders and for keys, one per product for stock lines
- * (the bounded reclaim of stock.c), each batch of a kind from where the
- * last one stopped (HcSweepCounts), and every statement linear whatever
- * the planner estimates (doc/architecture.md, "Plan policy").  Rows are
- * taken with FOR NO KEY UPDATE SKIP LOCKED, and products with
- * HC_FETCH_SKIP_NOWAIT (fetch.c: SKIP LOCKED can still wait when it
- * follows an update chain, and a call holding a product may be waiting
- * for an order this sweep holds), so a sweep never waits on a live call:
- * a row a call has locked is left for the next batch or run.  Each
- * transition checks the row's own status under its lock, so two sweeps at
- * once (or a sweep and a call) release each reservation exactly once.
- * hc_sweep() called by hand runs in the caller's transaction and commits
- * nothing itself; the worker (sweeper.c) commits after every batch.
+ * Each domain sweeps its own: hold.c the holds, stock/ the stock lines and
+ * orders, idempotency.c the keys; this file runs them in batches.
+ *
+ * Invariants:
+ *   1. Every kind of work is set-based and bounded: one statement per batch
+ *      for holds, for orders and for keys, one per product for stock lines
+ *      (stock's bounded reclaim), each batch of a kind from where the last
+ *      one stopped (HcSweepCounts), and every statement linear whatever the
+ *      planner estimates (doc/architecture.md, "Plan policy").
+ *   2. A sweep never waits on a live call: rows are taken with FOR NO KEY
+ *      UPDATE SKIP LOCKED, and products with HC_FETCH_SKIP_NOWAIT (fetch.c:
+ *      SKIP LOCKED can still wait when it follows an update chain, and a
+ *      call holding a product may be waiting for an order this sweep
+ *      holds); a row a call has locked is left for the next batch or run.
+ *   3. Each transition checks the row's own status under its lock, so two
+ *      sweeps at once (or a sweep and a call) release each reservation
+ *      exactly once.
+ *   4. hc_sweep() called by hand runs in the caller's transaction and
+ *      commits nothing itself; the worker (sweeper.c) commits after every
+ *      batch.
+ *   5. On several nodes a node sweeps its own scopes (core/placement.h),
+ *      one after the other, each locked for writes first; the node that has
+ *      none (Citus' coordinator) has every other node sweep its own, each in
+ *      a transaction of its own, and fails (08006) if one cannot.
  */
 #include "postgres.h"
 

@@ -7,14 +7,23 @@
  * params at that moment, so a reader finds a parameter's name, type and
  * value together and never counts positions.
  *
- * A call's statements reach their rows through indexes, by parameters: they
- * get one generic plan, made with sequential and bitmap scans off, so that
- * a plan made while the tables are empty (right after CREATE EXTENSION) is
- * not a scan kept for the life of the backend.  A later re-plan (after an
- * ANALYZE) is the planner's, with real statistics.  hc_check's statements,
- * which read whole tables, are planned as usual (call->point_lookups).
- * Neither kind of plan may need good estimates to stay linear: the shapes
- * of the statements see to that (doc/architecture.md, "Plan policy").
+ * Invariants:
+ *   1. A call's statements reach their rows through indexes, by parameters:
+ *      they get one generic plan, made with sequential and bitmap scans off,
+ *      so that a plan made while the tables are empty (right after CREATE
+ *      EXTENSION) is not a scan kept for the life of the backend.  A later
+ *      re-plan (after an ANALYZE) is the planner's, with real statistics.
+ *      hc_check's statements, which read whole tables, are planned as usual
+ *      (call->point_lookups).  Neither kind of plan may need good estimates
+ *      to stay linear: the shapes of the statements see to that
+ *      (doc/architecture.md, "Plan policy").
+ *   2. stmt->plan is the plan over the extension's own tables of the schema
+ *      stmt->schema, made again for a call in another schema.  A call with a
+ *      scope (placement.h) runs the statement over the scope's tables, with
+ *      the text and the kept plan the placement gives; a call without one on
+ *      distributed tables, with a plan for that one run.
+ *   3. On a single node a run asks the placement one question (distributed,
+ *      an indirect call answering false) beyond what it did without it.
  */
 #include "postgres.h"
 

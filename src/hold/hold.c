@@ -3,12 +3,17 @@
  *		Unique assets (quantity 1): hc_asset_add, hc_hold, hc_commit,
  *		hc_release, hc_extend, and the sweep of expired holds.
  *
- * An asset is AVAILABLE, HELD by one reservation until hold_expires_at, or
- * SOLD.  Every call that changes a reservation first locks its asset row, so
- * the asset row serialises everything that happens to the asset; locks are
- * always taken asset first, then reservation.  Each change is one statement
- * that moves the asset and the reservation and writes the ledger row, whose
- * seq is the asset's new version.
+ * Invariants:
+ *   1. An asset is AVAILABLE, HELD by one reservation until
+ *      hold_expires_at, or SOLD.
+ *   2. Every call that changes a reservation first locks its asset row, so
+ *      the asset row serialises everything that happens to the asset; locks
+ *      are always taken asset first, then reservation.
+ *   3. Each change is one statement that moves the asset and the
+ *      reservation and writes the ledger row, whose seq is the asset's new
+ *      version.
+ *   4. Each call routes by its asset (HC_ROUTE, HC_ROUTE_RESERVATION:
+ *      core/placement.h) before it reads anything.
  */
 #include "postgres.h"
 

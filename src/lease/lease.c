@@ -3,18 +3,22 @@
  *		Layer 1 of dual-layer locking: leases with fencing tokens.
  *		hc_lock_acquire, hc_lock_heartbeat, hc_lock_release.
  *
- * A resource has one row in hc_locks, kept forever.  Acquiring takes it if it
- * is free, already ours, or stale (its last heartbeat is older than the
- * stale_after its holder acquired with); every new holder gets token + 1, so
- * tokens per resource only ever grow, and a downstream system can fence off
- * a former holder by its lower token.  Heartbeat and release act only while
- * owner and token both match.
+ * A resource has one row in hc_locks, kept forever.  Acquiring takes it if
+ * it is free, already ours, or stale (its last heartbeat is older than the
+ * stale_after its holder acquired with).
  *
- * A lease must be committed before its holder acts on it, whatever the
- * caller does next: each call runs in a worker's transaction of its own
- * (autonomous.c), which has committed when the call returns.  What belongs
- * to the caller's session, the lock of a session-bound lease, the caller
- * takes itself.
+ * Invariants:
+ *   1. Every new holder gets token + 1, so tokens per resource only ever
+ *      grow, and a downstream system can fence off a former holder by its
+ *      lower token.
+ *   2. Heartbeat and release act only while owner and token both match.
+ *   3. A lease is committed before its holder acts on it, whatever the
+ *      caller does next: each call runs in a worker's transaction of its
+ *      own (autonomous.c), which has committed when the call returns, on
+ *      the node of the resource's rows (HC_ROUTE: core/placement.h).
+ *   4. What belongs to the caller's session, the lock of a session-bound
+ *      lease, the caller takes itself; so such a lease needs every row on
+ *      one node (hc_require_single_node).
  */
 #include "postgres.h"
 

@@ -1,20 +1,35 @@
 /*
  * route.c
  *		Where a routing id's rows live, on Citus: this node's shards, or
- *		another node, where the call is sent whole.
+ *		another node, where the call is sent whole.  The routing entries of
+ *		the placement table (register.c, core/placement.h; README.md).
  *
- * On a single node nothing here runs past hc_distributed(), which is
- * cached.  Once hc_distribute() has distributed the extension's tables
+ * Once hc_distribute() has distributed the extension's tables
  * (doc/scale-out.md), every row of one asset, product or resource is in one
  * shard of each table, and those shards are on one node.  A call that Citus
  * delegated to that node (a bare SELECT hc_hold(...), the function
  * distributed by its routing argument) finds them here; the call then runs
  * the same statements as on a single node against those shards, named in
- * the statement text (statement.c), so that each statement stays one plain
- * local statement that commits in one phase.  A call that runs elsewhere
- * (the coordinator, when Citus did not delegate it: PERFORM in PL code, a
- * call inside a larger query) sends itself whole to the node of its rows in
- * a single-shard query of Citus, within the caller's transaction.
+ * the statement text (shard_plans.c).  A call that runs elsewhere (the
+ * coordinator, when Citus did not delegate it: PERFORM in PL code, a call
+ * inside a larger query) sends itself whole to the node of its rows in a
+ * single-shard query of Citus, within the caller's transaction.
+ *
+ * Invariants:
+ *   1. On a single node nothing here runs past hc_citus_distributed(), whose
+ *      answer is kept until the relcache entry of hc_assets goes.
+ *   2. Each statement of a call on this node's shards stays one plain local
+ *      statement that commits in one phase.
+ *   3. A call runs on this node's shards only under Citus' lock on their
+ *      placement metadata (route_lock), taken as Citus' executor takes it
+ *      for a write, and held until the transaction ends; the ranges are
+ *      read again once it is held.
+ *   4. The ranges are one chunk in CacheMemoryContext, dropped (with the
+ *      plans over shards) by Citus' relcache invalidation of any of the
+ *      tables; a load that saw an invalidation loads again.
+ *   5. A call sent to another node goes as the caller, counted by Citus as
+ *      a write (two-phase commit with the transaction's other writes), and
+ *      never from a read-only transaction.
  */
 #include "postgres.h"
 
