@@ -405,8 +405,9 @@ c -c "SELECT citus_add_node('127.0.0.1', $((port + 3)))" >/dev/null
 check "a worker without shards: hc_sweep() and hc_check() on the coordinator answer at once" \
     "$({ c -c "SET statement_timeout = '20s'" -c "SELECT expired_holds FROM hc_sweep()" 2>&1
          c -c "SET statement_timeout = '20s'" -c "SELECT count(*) FROM hc_check()" 2>&1; } | grep -cE '^[0-9]+$')" "2"
-# The same worker down: the commands run on every worker fail with 08006,
-# as a call whose node went away does (call again once it is back).
+# The same worker down: hc_sweep() there fails with 08006, as a call whose
+# node went away does (call again once it is back); hc_grant_app() too
+# (Citus' own propagation of the grants refuses first).
 w3data=${TMPDIR:-/tmp}/holdcommit-$((port + 3))/data
 as_server "$bin/pg_ctl" -D "$w3data" -m immediate stop >/dev/null
 check "a worker down: hc_sweep() and hc_grant_app() on the coordinator fail with 08006" \
