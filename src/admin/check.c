@@ -2,12 +2,19 @@
  * check.c
  *		hc_check(): one row per violated invariant, none when all hold.
  *
- * It runs on the same protected path as every other call (the extension
- * owner's rights in a security-restricted operation, tables bound to the
- * extension's schema by OID), so an application role may run it without
- * being able to read the ledger, and nobody can point it at look-alikes.
- * Each invariant is one query returning (invariant, subject, detail); :now is
- * the call's clock reading.
+ * Each invariant is one query returning (invariant, subject, detail); :now
+ * is the call's clock reading.
+ *
+ * Invariants:
+ *   1. It runs on the same protected path as every other call (the
+ *      extension owner's rights in a security-restricted operation, tables
+ *      bound to the extension's schema by OID), so an application role may
+ *      run it without being able to read the ledger, and nobody can point it
+ *      at look-alikes.
+ *   2. It reads, and locks nothing: on several nodes each of this node's
+ *      scopes (core/placement.h) is read where it is, one after the other;
+ *      the node that has none (Citus' coordinator) gathers every other
+ *      node's check.
  */
 #include "postgres.h"
 
@@ -17,9 +24,9 @@
 #include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
+#include "core/placement.h"
 #include "core/statement.h"
 #include "core/version.h"
-#include "scaleout/route.h"
 
 PG_FUNCTION_INFO_V1(hc_check);
 
@@ -453,7 +460,7 @@ check_run(HcCall *call, ReturnSetInfo *rsinfo)
 		hc_args(&args, &checks[i]);
 		/* On Citus a group of shards may hold part of an order of several products. */
 		if (strstr(checks[i].sql, ":whole") != NULL)
-			hc_bind(&args, "whole", BoolGetDatum(call->shards == NULL));
+			hc_bind(&args, "whole", BoolGetDatum(call->scope == NULL));
 		n = hc_run(call, &args, SPI_OK_SELECT);
 		check_put(rsinfo, n);
 	}
@@ -484,25 +491,25 @@ hc_check(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HcCall		call;
-	HcShards   *groups;
-	int			ngroups;
+	HcPlacementScope **scopes;
+	int			nscopes;
 	int			g;
 
 	InitMaterializedSRF(fcinfo, 0);
 	hc_call_begin_read(&call, fcinfo, "hc_check");
 	if (!hc_distributed(&call))
 		check_run(&call, rsinfo);
-	else if (!hc_citus_coordinator(&call) ||
-			 (ngroups = hc_local_shard_groups(&call, &groups)) > 0)
+	else if (!hc_placement_coordinator(&call) ||
+			 (nscopes = hc_placement_local_scopes(&call, &scopes)) > 0)
 	{
-		ngroups = hc_local_shard_groups(&call, &groups);
+		nscopes = hc_placement_local_scopes(&call, &scopes);
 		/* Read only: no lock, a group that moves meanwhile is read where it was. */
-		for (g = 0; g < ngroups; g++)
+		for (g = 0; g < nscopes; g++)
 		{
-			call.shards = &groups[g];
+			call.scope = scopes[g];
 			check_run(&call, rsinfo);
 		}
-		call.shards = NULL;
+		call.scope = NULL;
 	}
 	else
 	{

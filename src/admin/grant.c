@@ -4,10 +4,14 @@
  *		exactly the rights an application, an operator's tooling or a
  *		monitoring role needs, and nothing for PUBLIC.
  *
- * Only members of the extension are granted (found through pg_depend by
- * OID, never by a name someone could have put beside them), and every name
- * listed here must be a member, so the lists cannot drift from what exists.
- * The GRANTs run with the caller's rights: granting is the caller's act.
+ * Invariants:
+ *   1. Only members of the extension are granted (found through pg_depend
+ *      by OID, never by a name someone could have put beside them), and
+ *      every name listed here must be a member, so the lists cannot drift
+ *      from what exists.
+ *   2. The GRANTs run with the caller's rights: granting is the caller's act.
+ *   3. On Citus the grants of the functions Citus did not distribute run on
+ *      every worker too, or the call fails (08006) and grants nothing.
  */
 #include "postgres.h"
 
@@ -137,7 +141,8 @@ grant_execute_function(Oid function, const char *sql)
 		elog(ERROR, "could not run \"%s\" on the workers", sql);
 	if (SPI_processed > 0)
 		ereport(ERROR,
-				(errmsg("could not run \"%s\" on every worker", sql),
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not run \"%s\" on every worker", sql),
 				 errdetail("%s", SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
 				 errhint("Check that every worker is up, then grant again.")));
 }

@@ -4,22 +4,30 @@
  *		reservations released once, idempotency keys past retention
  *		forgotten; and what the background worker records of its runs.
  *
- * Each domain sweeps its own: hold.c the holds, stock.c the stock lines
- * and orders, idempotency.c the keys; this file runs them in batches.
- * Every kind of work is set-based and bounded: one statement per batch
- * for holds, for orders and for keys, one per product for stock lines
- * (the bounded reclaim of stock.c), each batch of a kind from where the
- * last one stopped (HcSweepCounts), and every statement linear whatever
- * the planner estimates (doc/architecture.md, "Plan policy").  Rows are
- * taken with FOR NO KEY UPDATE SKIP LOCKED, and products with
- * HC_FETCH_SKIP_NOWAIT (fetch.c: SKIP LOCKED can still wait when it
- * follows an update chain, and a call holding a product may be waiting
- * for an order this sweep holds), so a sweep never waits on a live call:
- * a row a call has locked is left for the next batch or run.  Each
- * transition checks the row's own status under its lock, so two sweeps at
- * once (or a sweep and a call) release each reservation exactly once.
- * hc_sweep() called by hand runs in the caller's transaction and commits
- * nothing itself; the worker (sweeper.c) commits after every batch.
+ * Each domain sweeps its own: hold.c the holds, stock/ the stock lines and
+ * orders, idempotency.c the keys; this file runs them in batches.
+ *
+ * Invariants:
+ *   1. Every kind of work is set-based and bounded: one statement per batch
+ *      for holds, for orders and for keys, one per product for stock lines
+ *      (stock's bounded reclaim), each batch of a kind from where the last
+ *      one stopped (HcSweepCounts), and every statement linear whatever the
+ *      planner estimates (doc/architecture.md, "Plan policy").
+ *   2. A sweep never waits on a live call: rows are taken with FOR NO KEY
+ *      UPDATE SKIP LOCKED, and products with HC_FETCH_SKIP_NOWAIT (fetch.c:
+ *      SKIP LOCKED can still wait when it follows an update chain, and a
+ *      call holding a product may be waiting for an order this sweep
+ *      holds); a row a call has locked is left for the next batch or run.
+ *   3. Each transition checks the row's own status under its lock, so two
+ *      sweeps at once (or a sweep and a call) release each reservation
+ *      exactly once.
+ *   4. hc_sweep() called by hand runs in the caller's transaction and
+ *      commits nothing itself; the worker (sweeper.c) commits after every
+ *      batch.
+ *   5. On several nodes a node sweeps its own scopes (core/placement.h),
+ *      one after the other, each locked for writes first; the node that has
+ *      none (Citus' coordinator) has every other node sweep its own, each in
+ *      a transaction of its own, and fails (08006) if one cannot.
  */
 #include "postgres.h"
 
@@ -33,8 +41,8 @@
 
 #include "admin/sweep.h"
 #include "common/validate.h"
+#include "core/placement.h"
 #include "core/statement.h"
-#include "scaleout/route.h"
 
 PG_FUNCTION_INFO_V1(hc_sweep);
 
@@ -100,15 +108,15 @@ sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 static bool
 sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HcShards   *groups;
+	HcPlacementScope **scopes;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	uint64		i;
 	int			rc;
 	MemoryContext mine = CurrentMemoryContext;	/* SPI leaves its own current */
 
-	if (!hc_distributed(call) || !hc_citus_coordinator(call) ||
-		hc_local_shard_groups(call, &groups) > 0)
+	if (!hc_distributed(call) || !hc_placement_coordinator(call) ||
+		hc_placement_local_scopes(call, &scopes) > 0)
 		return false;
 	/* Run by the owner on each worker, whatever its search_path: all qualified. */
 	values[0] = CStringGetTextDatum(psprintf(
@@ -131,7 +139,8 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 		if (success == NULL || strcmp(success, "t") != 0 || result == NULL ||
 			sscanf(result, "%lld %lld %lld", &holds, &reservations, &keys) != 3)
 			ereport(ERROR,
-					(errmsg("hc_sweep failed on the worker of port %s", port ? port : "?"),
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("hc_sweep failed on the worker of port %s", port ? port : "?"),
 					 errdetail("%s", result ? result : "no answer")));
 		counts->expired_holds += holds;
 		counts->expired_reservations += reservations;
@@ -151,24 +160,24 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 bool
 hc_sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HcShards   *groups;
-	int			ngroups;
+	HcPlacementScope **scopes;
+	int			nscopes;
 
 	if (!hc_distributed(call))
 		return sweep_batch(call, batch_size, counts);
-	ngroups = hc_local_shard_groups(call, &groups);
-	while (counts->shard_group < ngroups)
+	nscopes = hc_placement_local_scopes(call, &scopes);
+	while (counts->shard_group < nscopes)
 	{
 		HcSweepCounts done = {0};
 		bool		more;
 
 		/* A group that has left this node meanwhile is its new node's to sweep. */
 		more = false;
-		if (hc_lock_shard_group(call, &groups[counts->shard_group]))
+		if (hc_placement_lock_scope(call, scopes[counts->shard_group]))
 		{
-			call->shards = &groups[counts->shard_group];
+			call->scope = scopes[counts->shard_group];
 			more = sweep_batch(call, batch_size, counts);
-			call->shards = NULL;
+			call->scope = NULL;
 		}
 		if (more)
 			return true;

@@ -5,12 +5,18 @@
  *
  * A key lives on the reservation it made (idempotency_key, with the
  * fingerprint of the request), so a new request writes no row of its own.
- * Two calls with the same key meet at a transaction-level lock on the key's
- * hash, taken before anything else: the second waits for the first to end,
- * then finds its reservation and replays it, or, if the first rolled back,
- * goes ahead itself.  A refused call writes nothing and stores nothing.
- * On a standby a replay is answered as on the primary, and a key that made
- * nothing there is refused (standby.c).
+ *
+ * Invariants:
+ *   1. Two calls with the same key meet at a transaction-level lock on the
+ *      key's hash, taken before anything else: the second waits for the
+ *      first to end, then finds its reservation and replays it, or, if the
+ *      first rolled back, goes ahead itself.
+ *   2. A refused call writes nothing and stores nothing.
+ *   3. On a standby a replay is answered as on the primary, and a key that
+ *      made nothing there is refused (standby.c).
+ *   4. A call with a scope (on Citus, call->scope: core/placement.h) sees
+ *      the keys of its routing id only, through a statement; on a single
+ *      node every key, through the point reads of fetch.c.
  */
 #include "postgres.h"
 
@@ -23,10 +29,10 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 
-#include "common/sweep.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/settings.h"
+#include "common/sweep.h"
 #include "core/fetch.h"
 #include "core/standby.h"
 
@@ -203,7 +209,7 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 	Datum		values[5];
 	bool		nulls[5];
 
-	if (call->shards != NULL)
+	if (call->scope != NULL)
 	{
 		HcArgs		args;
 

@@ -12,6 +12,7 @@
 #include "utils/varlena.h"
 
 #include "common/settings.h"
+#include "core/version.h"
 
 int			hc_idempotency_retention = 24 * 3600;
 int			hc_max_ttl = 24 * 3600;
@@ -28,7 +29,6 @@ bool		hc_notify_enabled = false;
 int			hc_max_workers = 4;
 int			hc_worker_idle_timeout = 60;
 int			hc_worker_wait_timeout = 10000;
-bool		hc_preloaded = false;
 
 /* holdcommit.databases must be a list of names, as search_path is. */
 static bool

@@ -21,9 +21,6 @@ extern int	hc_max_workers;
 extern int	hc_worker_idle_timeout;
 extern int	hc_worker_wait_timeout;	/* milliseconds */
 
-/* Was the library loaded through shared_preload_libraries? */
-extern bool hc_preloaded;
-
 extern void hc_settings_define(void);
 
 #endif							/* HOLDCOMMIT_SETTINGS_H */

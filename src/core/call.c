@@ -7,14 +7,19 @@
  * The functions are not SECURITY DEFINER, so that the caller's role can be
  * recorded in the ledger; instead the call switches to the owner of the
  * function (the extension's owner) for its SPI work, as PostgreSQL does when
- * it runs maintenance code as a table's owner.  Nothing the caller or the
- * owner of the extension's schema controls is reached by name: tables are
- * looked up through an override search path made of schema OIDs (pg_catalog,
- * then the extension's schema), so renaming the schema and creating
- * look-alikes under its old name redirects nothing, even when a statement is
- * re-planned; functions and operators are written pg_catalog-qualified
- * (statement.h).  The point reads of the hot paths skip SPI altogether
- * (fetch.c): they find the table in that schema by OID.
+ * it runs maintenance code as a table's owner.
+ *
+ * Invariants:
+ *   1. Nothing the caller or the owner of the extension's schema controls
+ *      is reached by name: tables are looked up through an override search
+ *      path made of schema OIDs (pg_catalog, then the extension's schema),
+ *      so renaming the schema and creating look-alikes under its old name
+ *      redirects nothing, even when a statement is re-planned; functions
+ *      and operators are written pg_catalog-qualified (statement.h).  The
+ *      point reads of the hot paths skip SPI altogether (fetch.c): they
+ *      find the table in that schema by OID.
+ *   2. A call starts with no scope (call->scope NULL: the extension's own
+ *      tables); only the placement (placement.h) sets one.
  */
 #include "postgres.h"
 
@@ -48,7 +53,7 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	call->schema = schema;
 	call->point_lookups = point_lookups;
 	call->latest = false;
-	call->shards = NULL;
+	call->scope = NULL;
 
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
 	call->actor = actor;

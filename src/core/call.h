@@ -24,8 +24,8 @@ typedef struct HcCall
 	Oid			schema;			/* the extension's schema */
 	bool		point_lookups;	/* plan for point lookups (all but hc_check) */
 	bool		latest;			/* read the latest committed state, whatever the isolation */
-	/* on Citus, the shards of this node that hold the call's rows (route.c) */
-	struct HcShards *shards;
+	/* where the call's rows are, if not in the extension's tables (placement.h) */
+	struct HcPlacementScope *scope;
 	Oid			save_userid;
 	int			save_sec_context;
 } HcCall;

@@ -7,26 +7,34 @@
  * params at that moment, so a reader finds a parameter's name, type and
  * value together and never counts positions.
  *
- * A call's statements reach their rows through indexes, by parameters: they
- * get one generic plan, made with sequential and bitmap scans off, so that
- * a plan made while the tables are empty (right after CREATE EXTENSION) is
- * not a scan kept for the life of the backend.  A later re-plan (after an
- * ANALYZE) is the planner's, with real statistics.  hc_check's statements,
- * which read whole tables, are planned as usual (call->point_lookups).
- * Neither kind of plan may need good estimates to stay linear: the shapes
- * of the statements see to that (doc/architecture.md, "Plan policy").
+ * Invariants:
+ *   1. A call's statements reach their rows through indexes, by parameters:
+ *      they get one generic plan, made with sequential and bitmap scans off,
+ *      so that a plan made while the tables are empty (right after CREATE
+ *      EXTENSION) is not a scan kept for the life of the backend.  A later
+ *      re-plan (after an ANALYZE) is the planner's, with real statistics.
+ *      hc_check's statements, which read whole tables, are planned as usual
+ *      (call->point_lookups).  Neither kind of plan may need good estimates
+ *      to stay linear: the shapes of the statements see to that
+ *      (doc/architecture.md, "Plan policy").
+ *   2. stmt->plan is the plan over the extension's own tables of the schema
+ *      stmt->schema, made again for a call in another schema.  A call with a
+ *      scope (placement.h) runs the statement over the scope's tables, with
+ *      the text and the kept plan the placement gives; a call without one on
+ *      distributed tables, with a plan for that one run.
+ *   3. On a single node a run asks the placement one question (distributed,
+ *      an indirect call answering false) beyond what it did without it.
  */
 #include "postgres.h"
 
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/hsearch.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
+#include "core/placement.h"
 #include "core/statement.h"
-#include "scaleout/route.h"
 
 /* The position of a parameter in the statement, or an error. */
 static int
@@ -46,11 +54,10 @@ statement_param(HcStatement *stmt, const char *name, int len)
 
 /*
  * The text as SPI takes it: every :name outside quotes becomes $n (a "::"
- * cast stays as it is); with shards (Citus, route.c), every distributed
- * table's name becomes its shard's.
+ * cast stays as it is).
  */
 static char *
-statement_sql(HcStatement *stmt, HcShards *shards)
+statement_sql(HcStatement *stmt)
 {
 	StringInfoData buf;
 	const char *p;
@@ -78,25 +85,6 @@ statement_sql(HcStatement *stmt, HcShards *shards)
 				len++;
 			appendStringInfo(&buf, "$%d", statement_param(stmt, name, len) + 1);
 			p += len;
-		}
-		else if (shards != NULL && (isalpha((unsigned char) *p) || *p == '_') &&
-				 (p == stmt->sql || !(isalnum((unsigned char) p[-1]) || p[-1] == '_' ||
-									  p[-1] == '.' || p[-1] == '$')))
-		{
-			int			len = 0;
-			int			i;
-
-			while (isalnum((unsigned char) p[len]) || p[len] == '_')
-				len++;
-			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-				if (strncmp(p, hc_distributed_tables[i], len) == 0 &&
-					hc_distributed_tables[i][len] == '\0')
-					break;
-			if (i < HC_DISTRIBUTED_TABLES)
-				appendStringInfoString(&buf, shards->names[i]);
-			else
-				appendBinaryStringInfo(&buf, p, len);
-			p += len - 1;
 		}
 		else
 			appendStringInfoChar(&buf, *p);
@@ -131,89 +119,21 @@ statement_plan_settings(HcCall *call)
 }
 
 /*
- * Plans for one run only, made with the parameters' values: on Citus, for
- * a statement over the distributed tables themselves, which Citus' planner
- * routes by the values of their routing ids (a generic plan of a
- * distributed table fails).
+ * Plans for one run only, made with the parameters' values: on several
+ * nodes, for a statement over the distributed tables themselves, which
+ * Citus' planner routes by the values of their routing ids (a generic plan
+ * of a distributed table fails).
  */
 static bool
 statement_one_shot(HcCall *call)
 {
-	return call->shards == NULL && hc_distributed(call);
+	return call->scope == NULL && hc_distributed(call);
 }
 
 /*
- * The plans of statements over a Citus node's shards (call->shards), kept as
- * single-node plans are, one per statement and range of shards (about 70
- * statements, 16 ranges a node for 32 shards on 2 nodes); at most
- * HC_MAX_SHARD_PLANS of them, all dropped when there would be more, and
- * when Citus changes its shards (hc_forget_shard_plans).
- */
-#define HC_MAX_SHARD_PLANS 1024
-
-typedef struct ShardPlanKey
-{
-	HcStatement *stmt;
-	char		shard[NAMEDATALEN];	/* the range's shard of hc_assets */
-} ShardPlanKey;
-
-typedef struct ShardPlan
-{
-	ShardPlanKey key;
-	SPIPlanPtr	plan;
-} ShardPlan;
-
-static HTAB *shard_plans = NULL;
-static bool shard_plans_stale = false;
-
-/* Citus changed its shards: drop the plans before the next statement. */
-void
-hc_forget_shard_plans(void)
-{
-	shard_plans_stale = true;
-}
-
-/* Where the plan of stmt over the call's shards is kept (NULL: none yet). */
-static SPIPlanPtr *
-statement_shard_slot(HcCall *call, HcStatement *stmt)
-{
-	ShardPlanKey key = {0};
-	ShardPlan  *entry;
-	bool		found;
-
-	if (shard_plans != NULL &&
-		(shard_plans_stale || hash_get_num_entries(shard_plans) >= HC_MAX_SHARD_PLANS))
-	{
-		HASH_SEQ_STATUS seq;
-
-		hash_seq_init(&seq, shard_plans);
-		while ((entry = hash_seq_search(&seq)) != NULL)
-			if (entry->plan != NULL)
-				SPI_freeplan(entry->plan);
-		hash_destroy(shard_plans);
-		shard_plans = NULL;
-	}
-	shard_plans_stale = false;
-	if (shard_plans == NULL)
-	{
-		HASHCTL		ctl = {0};
-
-		ctl.keysize = sizeof(ShardPlanKey);
-		ctl.entrysize = sizeof(ShardPlan);
-		shard_plans = hash_create("holdcommit shard plans", HC_MAX_SHARD_PLANS, &ctl,
-								  HASH_ELEM | HASH_BLOBS);
-	}
-	key.stmt = stmt;
-	strlcpy(key.shard, call->shards->names[0], NAMEDATALEN);
-	entry = hash_search(shard_plans, &key, HASH_ENTER, &found);
-	if (!found)
-		entry->plan = NULL;
-	return &entry->plan;
-}
-
-/*
- * The plan of the statement: kept for the call's schema (or its shards) once
- * made; or, one_shot, a plan for this run only, which the caller frees.
+ * The plan of the statement: kept for the call's schema (or by the
+ * placement, for its scope) once made; or, one_shot, a plan for this run
+ * only, which the caller frees.
  */
 static SPIPlanPtr
 statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
@@ -224,8 +144,8 @@ statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
 	char	   *sql;
 	int			guc_level = 0;
 
-	if (call->shards != NULL)
-		slot = statement_shard_slot(call, stmt);
+	if (call->scope != NULL)
+		slot = hc_placement->scope_plan_slot(call->scope, stmt);
 	else if (!one_shot)
 	{
 		slot = &stmt->plan;
@@ -241,7 +161,14 @@ statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
 	for (stmt->nparams = 0; stmt->nparams < HC_MAX_PARAMS && stmt->params[stmt->nparams].name;
 		 stmt->nparams++)
 		argtypes[stmt->nparams] = stmt->params[stmt->nparams].type;
-	sql = statement_sql(stmt, call->shards);
+	sql = statement_sql(stmt);
+	if (call->scope != NULL)
+	{
+		char	   *unscoped = sql;
+
+		sql = hc_placement->scope_sql(call->scope, unscoped);
+		pfree(unscoped);
+	}
 	if (!one_shot)
 		guc_level = statement_plan_settings(call);
 	plan = SPI_prepare_cursor(sql, stmt->nparams, argtypes,
@@ -261,7 +188,7 @@ statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
 		AtEOXact_GUC(true, guc_level);
 	}
 	*slot = plan;
-	if (call->shards == NULL)
+	if (call->scope == NULL)
 		stmt->schema = call->schema;
 	return plan;
 }
@@ -337,7 +264,8 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 		else if (strcmp(name, "actor") == 0)
 			hc_bind_text(args, name, hc_actor(call));
 		else if (strcmp(name, "key_scope") == 0)
-			hc_bind_text(args, name, call->shards != NULL ? call->shards->routing_id : NULL);
+			hc_bind_text(args, name,
+						 call->scope != NULL ? hc_placement->scope_key(call->scope) : NULL);
 		else
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}

@@ -18,7 +18,7 @@
  * hc_bind(&args, "asset_id", ...) where the value is bound.  ":now",
  * ":function" and ":actor" are the call's own (its clock reading, its SQL
  * name, who the ledger names), ":key_scope" the routing id whose keys a
- * call sees on Citus (NULL on a single node: every key): hc_run binds them
+ * call sees in its scope (placement.h; NULL on a single node: every key): hc_run binds them
  * unless the caller did.
  */
 #define HC_MAX_PARAMS 16
@@ -53,7 +53,6 @@ extern void hc_bind(HcArgs *args, const char *name, Datum value);
 extern void hc_bind_text(HcArgs *args, const char *name, const char *value);
 extern void hc_bind_null(HcArgs *args, const char *name);
 extern uint64 hc_run(HcCall *call, HcArgs *args, int expected);
-extern void hc_forget_shard_plans(void);
 
 /* The last statement's rows, column by name. */
 extern Datum hc_datum(int row, const char *column, bool *isnull);

@@ -29,8 +29,9 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "common/settings.h"
 #include "core/version.h"
+
+bool		hc_preloaded = false;
 
 static const char *const served_versions[] = {"0.2.0", "0.3.0", NULL};
 

@@ -3,19 +3,23 @@
  *		Unique assets (quantity 1): hc_asset_add, hc_hold, hc_commit,
  *		hc_release, hc_extend, and the sweep of expired holds.
  *
- * An asset is AVAILABLE, HELD by one reservation until hold_expires_at, or
- * SOLD.  Every call that changes a reservation first locks its asset row, so
- * the asset row serialises everything that happens to the asset; locks are
- * always taken asset first, then reservation.  Each change is one statement
- * that moves the asset and the reservation and writes the ledger row, whose
- * seq is the asset's new version.
+ * Invariants:
+ *   1. An asset is AVAILABLE, HELD by one reservation until
+ *      hold_expires_at, or SOLD.
+ *   2. Every call that changes a reservation first locks its asset row, so
+ *      the asset row serialises everything that happens to the asset; locks
+ *      are always taken asset first, then reservation.
+ *   3. Each change is one statement that moves the asset and the
+ *      reservation and writes the ledger row, whose seq is the asset's new
+ *      version.
+ *   4. Each call routes by its asset (HC_ROUTE, HC_ROUTE_RESERVATION:
+ *      core/placement.h) before it reads anything.
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-#include "common/sweep.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/ids.h"
@@ -23,9 +27,10 @@
 #include "common/notify.h"
 #include "common/result.h"
 #include "common/settings.h"
+#include "common/sweep.h"
 #include "common/validate.h"
 #include "core/fetch.h"
-#include "scaleout/route.h"
+#include "core/placement.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
 PG_FUNCTION_INFO_V1(hc_hold);

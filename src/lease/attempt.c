@@ -11,8 +11,11 @@
  * attempt, a cap that ends in MANUAL_REVIEW until an operator resets, and
  * COMPLETED with its external_ref once the outcome is known.
  *
- * Locks: the lease row (so that no takeover slips in, and to order the
- * resource's ledger rows), then the attempts row, always in that order.
+ * Invariants:
+ *   1. Locks: the lease row (so that no takeover slips in, and to order the
+ *      resource's ledger rows), then the attempts row, always in that order.
+ *   2. Each call runs in a worker's transaction of its own (autonomous.c),
+ *      routed by its resource there (HC_ROUTE: core/placement.h).
  */
 #include "postgres.h"
 
@@ -25,9 +28,9 @@
 #include "common/ledger.h"
 #include "common/result.h"
 #include "common/validate.h"
+#include "core/placement.h"
 #include "core/version.h"
 #include "lease/lease.h"
-#include "scaleout/route.h"
 
 PG_FUNCTION_INFO_V1(hc_attempt_begin);
 PG_FUNCTION_INFO_V1(hc_attempt_complete);

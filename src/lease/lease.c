@@ -3,18 +3,22 @@
  *		Layer 1 of dual-layer locking: leases with fencing tokens.
  *		hc_lock_acquire, hc_lock_heartbeat, hc_lock_release.
  *
- * A resource has one row in hc_locks, kept forever.  Acquiring takes it if it
- * is free, already ours, or stale (its last heartbeat is older than the
- * stale_after its holder acquired with); every new holder gets token + 1, so
- * tokens per resource only ever grow, and a downstream system can fence off
- * a former holder by its lower token.  Heartbeat and release act only while
- * owner and token both match.
+ * A resource has one row in hc_locks, kept forever.  Acquiring takes it if
+ * it is free, already ours, or stale (its last heartbeat is older than the
+ * stale_after its holder acquired with).
  *
- * A lease must be committed before its holder acts on it, whatever the
- * caller does next: each call runs in a worker's transaction of its own
- * (autonomous.c), which has committed when the call returns.  What belongs
- * to the caller's session, the lock of a session-bound lease, the caller
- * takes itself.
+ * Invariants:
+ *   1. Every new holder gets token + 1, so tokens per resource only ever
+ *      grow, and a downstream system can fence off a former holder by its
+ *      lower token.
+ *   2. Heartbeat and release act only while owner and token both match.
+ *   3. A lease is committed before its holder acts on it, whatever the
+ *      caller does next: each call runs in a worker's transaction of its
+ *      own (autonomous.c), which has committed when the call returns, on
+ *      the node of the resource's rows (HC_ROUTE: core/placement.h).
+ *   4. What belongs to the caller's session, the lock of a session-bound
+ *      lease, the caller takes itself; so such a lease needs every row on
+ *      one node (hc_require_single_node).
  */
 #include "postgres.h"
 
@@ -35,10 +39,10 @@
 #include "common/errors.h"
 #include "common/ledger.h"
 #include "common/validate.h"
+#include "core/placement.h"
 #include "core/subxact.h"
 #include "core/version.h"
 #include "lease/lease.h"
-#include "scaleout/route.h"
 
 PG_FUNCTION_INFO_V1(hc_lock_acquire);
 PG_FUNCTION_INFO_V1(hc_lock_acquire_session);
@@ -628,6 +632,28 @@ lease_acquire_tries(FunctionCallInfo fcinfo, const char *function, bool session,
 }
 
 /*
+ * Begin an acquire's try in the worker, on the node of the resource's rows:
+ * true if it was sent to another node, its result in *result and
+ * fcinfo->isnull.  A lease bound to its session needs every row on this
+ * node: whether the binding's session is alive only its own node can say.
+ */
+static bool
+lease_acquire_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function,
+					const char *resource, bool session, Datum *result)
+{
+	bool		isnull;
+
+	hc_call_begin(call, fcinfo, function);
+	if (session)
+		hc_require_single_node(call, "a lease bound to its session");
+	if (!hc_route(call, fcinfo, resource, result, &isnull))
+		return false;
+	hc_call_end(call);
+	fcinfo->isnull = isnull;
+	return true;
+}
+
+/*
  * The acquire of hc_lock_acquire and hc_lock_acquire_session: the fencing
  * token, or NULL if the lease is still busy after max_retries retries.
  */
@@ -640,6 +666,7 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 	int32		max_retries;
 	HcCall		call;
 	LeaseTaken	taken = {0};
+	Datum		routed;
 
 	(void) hc_arg_ttl(fcinfo, 2, "stale_after");
 	stale_after = PG_GETARG_DATUM(2);
@@ -657,12 +684,8 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 				 errhint("Retry in the application to wait longer for a busy lease.")));
 	if (!hc_autonomous_here())
 		return lease_acquire_tries(fcinfo, function, session, resource, max_retries);
-
-	hc_call_begin(&call, fcinfo, function);
-	/* Whether the binding's session is alive only its own node can say. */
-	if (session)
-		hc_require_single_node(&call, "a lease bound to its session");
-	HC_ROUTE(&call, fcinfo, resource);
+	if (lease_acquire_begin(&call, fcinfo, function, resource, session, &routed))
+		return routed;
 	/* In the worker: one try (the caller retries). */
 	if (!lease_try(&call, resource, owner, stale_after, session, &taken))
 	{

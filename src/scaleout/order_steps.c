@@ -204,7 +204,7 @@ static char **
 order_step(HcCall *call, const char *routing_id, const char *step, const char *const *args,
 		   int nargs, int *n)
 {
-	HcShards   *saved = call->shards;
+	HcShards   *saved = call->scope;
 	Oid			types[2] = {TEXTOID, TEXTARRAYOID};
 	Datum		values[2];
 	bool		isnull;
@@ -215,7 +215,7 @@ order_step(HcCall *call, const char *routing_id, const char *step, const char *c
 	if (hc_route_local(call, routing_id) != NULL)
 	{
 		result = order_here(call, routing_id, step, (char **) args, nargs, n);
-		call->shards = saved;
+		call->scope = saved;
 		return result;
 	}
 	/*

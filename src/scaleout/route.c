@@ -1,20 +1,35 @@
 /*
  * route.c
  *		Where a routing id's rows live, on Citus: this node's shards, or
- *		another node, where the call is sent whole.
+ *		another node, where the call is sent whole.  The routing entries of
+ *		the placement table (register.c, core/placement.h; README.md).
  *
- * On a single node nothing here runs past hc_distributed(), which is
- * cached.  Once hc_distribute() has distributed the extension's tables
+ * Once hc_distribute() has distributed the extension's tables
  * (doc/scale-out.md), every row of one asset, product or resource is in one
  * shard of each table, and those shards are on one node.  A call that Citus
  * delegated to that node (a bare SELECT hc_hold(...), the function
  * distributed by its routing argument) finds them here; the call then runs
  * the same statements as on a single node against those shards, named in
- * the statement text (statement.c), so that each statement stays one plain
- * local statement that commits in one phase.  A call that runs elsewhere
- * (the coordinator, when Citus did not delegate it: PERFORM in PL code, a
- * call inside a larger query) sends itself whole to the node of its rows in
- * a single-shard query of Citus, within the caller's transaction.
+ * the statement text (shard_plans.c).  A call that runs elsewhere (the
+ * coordinator, when Citus did not delegate it: PERFORM in PL code, a call
+ * inside a larger query) sends itself whole to the node of its rows in a
+ * single-shard query of Citus, within the caller's transaction.
+ *
+ * Invariants:
+ *   1. On a single node nothing here runs past hc_citus_distributed(), whose
+ *      answer is kept until the relcache entry of hc_assets goes.
+ *   2. Each statement of a call on this node's shards stays one plain local
+ *      statement that commits in one phase.
+ *   3. A call runs on this node's shards only under Citus' lock on their
+ *      placement metadata (route_lock), taken as Citus' executor takes it
+ *      for a write, and held until the transaction ends; the ranges are
+ *      read again once it is held.
+ *   4. The ranges are one chunk in CacheMemoryContext, dropped (with the
+ *      plans over shards) by Citus' relcache invalidation of any of the
+ *      tables; a load that saw an invalidation loads again.
+ *   5. A call sent to another node goes as the caller, counted by Citus as
+ *      a write (two-phase commit with the transaction's other writes), and
+ *      never from a read-only transaction.
  */
 #include "postgres.h"
 
@@ -38,11 +53,7 @@
 
 #include "core/statement.h"
 #include "scaleout/route.h"
-
-const char *const hc_distributed_tables[HC_DISTRIBUTED_TABLES] = {
-	"hc_assets", "hc_reservations", "hc_ledger", "hc_stock_parts", "hc_stock_reservations",
-	"hc_stock_reservation_lines", "hc_locks", "hc_attempts"
-};
+#include "scaleout/shard_plans.h"
 
 /* Is hc_assets of schema distributed?  Known until its relcache entry goes. */
 static bool distributed_known = false;
@@ -123,7 +134,7 @@ static bool route_is_distributed(HcCall *call);
  * until then.
  */
 bool
-hc_distributed(HcCall *call)
+hc_citus_distributed(HcCall *call)
 {
 	if (distributed_known && distributed_schema == call->schema)
 		return distributed_value;
@@ -383,7 +394,8 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
  * the caller.  NULL if there is no such reservation.
  */
 char *
-hc_route_lookup(HcCall *call, const char *table, const char *column, const char *reservation_id)
+hc_citus_route_lookup(HcCall *call, const char *table, const char *column,
+					  const char *reservation_id)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
@@ -403,31 +415,11 @@ hc_route_lookup(HcCall *call, const char *table, const char *column, const char 
  * alone once its routing id is known.
  */
 Datum
-hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id)
+hc_citus_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id)
 {
 	bool		isnull;
 
 	return route_call(call, fcinfo, routing_id, true, &isnull);
-}
-
-/* Route a call on a reservation (HC_ROUTE_RESERVATION). */
-bool
-hc_route_reservation(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
-					 const char *table, const char *column, const char *reservation_id,
-					 HcNotFound not_found, Datum *result)
-{
-	char	   *found;
-	bool		isnull;
-
-	if (routing_id != NULL)
-		return hc_route(call, fcinfo, routing_id, result, &isnull);
-	if (!hc_distributed(call))
-		return false;
-	found = hc_route_lookup(call, table, column, reservation_id);
-	if (found == NULL)
-		not_found(NULL, reservation_id);
-	*result = hc_route_prefixed(call, fcinfo, found);
-	return true;
 }
 
 /*
@@ -465,7 +457,7 @@ route_lock(HcCall *call, int range)
 
 /*
  * This node's shards of routing_id, locked for the call's writes (and the
- * call's shards from then on); NULL if another node has them.
+ * call's scope from then on); NULL if another node has them.
  */
 HcShards *
 hc_route_local(HcCall *call, const char *routing_id)
@@ -506,7 +498,7 @@ hc_route_local(HcCall *call, const char *routing_id)
 			shards->anchor = ranges[mid].anchor;
 			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
 				shards->names[i] = MemoryContextStrdup(call->outer, ranges[mid].names[i]);
-			call->shards = shards;
+			call->scope = shards;
 			return shards;
 		}
 	}
@@ -524,16 +516,16 @@ hc_route_local(HcCall *call, const char *routing_id)
 }
 
 /*
- * Route a call by its routing id (asset, product or resource).  On a single
- * node, false: run here.  On Citus, false with call->shards set if this
- * node has the id's shards; else true, with the result of the call sent to
- * the node that has them.
+ * Route a call by its routing id (asset, product or resource): false to run
+ * here, on a single node, or on Citus with call->scope set to this node's
+ * shards of the id; else true, with the result of the call sent to the
+ * node that has them.
  */
 bool
-hc_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *result,
-		 bool *isnull)
+hc_citus_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *result,
+			   bool *isnull)
 {
-	if (!hc_distributed(call) || hc_route_local(call, routing_id) != NULL)
+	if (!hc_citus_distributed(call) || hc_route_local(call, routing_id) != NULL)
 		return false;
 	*result = route_call(call, fcinfo, routing_id, false, isnull);
 	return true;
@@ -571,23 +563,29 @@ hc_route_send(HcCall *call, const char *routing_id, const char *function, int na
 	return route_run(call, sql.data, nargs + 1, all_types, all_values, NULL, rettype, isnull);
 }
 
-/* The groups of this node's shards, one per range, in range order. */
+/*
+ * The groups of this node's shards, (*groups)[0..n-1], one per range, in
+ * range order, each with every key of its range (routing_id NULL).
+ */
 int
-hc_local_shard_groups(HcCall *call, HcShards **groups)
+hc_citus_local_scopes(HcCall *call, HcShards ***groups)
 {
+	HcShards   *all;
 	int			n = 0;
 	int			r;
 	int			i;
 
 	route_load(call);
-	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards) * Max(nranges, 1));
+	all = MemoryContextAllocZero(call->outer, sizeof(HcShards) * Max(nranges, 1));
+	*groups = MemoryContextAllocZero(call->outer, sizeof(HcShards *) * Max(nranges, 1));
 	for (r = 0; r < nranges; r++)
 	{
 		if (!ranges[r].here)
 			continue;
-		(*groups)[n].anchor = ranges[r].anchor;
+		all[n].anchor = ranges[r].anchor;
 		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-			(*groups)[n].names[i] = MemoryContextStrdup(call->outer, ranges[r].names[i]);
+			all[n].names[i] = MemoryContextStrdup(call->outer, ranges[r].names[i]);
+		(*groups)[n] = &all[n];
 		n++;
 	}
 	return n;
@@ -598,7 +596,7 @@ hc_local_shard_groups(HcCall *call, HcShards **groups)
  * does before it sweeps it: false if the group has left this node.
  */
 bool
-hc_lock_shard_group(HcCall *call, HcShards *group)
+hc_citus_lock_scope(HcCall *call, HcShards *group)
 {
 	int			r;
 
@@ -625,15 +623,4 @@ hc_citus_coordinator(HcCall *call)
 
 	hc_args(&args, &local_group);
 	return hc_run(call, &args, SPI_OK_SELECT) == 1 && hc_int32(0, "groupid") == 0;
-}
-
-/* Refuse, on Citus, what needs every row on this node. */
-void
-hc_require_single_node(HcCall *call, const char *what)
-{
-	if (hc_distributed(call))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("%s is not available on Citus", what),
-				 errhint("See doc/scale-out.md for the calls that take the routing id.")));
 }

@@ -26,8 +26,8 @@
 #include "common/ledger.h"
 #include "common/result.h"
 #include "common/validate.h"
+#include "core/placement.h"
 #include "core/version.h"
-#include "scaleout/route.h"
 #include "stock/stock.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);

@@ -24,8 +24,8 @@
 
 #include "common/errors.h"
 #include "common/validate.h"
+#include "core/placement.h"
 #include "core/version.h"
-#include "scaleout/route.h"
 #include "stock/orders.h"
 #include "stock/stock.h"
 

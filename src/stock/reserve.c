@@ -35,9 +35,9 @@
 #include "common/ledger.h"
 #include "common/validate.h"
 #include "core/fetch.h"
+#include "core/placement.h"
 #include "core/subxact.h"
 #include "core/version.h"
-#include "scaleout/route.h"
 #include "stock/orders.h"
 #include "stock/stock.h"
 
@@ -340,7 +340,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		hc_call_end(&call);
 		return hc_stock_result(fcinfo, &r);
 	}
-	if (n == 1 && call.shards == NULL && !hc_distributed(&call))
+	if (n == 1 && call.scope == NULL && !hc_distributed(&call))
 	{
 		if (stock_reserve_line(&call, &r, key, &fp, ttl))
 		{

@@ -15,6 +15,8 @@
 #     sweep, 100 concurrent orders (exactly the stock, no deadlock), steps
 #     called by hand, and a worker stopped between PREPARE and COMMIT PREPARED
 #     in the middle of such an order;
+#   - hc_sweep() and hc_check() on the coordinator with a worker without
+#     shards, and hc_sweep() and the grants with a worker down;
 #   - what Citus cannot give, as doc/scale-out.md says: keys per routing id,
 #     no session-bound lease.
 # Prints "ok - ..." / "not ok - ..."; exits 0.
@@ -403,6 +405,15 @@ c -c "SELECT citus_add_node('127.0.0.1', $((port + 3)))" >/dev/null
 check "a worker without shards: hc_sweep() and hc_check() on the coordinator answer at once" \
     "$({ c -c "SET statement_timeout = '20s'" -c "SELECT expired_holds FROM hc_sweep()" 2>&1
          c -c "SET statement_timeout = '20s'" -c "SELECT count(*) FROM hc_check()" 2>&1; } | grep -cE '^[0-9]+$')" "2"
+# The same worker down: hc_sweep() there fails with 08006, as a call whose
+# node went away does (call again once it is back); hc_grant_app() too
+# (Citus' own propagation of the grants refuses first).
+w3data=${TMPDIR:-/tmp}/holdcommit-$((port + 3))/data
+as_server "$bin/pg_ctl" -D "$w3data" -m immediate stop >/dev/null
+check "a worker down: hc_sweep() and hc_grant_app() on the coordinator fail with 08006" \
+    "$(sqlstate "SELECT expired_holds FROM hc_sweep()")$(sqlstate "SELECT hc_grant_app('shop_app')")" \
+    "08006 1 08006 1 "
+as_server "$bin/pg_ctl" -D "$w3data" -l "$w3data/../server.log" -w start >/dev/null
 c -c "SELECT citus_remove_node('127.0.0.1', $((port + 3)))" >/dev/null
 test/server.sh stop $((port + 3)) >/dev/null 2>&1
 
