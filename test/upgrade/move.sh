@@ -9,9 +9,9 @@
 #   hc_move_new: CREATE EXTENSION holdcommit (0.3.0).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
-. test/upgrade-lib.bash
+. test/upgrade/upgrade-lib.bash
 
 old=hc_move_old
 new=hc_move_new
