@@ -172,6 +172,7 @@ suite quick snippets                 test/project/snippets.sh
 suite quick docs                     test/project/docs.sh
 suite quick sqlstates                bash test/project/sqlstates.sh
 suite quick versions                 test/project/versions.sh
+suite quick source                   test/project/source.sh
 suite quick upgrade                  test/upgrade/upgrade.sh
 suite quick upgrade-0.2.0            test/upgrade/upgrade-0.2.0.sh
 suite quick move                     test/upgrade/move.sh

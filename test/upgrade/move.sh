@@ -27,7 +27,7 @@ cleanup() { drop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 # The move, exactly as doc/operations.md prints it.
-recipe=$(perl -0777 -ne 'print $1 if /test\/move\.sh runs this block as printed -->\n```sql\n(.*?)```/s' \
+recipe=$(perl -0777 -ne 'print $1 if /test\/upgrade\/move\.sh runs this block as printed -->\n```sql\n(.*?)```/s' \
          doc/operations.md)
 check "doc/operations.md prints the move" "$(grep -c 'ALTER EXTENSION holdcommit SET SCHEMA' <<<"$recipe")" "1"
 
