@@ -252,7 +252,9 @@ for f in code:
                 start = i + 1
             i += 1
         args.append(t[start:i - 1])
-        if args[0].strip() in NOT_BELOW_ERROR:
+        # A level below ERROR, or a choice between such levels (quiet ? DEBUG1 : LOG).
+        levels = re.findall(r"\b[A-Z][A-Z0-9_]*\b", args[0])
+        if levels and all(x in NOT_BELOW_ERROR for x in levels):
             continue
         calls += 1
         if not re.search(r"\berrcode(?:_for_\w+)?\s*\(", " ".join(args[1:])):
