@@ -3,13 +3,13 @@
 
 EXTENSION = holdcommit
 # The version lives in holdcommit.control (default_version); META.json, debian/changelog and
-# the install script's name must agree with it (test/versions.sh checks).
+# the install script's name must agree with it (test/project/versions.sh checks).
 EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
 MODULE_big = holdcommit
 # The sources by folder (doc/architecture.md): src/holdcommit.c and src/FOLDER/[FOLDER/]*.c.
 SOURCES = $(wildcard src/*.c src/*/*.c src/*/*/*.c)
 OBJS = $(SOURCES:.c=.o)
-# Released versions keep their scripts, committed (test/released.md5).  A
+# Released versions keep their scripts, committed (test/project/released.md5).  A
 # version in the making has no script of its own: its install script is made
 # from the last released full script and the update scripts after it
 # (FULL_SCRIPT_CHAIN), so fresh and updated installs have one source, and
@@ -26,7 +26,7 @@ PGFILEDESC = "holdcommit - hold-and-commit inside PostgreSQL"
 # test/specs/NAME.spec, both with their expected output in test/expected/NAME.out; sql/ holds
 # only the install scripts.  setup, with the helpers the others share, runs first.
 # make installcheck runs both against the server of PGHOST/PGPORT, after saying what that
-# server lets them test (REGRESS_PREP: test/installcheck-server.sql).
+# server lets them test (REGRESS_PREP: test/harness/installcheck-server.sql).
 REGRESS = setup $(sort $(filter-out setup,$(basename $(notdir $(wildcard test/sql/*.sql)))))
 REGRESS_OPTS = --inputdir=test --load-extension=holdcommit
 REGRESS_PREP = installcheck-server
@@ -65,32 +65,32 @@ BUILD_DIR = build
 
 .PHONY: run stop test check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version
 deps:
-	@test/deps.sh
+	@test/harness/deps.sh
 
 run:
-	@test/run-demo.sh
+	@test/demo/run-demo.sh
 
 stop:
-	@test/server.sh stop $(RUN_PORT)
+	@test/harness/server.sh stop $(RUN_PORT)
 
 # make test: every suite (TIER=quick: the quick tier only); make check-quick: the quick tier.
-# One line per suite, the log of a failing one, then "N passed, N failed" (test/run-tests.sh).
+# One line per suite, the log of a failing one, then "N passed, N failed" (test/harness/run-tests.sh).
 TIER ?= full
 test:
-	@TIER=$(TIER) test/run-tests.sh
+	@TIER=$(TIER) test/harness/run-tests.sh
 
 check-quick:
-	@TIER=quick test/run-tests.sh
+	@TIER=quick test/harness/run-tests.sh
 
-# ASan and UBSan (test/sanitize.sh, also a suite of make test): the module built with the
+# ASan and UBSan (test/packaging/sanitize.sh, also a suite of make test): the module built with the
 # sanitizers in build/sanitize, the regression and isolation suites against a throwaway server
 # with their runtime, and a canary build whose planted defects they must report.  Fails on any
 # "not ok" line.
 sanitize:
-	@test/sanitize.sh | awk '{ print } /^not ok/ { failed = 1 } END { exit failed }'
+	@test/packaging/sanitize.sh | awk '{ print } /^not ok/ { failed = 1 } END { exit failed }'
 
 installcheck-server:
-	@$(bindir)/psql -X -q -v dbname=$(CONTRIB_TESTDB) -d postgres -f test/installcheck-server.sql
+	@$(bindir)/psql -X -q -v dbname=$(CONTRIB_TESTDB) -d postgres -f test/harness/installcheck-server.sql
 
 # Every scenario of issues 9 and 20 against the PL/pgSQL port and the seeds' plain SQL,
 # on its own throwaway server: bench/results/latest.md and latest.png.

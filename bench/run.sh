@@ -46,7 +46,7 @@ server_log=$PGHOST/server.log
 
 die() { echo "bench: $*" >&2; exit 1; }
 
-test/deps.sh || die "missing packages"
+test/harness/deps.sh || die "missing packages"
 if ! command -v gnuplot >/dev/null; then
     if [ "$(id -u)" -eq 0 ]; then
         echo "installing gnuplot-nox"
@@ -67,9 +67,9 @@ fi
 bench_work=$(mktemp -d)
 . bench/scenarios.bash
 bench_build_driver "$bench_driver" || die "the driver did not build"
-test/server.sh start "$port" || die "server did not start"
-trap 'test/server.sh stop "$port"; rm -rf "$bench_work"' EXIT
-# test/server.sh turns fsync off for speed; here synchronous_commit = on must
+test/harness/server.sh start "$port" || die "server did not start"
+trap 'test/harness/server.sh stop "$port"; rm -rf "$bench_work"' EXIT
+# test/harness/server.sh turns fsync off for speed; here synchronous_commit = on must
 # pay for a real WAL flush, as it does in production.
 # A pool of lease workers as large as the most clients that make lease calls
 # at once (8), as doc/operations.md advises, so that no call waits for one.

@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 top=$(cd ../.. && pwd)
-. "$top/test/tap.bash"
+. "$top/test/harness/tap.bash"
 : "${PGHOST:?set PGHOST, PGPORT and PGUSER}" "${PGPORT:?}" "${PGUSER:?}"
 unset PGDATABASE PGOPTIONS
 

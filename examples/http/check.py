@@ -29,8 +29,8 @@ import psycopg
 sys.dont_write_bytecode = True
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "test")]
-import tap  # noqa: E402  (test/tap.py)
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "test", "harness")]
+import tap  # noqa: E402  (test/harness/tap.py)
 from tap import check  # noqa: E402
 
 

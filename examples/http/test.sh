@@ -91,7 +91,7 @@ drive() {
 }
 
 "$python" -c 'import fastapi, uvicorn, psycopg, psycopg_pool' 2>/dev/null || {
-    echo "not ok - $python has fastapi, uvicorn, psycopg and psycopg_pool (test/deps.sh)"; exit 0; }
+    echo "not ok - $python has fastapi, uvicorn, psycopg and psycopg_pool (test/harness/deps.sh)"; exit 0; }
 # The service uses holdcommit's Python package: installed with pip into a venv that sees
 # Debian's packages, as doc/application.md says (from a copy: pip builds in the tree).
 cp -r clients/python "$work/pysrc" && rm -rf "$work/pysrc/build" "$work/pysrc"/*.egg-info
@@ -100,7 +100,7 @@ if ! "$python" -m venv --system-site-packages "$work/venv" >"$work/pip.log" 2>&1
     echo "not ok - pip installs clients/python into a venv"; sed 's/^/#   /' "$work/pip.log" | tail -10; exit 0
 fi
 python=$work/venv/bin/python
-command -v pgbouncer >/dev/null || { echo "not ok - pgbouncer is installed (test/deps.sh)"; exit 0; }
+command -v pgbouncer >/dev/null || { echo "not ok - pgbouncer is installed (test/harness/deps.sh)"; exit 0; }
 
 # The set-up doc/application.md prints (<!-- snippet: run-by examples/http/test.sh setup -->),
 # as printed but for the role's name: the extension in its own schema, first on the

@@ -30,8 +30,8 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(HERE, "..", "..", "test"))
-from tap import check  # noqa: E402  (test/tap.py)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "harness"))
+from tap import check  # noqa: E402  (test/harness/tap.py)
 
 DB = "hc_exporter"
 ROLE = "hc_exporter"
@@ -157,7 +157,7 @@ def check_with_exporter(queries, present, admin, port):
     """Run postgres_exporter itself with the queries this build can answer, as the role, and
     read its metrics page: the file loads, every query runs, every metric is there."""
     if not shutil.which(EXPORTER):
-        print(f"# SKIP the real exporter: {EXPORTER} is not installed (test/deps.sh installs it)")
+        print(f"# SKIP the real exporter: {EXPORTER} is not installed (test/harness/deps.sh installs it)")
         return
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "queries.yaml")

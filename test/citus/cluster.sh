@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throwaway Citus cluster on loopback for test/citus/run.sh: a coordinator on
-# PORT and two workers on PORT+1 and PORT+2, each a test/server.sh server with
+# PORT and two workers on PORT+1 and PORT+2, each a test/harness/server.sh server with
 # citus and holdcommit preloaded, listening on 127.0.0.1 (Citus' nodes reach
 # each other over TCP; initdb's trust covers it).
 #   test/citus/cluster.sh start PORT   start the three, make the cluster
@@ -29,7 +29,7 @@ start)
 max_prepared_transactions = 100
 citus.shard_count = 32
 wal_level = logical
-" test/server.sh start "$p"
+" test/harness/server.sh start "$p"
         node_psql "$p" -c "CREATE EXTENSION citus"
     done
     node_psql "$port" -c "SELECT citus_set_coordinator_host('127.0.0.1', $port)" >/dev/null
@@ -39,7 +39,7 @@ wal_level = logical
     ;;
 stop)
     for p in $port $workers; do
-        test/server.sh stop "$p"
+        test/harness/server.sh stop "$p"
     done
     ;;
 *)

@@ -22,7 +22,7 @@
 # Prints "ok - ..." / "not ok - ..."; exits 0.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-. test/tap.bash
+. test/harness/tap.bash
 
 port=${HC_CITUS_PORT:-$((${PGPORT:-54330} + 20))}
 lib=${HC_PGROOT:-}/usr/lib/postgresql/15/lib
@@ -31,7 +31,7 @@ if [ ! -f "$lib/citus.so" ]; then
     exit 0
 fi
 work=$(mktemp -d)
-trap 'test/citus/cluster.sh stop "$port" >/dev/null 2>&1; test/server.sh stop $((port + 3)) >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap 'test/citus/cluster.sh stop "$port" >/dev/null 2>&1; test/harness/server.sh stop $((port + 3)) >/dev/null 2>&1; rm -rf "$work"' EXIT
 if ! test/citus/cluster.sh start "$port" >"$work/cluster.log" 2>&1; then
     echo "not ok - a Citus cluster starts on ports $port-$((port + 2))"
     cat "$work/cluster.log"
@@ -332,7 +332,7 @@ $(w $((port + 2)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_sta
 # coordinator held there under gdb): the commit stands, and Citus' recovery
 # commits the prepared transaction once the worker is back.
 bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
-# As postgres, from / (test/server.sh says why).
+# As postgres, from / (test/harness/server.sh says why).
 as_server() { if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 w2data=${TMPDIR:-/tmp}/holdcommit-$((port + 2))/data
 if command -v gdb >/dev/null; then
@@ -399,7 +399,7 @@ fi
 # hc_check() on the coordinator ask it too, and it answers for its own
 # (none), not by asking every worker again.
 HC_PRELOAD=citus,holdcommit HC_LISTEN_ADDRESSES=127.0.0.1 HC_CONF="max_prepared_transactions = 100
-wal_level = logical" test/server.sh start $((port + 3)) >/dev/null 2>&1
+wal_level = logical" test/harness/server.sh start $((port + 3)) >/dev/null 2>&1
 w $((port + 3)) -c "CREATE EXTENSION citus" >/dev/null 2>&1
 c -c "SELECT citus_add_node('127.0.0.1', $((port + 3)))" >/dev/null
 check "a worker without shards: hc_sweep() and hc_check() on the coordinator answer at once" \
@@ -415,7 +415,7 @@ check "a worker down: hc_sweep() and hc_grant_app() on the coordinator fail with
     "08006 1 08006 1 "
 as_server "$bin/pg_ctl" -D "$w3data" -l "$w3data/../server.log" -w start >/dev/null
 c -c "SELECT citus_remove_node('127.0.0.1', $((port + 3)))" >/dev/null
-test/server.sh stop $((port + 3)) >/dev/null 2>&1
+test/harness/server.sh stop $((port + 3)) >/dev/null 2>&1
 
 # hc_check on the coordinator: every worker checks its shards.
 check "hc_check() on the coordinator is empty after all of it" "$(c -c "SELECT count(*) FROM hc_check()")" "0"

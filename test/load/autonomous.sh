@@ -202,14 +202,14 @@ unset PGOPTIONS
 # only worker) and without (none at all).  A clear 53000, a usable session.
 exhausted() {
     local what=$1 port=$2
-    if ! HC_PRELOAD=$3 HC_MAX_WORKER_PROCESSES=$4 test/server.sh start "$port" >/dev/null 2>&1; then
+    if ! HC_PRELOAD=$3 HC_MAX_WORKER_PROCESSES=$4 test/harness/server.sh start "$port" >/dev/null 2>&1; then
         echo "not ok - $what: a server starts"
         return
     fi
     out=$(printf '%s\n' '\set VERBOSITY terse' 'CREATE EXTENSION holdcommit;' \
               "SELECT holdcommit.hc_lock_acquire('X-1', 'w1');" '\echo sqlstate :SQLSTATE' 'SELECT 1;' |
           psql -X -qAt -h "${TMPDIR:-/tmp}/holdcommit-$port" -p "$port" -d postgres 2>&1 | tr '\n' ' ')
-    test/server.sh stop "$port"
+    test/harness/server.sh stop "$port"
     check "$what: 53000 and a usable session" "$out" \
         "ERROR:  hc_lock_acquire could not start a holdcommit worker sqlstate 53000 1 "
 }
@@ -219,7 +219,7 @@ exhausted "preloaded, max_worker_processes = 1" $((PGPORT + 11)) holdcommit 1
 # 3: the logical replication launcher, holdcommit's launcher, one worker): a call waits for
 # it, and its statement_timeout still ends the wait.
 port=$((PGPORT + 11))
-if HC_PRELOAD=holdcommit HC_MAX_WORKER_PROCESSES=3 test/server.sh start "$port" >/dev/null 2>&1; then
+if HC_PRELOAD=holdcommit HC_MAX_WORKER_PROCESSES=3 test/harness/server.sh start "$port" >/dev/null 2>&1; then
     sq() { psql -X -qAt -h "${TMPDIR:-/tmp}/holdcommit-$port" -p "$port" -d postgres "$@"; }
     sq -c "CREATE EXTENSION holdcommit" -c "SELECT holdcommit.hc_lock_acquire('W-1', 'w1')" >/dev/null
     sq -c "BEGIN" -c "SELECT FROM holdcommit.hc_locks WHERE resource = 'W-1' FOR UPDATE" -c "SELECT pg_sleep(3)" \
@@ -233,7 +233,7 @@ if HC_PRELOAD=holdcommit HC_MAX_WORKER_PROCESSES=3 test/server.sh start "$port" 
           sq 2>&1 | tr '\n' ' ')
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     wait
-    test/server.sh stop "$port"
+    test/harness/server.sh stop "$port"
     check "no room for a second worker: the call waits, and its statement_timeout ends it (57014, under 2 s)" \
         "$out/$((ms < 2000))" "ERROR:  canceling statement due to statement timeout sqlstate 57014 1 /1"
 else

@@ -55,8 +55,8 @@ import time
 
 import psycopg
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import check  # noqa: E402  (test/tap.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from tap import check  # noqa: E402  (test/harness/tap.py)
 
 DB = os.environ.get("HC_CRASH_DB", "hc_crash")
 ASSETS = 3000

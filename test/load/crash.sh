@@ -47,7 +47,7 @@ clients=${HC_CRASH_CLIENTS:-6}
 pre_s=${HC_CRASH_BEFORE:-2.5}   # seconds of load before each crash
 t_start=$(date +%s)
 
-# As postgres, from / (test/server.sh says why).
+# As postgres, from / (test/harness/server.sh says why).
 as_server() {
     if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
@@ -60,13 +60,13 @@ log_has() { tail -c +$(($1 + 1)) "$log" | grep -cF -- "$2"; }
 
 # The server: PostgreSQL's default search_path, holdcommit preloaded (no
 # pg_cron); then the durability settings of a production server.
-if ! HC_PRELOAD=holdcommit HC_SEARCH_PATH= test/server.sh start "$port" >/dev/null 2>&1; then
+if ! HC_PRELOAD=holdcommit HC_SEARCH_PATH= test/harness/server.sh start "$port" >/dev/null 2>&1; then
     echo "not ok - a server starts on port $port"
     exit 0
 fi
 # HC_CRASH_KEEP=DIR: keep the clients' records and the server's log there.
 trap '[ -n "${HC_CRASH_KEEP:-}" ] && { mkdir -p "$HC_CRASH_KEEP"; cp -r "$work"/. "$log" "$HC_CRASH_KEEP"/; }
-      test/server.sh stop "$port"; rm -rf "$work"' EXIT
+      test/harness/server.sh stop "$port"; rm -rf "$work"' EXIT
 # fsync: the crashes here are crashes of PostgreSQL, not of the machine, and what
 # a process wrote survives them in the page cache either way; fsync = on is what
 # a server in production runs, and costs little here (a flush is ~0.3 ms).

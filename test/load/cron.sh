@@ -4,7 +4,7 @@
 # marked <!-- snippet: run-by test/load/cron.sh NAME --> are extracted from the
 # document, never retyped here:
 #   conf                  the postgresql.conf lines: the test server must run with them
-#                         (test/server.sh sets them)
+#                         (test/harness/server.sh sets them)
 #   schedule              run in cron.database_name (postgres), where holdcommit is installed too
 #   schedule-in-database  run there as well, for holdcommit in the database shop
 #   runs                  cron.job_run_details, read after the runs

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# The seed's story (test/erp-story.sh, which make run plays) as a test: run
-# it in a fresh database set up as make run sets up its own (test/demo-db.sh:
+# The seed's story (test/demo/erp-story.sh, which make run plays) as a test: run
+# it in a fresh database set up as make run sets up its own (test/demo/demo-db.sh:
 # holdcommit in its own schema, first on the database's search_path, which
 # overrides the test server's) and compare its output with
-# test/erp-story.expected.
+# test/demo/erp-story.expected.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; exits 0.
 . "$(dirname "$0")/lib.bash"
 load_setup hc_erp_story 5
 here=$(dirname "$0")/../..
-"$here/test/demo-db.sh" "$db" >/dev/null || { echo "not ok - story database set up (test/demo-db.sh)"; exit 0; }
+"$here/test/demo/demo-db.sh" "$db" >/dev/null || { echo "not ok - story database set up (test/demo/demo-db.sh)"; exit 0; }
 check "the story's database has the README's search_path" "$(q "SHOW search_path")" "holdcommit, public"
-"$here/test/erp-story.sh" "$db" >"$work/story.out" 2>&1
-if diff -u "$here/test/erp-story.expected" "$work/story.out" >"$work/story.diff"; then
+"$here/test/demo/erp-story.sh" "$db" >"$work/story.out" 2>&1
+if diff -u "$here/test/demo/erp-story.expected" "$work/story.out" >"$work/story.diff"; then
     echo "ok - the ERP story: one payment, a race, a slow ERP, unknown outcomes, review, reset: exactly one invoice"
 else
-    echo "not ok - the ERP story's output differs from test/erp-story.expected"
+    echo "not ok - the ERP story's output differs from test/demo/erp-story.expected"
     sed 's/^/#   /' "$work/story.diff" | head -40
 fi
 check "the story's owners: four names, one per run or delivery, none a role's" \

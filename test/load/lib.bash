@@ -38,7 +38,7 @@ load_setup() {
 
 q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
 
-. "$(dirname "${BASH_SOURCE[0]}")/../tap.bash"
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/tap.bash"
 
 # pgbench_phase NAME WHAT PGBENCH-ARGS...: run $work/NAME.sql with pgbench in
 # DB (log in $work/NAME.log) and check that no client aborted.

@@ -17,7 +17,7 @@ load_setup hc_load_bouncer 10
 
 bouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 if [ ! -x "$bouncer" ]; then
-    echo "not ok - pgbouncer is installed (test/deps.sh installs it)"
+    echo "not ok - pgbouncer is installed (test/harness/deps.sh installs it)"
     exit 0
 fi
 port=${HC_LOCK_PGBOUNCER_PORT:-$((PGPORT + 9))}

@@ -21,7 +21,7 @@ import time
 
 import psycopg
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "harness"))
 from tap import check  # noqa: E402
 
 DB = "hc_pool"

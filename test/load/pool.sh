@@ -8,13 +8,13 @@
 # Prints "ok - ..." / "not ok - ..."; exits 0.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-. test/tap.bash
+. test/harness/tap.bash
 
 port=$((${HC_TEST_PORT:-54330} + 17))
 host=${TMPDIR:-/tmp}/holdcommit-$port
-trap 'test/server.sh stop "$port"' EXIT
+trap 'test/harness/server.sh stop "$port"' EXIT
 if ! HC_PRELOAD=holdcommit HC_CONF="holdcommit.worker_idle_timeout = 5" \
-    test/server.sh start "$port" >/dev/null 2>&1; then
+    test/harness/server.sh start "$port" >/dev/null 2>&1; then
     echo "not ok - a server with holdcommit preloaded starts on port $port"
     exit 0
 fi

@@ -23,7 +23,7 @@
 . "$(dirname "$0")/lib.bash"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 t_start=$(date +%s.%N)
-# The primary listens on 127.0.0.1: a port below the ephemeral range (test/run-tests.sh).
+# The primary listens on 127.0.0.1: a port below the ephemeral range (test/harness/run-tests.sh).
 primary_port=${HC_STANDBY_PRIMARY_PORT:-$((${HC_TCP_PORT:-$((20000 + PGPORT % 10000))} + 13))}
 standby_port=${HC_STANDBY_PORT:-$((PGPORT + 14))}
 primary=${TMPDIR:-/tmp}/holdcommit-$primary_port
@@ -31,7 +31,7 @@ standby=${TMPDIR:-/tmp}/holdcommit-$standby_port
 slog=$standby/server.log
 interval=1
 
-# As postgres, from / (test/server.sh says why).
+# As postgres, from / (test/harness/server.sh says why).
 as_server() {
     if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
@@ -39,7 +39,7 @@ stop_standby() {
     [ -d "$standby/data" ] && as_server "$bin/pg_ctl" -D "$standby/data" -m immediate -w stop >/dev/null 2>&1
     rm -rf "$standby"
 }
-trap 'stop_standby; "$here/test/server.sh" stop "$primary_port"; rm -rf "$work"' EXIT
+trap 'stop_standby; "$here/test/harness/server.sh" stop "$primary_port"; rm -rf "$work"' EXIT
 
 P() { psql -X -qAt -v ON_ERROR_STOP=1 -h "$primary" -p "$primary_port" -d shop "$@"; }
 S() { psql -X -qAt -v ON_ERROR_STOP=1 -h "$standby" -p "$standby_port" -d shop "$@"; }
@@ -64,7 +64,7 @@ within() { awk -v t="$1" -v b="$2" 'BEGIN { print (t != "timeout" && t <= b) ? "
 # The README's installation: its own schema, first on the database's
 # search_path; the server's search_path is PostgreSQL's default.
 if ! HC_PRELOAD=holdcommit HC_SEARCH_PATH= HC_SWEEP_INTERVAL=$interval HC_LISTEN_ADDRESSES=127.0.0.1 \
-    "$here/test/server.sh" start "$primary_port" >/dev/null 2>&1; then
+    "$here/test/harness/server.sh" start "$primary_port" >/dev/null 2>&1; then
     echo "not ok - a primary starts on port $primary_port (127.0.0.1)"
     exit 0
 fi
@@ -335,7 +335,7 @@ check "hc_sweeper_databases says standby, with the reason" \
     "standby: a standby is read-only: its primary sweeps"
 
 # The primary goes away; the standby still answers.
-"$here/test/server.sh" stop "$primary_port"
+"$here/test/harness/server.sh" stop "$primary_port"
 check "with its primary stopped, the standby still answers reads and replays" \
     "$(S -c "SELECT count(*) FROM hc_check()")$(S <<<"$replays" 2>&1 | diff -q "$work/replays.primary" - >/dev/null && echo ' same')" \
     "0 same"

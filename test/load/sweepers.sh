@@ -17,11 +17,11 @@ log=$PGHOST/server.log
 plain=30
 shops=5
 slice=2
-if ! HC_MAX_WORKER_PROCESSES=8 HC_SWEEP_INTERVAL=1 test/server.sh start "$port" >/dev/null 2>&1; then
+if ! HC_MAX_WORKER_PROCESSES=8 HC_SWEEP_INTERVAL=1 test/harness/server.sh start "$port" >/dev/null 2>&1; then
     echo "not ok - a server with max_worker_processes = 8 starts on port $port"
     exit 0
 fi
-trap 'test/server.sh stop "$port"; rm -rf "$work"' EXIT
+trap 'test/harness/server.sh stop "$port"; rm -rf "$work"' EXIT
 db=hc_shop_1
 psql -X -q -d postgres -c "ALTER SYSTEM SET holdcommit.sweep_time_slice = '${slice}s'" \
     -c "SELECT pg_reload_conf()" >/dev/null

@@ -1,6 +1,6 @@
 -- A tour of every function family, as the README of 0.2.0 printed it, with
 -- its output checked.  The README's own snippets now run as printed in
--- test/snippets.sh.
+-- test/project/snippets.sh.
 \set VERBOSITY terse
 CREATE EXTENSION pgtap;
 SELECT no_plan();

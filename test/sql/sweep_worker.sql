@@ -4,7 +4,7 @@
 -- against any server), that cannot hold, and the check says SKIP
 -- (test/expected/sweep_worker_1.out); make test runs it both ways.
 SELECT current_database() AS dbname \gset
-\i test/sweeper_on.sql
+\i test/harness/sweeper_on.sql
 \if :sweeper_on
 \echo SKIP: the background sweeper works in this database: not checking that it has not run
 \else

@@ -1,6 +1,6 @@
-"""The seed's story of make run (test/erp-story.sh), driven through the Python package: one
+"""The seed's story of make run (test/demo/erp-story.sh), driven through the Python package: one
 payment must make exactly one invoice in a slow ERP, however the webhook and the scheduler
-race and whatever the network does.  It prints what test/erp-story.expected says.
+race and whatever the network does.  It prints what test/demo/erp-story.expected says.
 
     python3 erp_story.py [APP_CONNINFO [OPS_CONNINFO]]
 

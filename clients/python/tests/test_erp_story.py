@@ -1,5 +1,5 @@
-"""The ERP story of make run (test/erp-story.sh), driven end to end through the package by
-examples/erp_story.py: its output is test/erp-story.expected, section by section, and the
+"""The ERP story of make run (test/demo/erp-story.sh), driven end to end through the package by
+examples/erp_story.py: its output is test/demo/erp-story.expected, section by section, and the
 database agrees: one invoice, no invariant broken."""
 import os
 import subprocess
@@ -21,7 +21,7 @@ class ErpStory(unittest.TestCase):
         run = subprocess.run([sys.executable, script, conninfo(APP), conninfo()], capture_output=True,
                              text=True, timeout=120, cwd="/")
         self.assertEqual(run.returncode, 0, run.stderr)
-        with open(os.path.join(REPO, "test", "erp-story.expected"), encoding="utf-8") as f:
+        with open(os.path.join(REPO, "test", "demo", "erp-story.expected"), encoding="utf-8") as f:
             want = sections(f.read())
         got = sections(run.stdout)
         self.assertEqual(len(got), len(want), run.stdout)

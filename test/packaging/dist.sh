@@ -7,8 +7,8 @@
 # client (pgxn install) would.
 # Prints "ok - ..." / "not ok - ..." lines; exits 0.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. test/tap.bash
+cd "$(dirname "$0")/../.."
+. test/harness/tap.bash
 
 python=${HC_PYTHON:-/usr/bin/python3}
 version=$(make -s version)

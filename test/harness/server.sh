@@ -5,9 +5,9 @@
 # the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default;
 # HC_LISTEN_ADDRESSES: listen_addresses instead of none, the socket only;
 # HC_CONF: more lines for postgresql.conf (a Citus node's, test/citus/cluster.sh);
-# HC_LD_PRELOAD: the server's LD_PRELOAD, a sanitizer's runtime: test/sanitize.sh).
-#   test/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
-#   test/server.sh stop PORT    stop it and remove its data
+# HC_LD_PRELOAD: the server's LD_PRELOAD, a sanitizer's runtime: test/packaging/sanitize.sh).
+#   test/harness/server.sh start PORT   initdb (if needed) and start, in /tmp/holdcommit-PORT
+#   test/harness/server.sh stop PORT    stop it and remove its data
 # Its socket and data live where the postgres user can write; as root the
 # server runs as postgres.  Clients connect as postgres over the socket (trust).
 set -euo pipefail

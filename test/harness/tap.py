@@ -1,4 +1,4 @@
-"""ok / not ok lines for the Python checks that make test counts (the twin of test/tap.bash)."""
+"""ok / not ok lines for the Python checks that make test counts (the twin of test/harness/tap.bash)."""
 
 failures = 0
 

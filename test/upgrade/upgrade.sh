@@ -5,8 +5,8 @@
 #                   updated; ALTER EXTENSION holdcommit UPDATE TO '0.2.0',
 #                   which this library serves, then UPDATE to 0.3.0;
 #   hc_upgrade_new: CREATE EXTENSION holdcommit (0.3.0 directly).
-# (From 0.2.0: test/upgrade-0.2.0.sh; 0.2.0 in public: test/move.sh; what is
-# compared: test/upgrade-lib.bash.)  Then the data made under 0.1.0 must work
+# (From 0.2.0: test/upgrade/upgrade-0.2.0.sh; 0.2.0 in public: test/upgrade/move.sh; what is
+# compared: test/upgrade/upgrade-lib.bash.)  Then the data made under 0.1.0 must work
 # under 0.3.0, and every function as in a fresh install.
 # Both grant hc_upgrade_app with hc_grant_app and hc_upgrade_ops with
 # hc_grant_operator (old: before the update and, as CHANGELOG.md's 0.2.0 notes
@@ -14,9 +14,9 @@
 # compared too, in the catalog and in what a plain pg_dump keeps.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
-. test/upgrade-lib.bash
+. test/upgrade/upgrade-lib.bash
 
 old=hc_upgrade_old
 new=hc_upgrade_new

@@ -47,7 +47,7 @@
 # could not run at all.
 set -uo pipefail
 trap '' PIPE
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 top=$PWD
 
 : "${PGHOST:?set PGHOST, PGPORT and PGUSER}" "${PGPORT:?}" "${PGUSER:?}"

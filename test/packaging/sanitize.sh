@@ -19,8 +19,8 @@
 # Prints "ok - ..." / "not ok - ..." lines and "# ..." figures; exits 0.
 #   HC_SANITIZE_PORT  the throwaway server's port (default 54346)
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. test/tap.bash
+cd "$(dirname "$0")/../.."
+. test/harness/tap.bash
 
 port=${HC_SANITIZE_PORT:-54346}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
@@ -29,7 +29,7 @@ root=$(mktemp -d)
 chmod 755 "$root"
 
 cleanup() {
-    HC_PGROOT=$root test/server.sh stop "$port"
+    HC_PGROOT=$root test/harness/server.sh stop "$port"
     rm -rf "$root"
 }
 trap cleanup EXIT
@@ -46,9 +46,9 @@ check "gcc has the ASan runtime" "$(test -e "$libasan" && echo yes)" "yes"
 # ASan's runtime is preloaded (LD_PRELOAD), before libc: Debian's postgres has
 # no ASan of its own.  The postmaster forks its backends and workers without
 # exec: they have it too.  UBSan's comes with the module.  sanitize-init.so
-# makes both start right in that postgres (test/sanitize-init.c says how).
-gcc -Wall -Wextra -Werror -O2 -fPIC -shared -o "$root/sanitize-init.so" test/sanitize-init.c ||
-    { echo "not ok - build test/sanitize-init.c"; exit 0; }
+# makes both start right in that postgres (test/packaging/sanitize-init.c says how).
+gcc -Wall -Wextra -Werror -O2 -fPIC -shared -o "$root/sanitize-init.so" test/packaging/sanitize-init.c ||
+    { echo "not ok - build test/packaging/sanitize-init.c"; exit 0; }
 preload=$libasan:$root/sanitize-init.so
 
 status_before=$(git status --porcelain --untracked-files=all)
@@ -102,7 +102,7 @@ sanitized() {
     # set as ASan's (libasan, first, has the same __sanitizer_set_report_path).
     if ! ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1:log_path=$root/reports/$name/asan" \
          UBSAN_OPTIONS="print_stacktrace=1:abort_on_error=1" \
-         HC_PGROOT=$root HC_LD_PRELOAD=$preload test/server.sh start "$port"; then
+         HC_PGROOT=$root HC_LD_PRELOAD=$preload test/harness/server.sh start "$port"; then
         echo "not ok - $name: a server starts with the sanitizers' runtime"
         cp "$PGHOST/server.log" "$dir/server.log" 2>/dev/null
         tail -20 "$dir/server.log" | sed 's/^/#   /'
@@ -136,7 +136,7 @@ installcheck() {
 stop() {
     cp "$PGHOST/server.log" "$build/$1/server.log"
     cp -r "$root/reports/$1" "$build/$1/reports"
-    HC_PGROOT=$root test/server.sh stop "$port"
+    HC_PGROOT=$root test/harness/server.sh stop "$port"
 }
 
 ##############################################################################

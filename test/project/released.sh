@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The released install and upgrade scripts are what was released: each file
-# listed in test/released.md5 has the md5 stored there (stored, not computed
+# listed in test/project/released.md5 has the md5 stored there (stored, not computed
 # from git, so that a shallow clone checks it too).
 # Prints "ok - ..." / "not ok - ..." lines; exits 0.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. test/tap.bash
+cd "$(dirname "$0")/../.."
+. test/harness/tap.bash
 
 n=0
 while read -r sum file rest; do
@@ -16,6 +16,6 @@ while read -r sum file rest; do
     else
         echo "not ok - $file, released in $rest, exists"
     fi
-done <test/released.md5
-[ "$n" -gt 0 ] || echo "not ok - test/released.md5 lists the released scripts"
+done <test/project/released.md5
+[ "$n" -gt 0 ] || echo "not ok - test/project/released.md5 lists the released scripts"
 exit 0

@@ -1,8 +1,8 @@
 -- Every function and view of holdcommit, called once with valid arguments on
 -- entities of its own (TOUR-*), printing only what does not depend on the
--- database it runs in: run by test/upgrade.sh, test/upgrade-0.2.0.sh and
--- test/move.sh in an updated database and in a fresh install, whose outputs
--- must be equal.  test/upgrade-lib.bash checks that it names every function
+-- database it runs in: run by test/upgrade/upgrade.sh, test/upgrade/upgrade-0.2.0.sh and
+-- test/upgrade/move.sh in an updated database and in a fresh install, whose outputs
+-- must be equal.  test/upgrade/upgrade-lib.bash checks that it names every function
 -- and view of the extension, so a new one must be added here.
 -- Run as a superuser with the extension's schema first on the search_path.
 \set ON_ERROR_STOP on

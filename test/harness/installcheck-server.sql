@@ -19,7 +19,7 @@ SELECT 'holdcommit' = ANY (string_to_array(translate(current_setting('shared_pre
 \else
 \echo 'installcheck: holdcommit is not in shared_preload_libraries: no test here needs it; the background sweeper is tested by make test (load/sweep, load/sweep-bulk, load/cron)'
 \endif
-\i test/sweeper_on.sql
+\i test/harness/sweeper_on.sql
 \if :sweeper_on
 \echo 'SKIP sweep_worker: the background sweeper works in' :dbname 'on this server (holdcommit.sweep_interval, holdcommit.databases): its check that no sweeper ran there is skipped'
 \endif

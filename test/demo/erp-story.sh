@@ -4,7 +4,7 @@
 # network does.  make run plays it after the sale demo; make test checks its
 # output (test/load/erp-story.sh).
 #
-#   test/erp-story.sh DB     (PGHOST, PGPORT, PGUSER for the server)
+#   test/demo/erp-story.sh DB     (PGHOST, PGPORT, PGUSER for the server)
 #
 # The ERP is simulated in the same database: erp_create_invoice() takes its
 # time (pg_sleep) and then writes an invoice.  The worker's client gives up

@@ -1,14 +1,14 @@
-# Shared by the upgrade paths (test/upgrade.sh from 0.1.0, test/upgrade-0.2.0.sh,
-# test/move.sh out of public); sourced.  Each compares an updated database
+# Shared by the upgrade paths (test/upgrade/upgrade.sh from 0.1.0, test/upgrade/upgrade-0.2.0.sh,
+# test/upgrade/move.sh out of public); sourced.  Each compares an updated database
 # OLD with a fresh install NEW on the same server:
 #   check_same_schema OLD NEW WHAT    pg_dump --schema-only --binary-upgrade of
 #                                     both, normalized, is the same
 #   check_same_grants OLD NEW ROLE    the privileges ROLE has on the extension's
 #                                     objects, and what pg_dump keeps of them
-#   check_tour OLD NEW                test/upgrade-tour.sql answers the same in
+#   check_tour OLD NEW                test/upgrade/upgrade-tour.sql answers the same in
 #                                     both, and calls every function and view
 # Needs PGHOST, PGPORT, PGUSER (a superuser), $work (a scratch directory).
-. "$(dirname "${BASH_SOURCE[0]}")/tap.bash"
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/tap.bash"
 upgrade_bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
 
 # The schema.  Normalized away is only what must differ between two
@@ -89,7 +89,7 @@ check_same_grants() {
     fi
 }
 
-# The tour (test/upgrade-tour.sql) in both databases, with the extension's
+# The tour (test/upgrade/upgrade-tour.sql) in both databases, with the extension's
 # schema first on the search_path: the same answers.  And it names every
 # function and view of the extension (an event trigger's function by its
 # trigger's refusal), so that a new one cannot be left out.

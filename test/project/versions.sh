@@ -7,8 +7,8 @@
 # (dch -v NEW-1) until this passes.
 # Prints "ok - ..." / "not ok - ..." lines; exits 0.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. test/tap.bash
+cd "$(dirname "$0")/../.."
+. test/harness/tap.bash
 
 version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" holdcommit.control)
 check "holdcommit.control has a default_version of the form N.N.N" \

@@ -6,12 +6,12 @@
 #               an application, an operator role; then ALTER EXTENSION
 #               holdcommit UPDATE;
 #   hc_up2_new: CREATE EXTENSION holdcommit (0.3.0), the same roles granted.
-# (From 0.1.0: test/upgrade.sh; 0.2.0 in public: test/move.sh.)
+# (From 0.1.0: test/upgrade/upgrade.sh; 0.2.0 in public: test/upgrade/move.sh.)
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
-. test/upgrade-lib.bash
+. test/upgrade/upgrade-lib.bash
 
 old=hc_up2_old
 new=hc_up2_new

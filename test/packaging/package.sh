@@ -12,8 +12,8 @@
 # Prints "ok - ..." / "not ok - ..." lines and "# ..." figures; exits 0.
 #   HC_PKG_PORT  the throwaway server's port (default 54337)
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. test/tap.bash
+cd "$(dirname "$0")/../.."
+. test/harness/tap.bash
 
 port=${HC_PKG_PORT:-54337}
 version=$(make -s version)
@@ -22,7 +22,7 @@ root=$(mktemp -d)
 chmod 755 "$root"
 
 cleanup() {
-    HC_PGROOT=$root test/server.sh stop "$port"
+    HC_PGROOT=$root test/harness/server.sh stop "$port"
     rm -rf "$root"
 }
 trap cleanup EXIT
@@ -120,7 +120,7 @@ check "the private tree's holdcommit files are exactly the package's" \
     "$(cd "$root" && find usr -name 'holdcommit*' | sort | tr '\n' ' ')" \
     "$(grep -E '/holdcommit[^/]*$' <<<"$contents" | sed 's|^/||' | sort | tr '\n' ' ')"
 
-if ! HC_PGROOT=$root test/server.sh start "$port"; then
+if ! HC_PGROOT=$root test/harness/server.sh start "$port"; then
     echo "not ok - a server starts from the tree with the package"
     exit 0
 fi

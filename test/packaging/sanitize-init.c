@@ -1,6 +1,6 @@
 /*
  * sanitize-init.c
- *		Preloaded after libasan by test/sanitize.sh into Debian's postgres, a
+ *		Preloaded after libasan by test/packaging/sanitize.sh into Debian's postgres, a
  *		binary without the sanitizers: what their runtimes need to start right
  *		there.
  *

@@ -9,9 +9,9 @@
 #   hc_move_new: CREATE EXTENSION holdcommit (0.3.0).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
-. test/upgrade-lib.bash
+. test/upgrade/upgrade-lib.bash
 
 old=hc_move_old
 new=hc_move_new
@@ -27,7 +27,7 @@ cleanup() { drop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 # The move, exactly as doc/operations.md prints it.
-recipe=$(perl -0777 -ne 'print $1 if /test\/move\.sh runs this block as printed -->\n```sql\n(.*?)```/s' \
+recipe=$(perl -0777 -ne 'print $1 if /test\/upgrade\/move\.sh runs this block as printed -->\n```sql\n(.*?)```/s' \
          doc/operations.md)
 check "doc/operations.md prints the move" "$(grep -c 'ALTER EXTENSION holdcommit SET SCHEMA' <<<"$recipe")" "1"
 

@@ -11,7 +11,7 @@
 # gets must be documented too (or listed here, with the reason).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 db=hc_docs
 work=$(mktemp -d)

@@ -6,8 +6,8 @@
 # expected output belongs to one of them.
 # Prints "ok - ..." / "not ok - ..." lines; exits 0.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. test/tap.bash
+cd "$(dirname "$0")/../.."
+. test/harness/tap.bash
 
 names() { for f in "$@"; do [ -e "$f" ] && basename "${f%.*}"; done | sort; }
 

@@ -7,7 +7,7 @@
 # any failure.  Every suite's log stays in test/tmp/NAME.log.
 #
 # The unit counted is the assertion: every "ok" / "not ok" line of a TAP
-# script (test/tap.bash, test/tap.py, pgTAP's pg_prove -v), and every test
+# script (test/harness/tap.bash, test/harness/tap.py, pgTAP's pg_prove -v), and every test
 # file of pg_regress and pg_isolation_regress ("... ok" / "... FAILED").  A
 # suite that exits non-zero without a failed assertion, or that makes none,
 # counts one failure.
@@ -15,7 +15,7 @@
 # The suites are listed at the end (test/README.md describes each): adding one
 # is one line, "suite TIER NAME COMMAND...", where COMMAND prints assertions.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 tier=${TIER:-full}
 case $tier in
@@ -32,7 +32,7 @@ export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
 export HC_TCP_PORT=${HC_TCP_PORT:-$((20000 + port % 10000))}
 export HC_HTTP_PORT=${HC_HTTP_PORT:-$((HC_TCP_PORT + 5))} HC_PGBOUNCER_PORT=${HC_PGBOUNCER_PORT:-$((port + 6))}
 export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_PORT:-$((HC_TCP_PORT + 8))}
-# The server with the sanitizers' runtime (test/sanitize.sh).
+# The server with the sanitizers' runtime (test/packaging/sanitize.sh).
 export HC_SANITIZE_PORT=${HC_SANITIZE_PORT:-$((port + 16))}
 other_port=$((port + 9))
 out=test/tmp
@@ -43,16 +43,16 @@ fail_setup() { echo "FAIL setup   $1" >&2; echo "0 passed, 1 failed"; exit 1; }
 
 t0=$(date +%s)
 rm -rf "$out" results output_iso regression.diffs regression.out && mkdir -p "$out"
-test/deps.sh >"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "missing packages"; }
+test/harness/deps.sh >"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "missing packages"; }
 make -s WERROR=-Werror >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "build failed"; }
 if [ -n "${HC_PGROOT:-}" ]; then
     make -s install DESTDIR="$HC_PGROOT" >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "install failed"; }
 elif [ "$(id -u)" -eq 0 ]; then
     make -s install >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "install failed"; }
 fi
-test/server.sh start "$port" >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "server did not start"; }
+test/harness/server.sh start "$port" >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "server did not start"; }
 # The server's log is kept with the suites' logs.
-trap 'cp "$PGHOST/server.log" "$out/server.log" 2>/dev/null; test/server.sh stop "$port"' EXIT
+trap 'cp "$PGHOST/server.log" "$out/server.log" 2>/dev/null; test/harness/server.sh stop "$port"' EXIT
 printf '%-4s %-26s %s\n' ok setup "build, install, server on port $port   $(($(date +%s) - t0)) s"
 
 # suite TIER NAME COMMAND...: run COMMAND if TIER is in this run's tier, its
@@ -141,9 +141,9 @@ other_installcheck() {
     local config=$1 rc skipped want
     shift
     if [ "$config" = no-preload ]; then
-        HC_PRELOAD= test/server.sh start "$other_port" || { echo "not ok - a server starts without preload"; return 0; }
+        HC_PRELOAD= test/harness/server.sh start "$other_port" || { echo "not ok - a server starts without preload"; return 0; }
     else
-        HC_SWEEP_INTERVAL=1 test/server.sh start "$other_port" || { echo "not ok - a server starts"; return 0; }
+        HC_SWEEP_INTERVAL=1 test/harness/server.sh start "$other_port" || { echo "not ok - a server starts"; return 0; }
     fi
     rm -rf results output_iso regression.diffs regression.out
     # "$@": the tests to run; none: every regression test and isolation spec.
@@ -154,27 +154,28 @@ other_installcheck() {
     fi
     rc=$?
     show_diffs
-    test/server.sh stop "$other_port"
+    test/harness/server.sh stop "$other_port"
     skipped=$(grep -l '^SKIP' results/*.out 2>/dev/null | sed 's|^results/||; s|\.out$||' | tr '\n' ' ')
     if [ "$config" = no-preload ]; then want=none; else want="sweep_worker "; fi
     check "the tests that skip something on a $config server" "${skipped:-none}" "$want"
     return $rc
 }
 
-. test/tap.bash
+. test/harness/tap.bash
 
 # TIER     NAME                      COMMAND
-suite quick layout                   test/layout.sh
-suite quick released                 test/released.sh
+suite quick layout                   test/project/layout.sh
+suite quick released                 test/project/released.sh
 suite quick regression               regression
 suite quick isolation                isolation
-suite quick snippets                 test/snippets.sh
-suite quick docs                     test/docs.sh
-suite quick sqlstates                bash test/sqlstates.sh
-suite quick versions                 test/versions.sh
-suite quick upgrade                  test/upgrade.sh
-suite quick upgrade-0.2.0            test/upgrade-0.2.0.sh
-suite quick move                     test/move.sh
+suite quick snippets                 test/project/snippets.sh
+suite quick docs                     test/project/docs.sh
+suite quick sqlstates                bash test/project/sqlstates.sh
+suite quick versions                 test/project/versions.sh
+suite quick source                   test/project/source.sh
+suite quick upgrade                  test/upgrade/upgrade.sh
+suite quick upgrade-0.2.0            test/upgrade/upgrade-0.2.0.sh
+suite quick move                     test/upgrade/move.sh
 for f in test/pgtap/*.sql; do
     suite quick "pgtap/$(basename "$f" .sql)" pgtap "$f"
 done
@@ -187,9 +188,9 @@ suite full  exporter                 "${HC_PYTHON:-/usr/bin/python3}" examples/p
                                      --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
 suite full  clients/node             bash clients/node/test.sh
 suite full  citus                    test/citus/run.sh
-suite full  dist                     test/dist.sh
-suite full  package                  test/package.sh
-suite full  sanitize                 test/sanitize.sh
+suite full  dist                     test/packaging/dist.sh
+suite full  package                  test/packaging/package.sh
+suite full  sanitize                 test/packaging/sanitize.sh
 suite full  installcheck/no-preload  other_installcheck no-preload
 suite full  installcheck/sweeper-on  other_installcheck sweeper-on setup sweep_worker
 

@@ -14,7 +14,7 @@
 # A copy or a service that is not there yet prints "ok - ... # SKIP not there yet".
 # Prints "ok - ..." / "not ok - ..." lines; exits 0.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 exec "${HC_PYTHON:-/usr/bin/python3}" - <<'PY'
 import glob
@@ -22,7 +22,7 @@ import json
 import re
 import sys
 
-sys.path.insert(0, "test")
+sys.path.insert(0, "test/harness")
 from tap import check
 
 SOURCE = "clients/sqlstates.json"
