@@ -294,7 +294,7 @@ hc_asset_add(PG_FUNCTION_ARGS)
 #ifdef HC_SANITIZE_CANARY
 	{
 		/*
-		 * test/sanitize.sh's canary build only: an off-by-one loop that reads
+		 * test/packaging/sanitize.sh's canary build only: an off-by-one loop that reads
 		 * one byte past a palloc'd buffer, which AddressSanitizer must report.
 		 * 16 kB is above aset.c's allocChunkLimit (8 kB), so the chunk is a
 		 * malloc'd block of its own and the byte past it is ASan's redzone; a

@@ -15,7 +15,7 @@
  *   4. A product keeps 1 to STOCK_MAX_PARTS parts.  Parts that go hand
  *      their reserved units, versions and lines to part 0; a part number
  *      the product had before goes on from its last seq (stock.h's 6).
- *   5. test/sanitize.sh's canary (HC_SANITIZE_CANARY) is in hc_stock_set,
+ *   5. test/packaging/sanitize.sh's canary (HC_SANITIZE_CANARY) is in hc_stock_set,
  *      in this folder: the script looks for it there.
  */
 #include "postgres.h"
@@ -196,7 +196,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 #ifdef HC_SANITIZE_CANARY
 	{
 		/*
-		 * test/sanitize.sh's canary build only: an 8-byte integer read at an
+		 * test/packaging/sanitize.sh's canary build only: an 8-byte integer read at an
 		 * odd offset of a byte buffer, which UndefinedBehaviorSanitizer must
 		 * report (x86 reads it without a fault: only UBSan sees it).  The
 		 * offset is known at run time only: gcc 12 checks the alignment of
