@@ -244,8 +244,28 @@ function targets_table(issues,    s, v, y, sc, va, sy, lbl, r, grow, k, i, n, ok
     }
 }
 
+# the rows of scenario sc's table that ran, by synchronous_commit then
+# variant (by variant first when variant_first): returns how many; sets
+# row_k[i] (the runs' key), row_va[i], row_sy[i] and row_v[i] (the variant's
+# place, 1 for holdcommit)
+function rows_of(sc, variant_first,    n, a, b, v, y) {
+    n = 0
+    for (a = 1; a <= (variant_first ? nva[sc] : nsy[sc]); a++)
+        for (b = 1; b <= (variant_first ? nsy[sc] : nva[sc]); b++) {
+            v = variant_first ? a : b
+            y = variant_first ? b : a
+            if (!((sc SUBSEP vas[sc, v] SUBSEP sys[sc, y]) in runs))
+                continue
+            row_k[++n] = sc SUBSEP vas[sc, v] SUBSEP sys[sc, y]
+            row_va[n] = vas[sc, v]
+            row_sy[n] = sys[sc, y]
+            row_v[n] = v
+        }
+    return n
+}
+
 # issue 20's end of the stock, every variant
-function sold_out_table(    sc, v, y, va, sy, k, i, n, exact, done, secs) {
+function sold_out_table(    sc, r, nr, k, i, n, exact, done, secs) {
     sc = "sold_out"
     section("Selling out")
     printf "Issue 20: one product of %s units, %s clients each reserving 1 unit a call with a new key, each\n", so_stock, clients[sc SUBSEP vas[sc, 1] SUBSEP sys[sc, 1]]
@@ -256,27 +276,22 @@ function sold_out_table(    sc, v, y, va, sy, k, i, n, exact, done, secs) {
     printf "sums for the ports. Medians of the rounds.\n\n"
     printf "| variant | synchronous_commit | units sold/s | rounds (min–max) | seconds to sell out | p50 ms | p99 ms | outcomes | exact (rounds) | holdcommit ÷ this (rounds) |\n"
     printf "|---|---|---|---|---|---|---|---|---|---|\n"
-    for (y = 1; y <= nsy[sc]; y++) {
-        sy = sys[sc, y]
-        for (v = 1; v <= nva[sc]; v++) {
-            va = vas[sc, v]
-            k = sc SUBSEP va SUBSEP sy
-            if (!(k in runs))
-                continue
-            n = runs[k]
-            exact = done = 0
-            for (i = 1; i <= n; i++) {
-                exact += (so_exact[k, i] == "yes")
-                done += (so_done[k, i] == "yes")
-            }
-            secs = sprintf("%.2f", stat_of(k, so_s))
-            if (done < n)
-                secs = secs sprintf(" (%d of %d rounds not sold out in %s s)", n - done, n, so_timeout)
-            printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s |\n",
-                va, sy, fmt_rate(med[k]), lo_hi(k), secs, stat_of(k, p50), stat_of(k, p99), outcomes_of(k),
-                (exact == n) ? sprintf("yes (%d of %d)", exact, n) : sprintf("**no** (%d of %d)", exact, n),
-                (v == 1) ? "—" : sprintf("%.2f (%.2f–%.2f)", ratio(sc, va, sy), rlo, rhi)
+    nr = rows_of(sc, 0)
+    for (r = 1; r <= nr; r++) {
+        k = row_k[r]
+        n = runs[k]
+        exact = done = 0
+        for (i = 1; i <= n; i++) {
+            exact += (so_exact[k, i] == "yes")
+            done += (so_done[k, i] == "yes")
         }
+        secs = sprintf("%.2f", stat_of(k, so_s))
+        if (done < n)
+            secs = secs sprintf(" (%d of %d rounds not sold out in %s s)", n - done, n, so_timeout)
+        printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s |\n",
+            row_va[r], row_sy[r], fmt_rate(med[k]), lo_hi(k), secs, stat_of(k, p50), stat_of(k, p99), outcomes_of(k),
+            (exact == n) ? sprintf("yes (%d of %d)", exact, n) : sprintf("**no** (%d of %d)", exact, n),
+            (row_v[r] == 1) ? "—" : sprintf("%.2f (%.2f–%.2f)", ratio(sc, row_va[r], row_sy[r]), rlo, rhi)
     }
 }
 
@@ -297,7 +312,7 @@ function done_stat(k, arr,    i, v) {
     return median(v, ndone)
 }
 
-function sweep_table(    sc, v, y, va, sy, k, i, rate_cell, secs_cell, timeouts, failed, note, per) {
+function sweep_table(    sc, row, nr, k, i, rate_cell, secs_cell, timeouts, failed, note, per) {
     sc = "sweep"
     section("Sweeping a backlog")
     printf "Issue 18: a new install (the extension created just now, autovacuum off for its tables) with\n"
@@ -310,38 +325,33 @@ function sweep_table(    sc, v, y, va, sy, k, i, rate_cell, secs_cell, timeouts,
     printf "back): its rate is below backlog ÷ timeout. Medians of %d rounds (swept/s: min–max).\n\n", runs[sc SUBSEP vas[sc, 1] SUBSEP sys[sc, 1]]
     printf "| state | synchronous_commit | holds swept/s (rounds) | sweep s | live tps | live p99 ms | live p99 without sweep ms | live tps without sweep | live outcomes |\n"
     printf "|---|---|---|---|---|---|---|---|---|\n"
-    for (v = 1; v <= nva[sc]; v++) {
-        va = vas[sc, v]
-        for (y = 1; y <= nsy[sc]; y++) {
-            sy = sys[sc, y]
-            k = sc SUBSEP va SUBSEP sy
-            if (!(k in runs))
-                continue
-            timeouts = failed = 0
-            for (i = 1; i <= runs[k]; i++) {
-                per[k, i] = (sw_s[k, i] > 0) ? sw_holds[k, i] / sw_s[k, i] : 0
-                if (sw_out[k, i] == "57014")
-                    timeouts++
-                else if (sw_out[k, i] != "00000")
-                    failed++
-            }
-            note = ""
-            if (timeouts > 0 && timeouts < runs[k])
-                note = note sprintf("; %d of %d rounds timed out", timeouts, runs[k])
-            if (failed > 0)
-                note = note sprintf("; %d of %d rounds failed", failed, runs[k])
-            r = done_stat(k, per)
-            if (ndone == 0) {
-                rate_cell = (timeouts > 0) ? sprintf("timeout (< %s)", fmt_rate(sw_backlog / sw_timeout)) : "failed"
-                secs_cell = (timeouts > 0) ? sprintf("> %s", sw_timeout) : "—"
-            } else {
-                rate_cell = sprintf("%s (%s–%s)", fmt_rate(r), fmt_rate(lo), fmt_rate(hi))
-                secs_cell = sprintf("%.2f", done_stat(k, sw_s))
-            }
-            printf "| %s | %s | %s%s | %s | %s | %.2f | %.2f | %s | %s |\n", va, sy, rate_cell, note, secs_cell,
-                fmt_rate(med[k]), stat_of(k, p99), stat_of(k, base_p99), fmt_rate(stat_of(k, base_tps)),
-                outcomes_of(k)
+    nr = rows_of(sc, 1)
+    for (row = 1; row <= nr; row++) {
+        k = row_k[row]
+        timeouts = failed = 0
+        for (i = 1; i <= runs[k]; i++) {
+            per[k, i] = (sw_s[k, i] > 0) ? sw_holds[k, i] / sw_s[k, i] : 0
+            if (sw_out[k, i] == "57014")
+                timeouts++
+            else if (sw_out[k, i] != "00000")
+                failed++
         }
+        note = ""
+        if (timeouts > 0 && timeouts < runs[k])
+            note = note sprintf("; %d of %d rounds timed out", timeouts, runs[k])
+        if (failed > 0)
+            note = note sprintf("; %d of %d rounds failed", failed, runs[k])
+        r = done_stat(k, per)
+        if (ndone == 0) {
+            rate_cell = (timeouts > 0) ? sprintf("timeout (< %s)", fmt_rate(sw_backlog / sw_timeout)) : "failed"
+            secs_cell = (timeouts > 0) ? sprintf("> %s", sw_timeout) : "—"
+        } else {
+            rate_cell = sprintf("%s (%s–%s)", fmt_rate(r), fmt_rate(lo), fmt_rate(hi))
+            secs_cell = sprintf("%.2f", done_stat(k, sw_s))
+        }
+        printf "| %s | %s | %s%s | %s | %s | %.2f | %.2f | %s | %s |\n", row_va[row], row_sy[row], rate_cell, note, secs_cell,
+            fmt_rate(med[k]), stat_of(k, p99), stat_of(k, base_p99), fmt_rate(stat_of(k, base_tps)),
+            outcomes_of(k)
     }
 }
 
@@ -400,20 +410,15 @@ END {
         sc = scs[s]
         if (sc == "memory" || sc == "sweep" || sc == "sold_out")
             continue
-        for (y = 1; y <= nsy[sc]; y++) {
-            sy = sys[sc, y]
-            for (v = 1; v <= nva[sc]; v++) {
-                va = vas[sc, v]
-                k = sc SUBSEP va SUBSEP sy
-                if (!(k in runs))
-                    continue
-                extra = (retries[k] > 0) ? sprintf(" (%d retries)", retries[k]) : ""
-                printf "| %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s%s | %.0f | %s |\n",
-                    sc, va, sy, clients[k], fmt_rate(med[k]), lo_hi(k),
-                    stat_of(k, p50), stat_of(k, p99), outcomes_of(k), extra,
-                    (calls[k] > 0) ? logb[k] / calls[k] : 0,
-                    (v == 1) ? "—" : sprintf("%.2f (%.2f–%.2f)", ratio(sc, va, sy), rlo, rhi)
-            }
+        nr = rows_of(sc, 0)
+        for (row = 1; row <= nr; row++) {
+            k = row_k[row]
+            extra = (retries[k] > 0) ? sprintf(" (%d retries)", retries[k]) : ""
+            printf "| %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s%s | %.0f | %s |\n",
+                sc, row_va[row], row_sy[row], clients[k], fmt_rate(med[k]), lo_hi(k),
+                stat_of(k, p50), stat_of(k, p99), outcomes_of(k), extra,
+                (calls[k] > 0) ? logb[k] / calls[k] : 0,
+                (row_v[row] == 1) ? "—" : sprintf("%.2f (%.2f–%.2f)", ratio(sc, row_va[row], row_sy[row]), rlo, rhi)
         }
     }
 

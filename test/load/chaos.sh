@@ -164,21 +164,27 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION chaos_sweep(c int, phase text) RETURNS text LANGUAGE plpgsql AS $$
+-- chaos_unkeyed: a call without a key (sweep, adjust), run and recorded with
+-- its outcome; its target and delta are $1 and $2 of the statement.
+CREATE FUNCTION chaos_unkeyed(phase text, c int, op text, call text, target text, delta int)
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     t0 timestamptz := clock_timestamp();
+    state text := '00000';
 BEGIN
     BEGIN
-        EXECUTE 'SELECT count(*) FROM hc_sweep()';
-        INSERT INTO chaos_calls (phase, client, op, kind, sqlstate, started_at)
-        VALUES (phase, c, 'sweep', 'own', '00000', t0);
-        RETURN '00000';
+        EXECUTE call USING target, delta;
     EXCEPTION WHEN OTHERS THEN
-        INSERT INTO chaos_calls (phase, client, op, kind, sqlstate, started_at)
-        VALUES (phase, c, 'sweep', 'own', SQLSTATE, t0);
-        RETURN SQLSTATE;
+        state := SQLSTATE;
     END;
+    INSERT INTO chaos_calls (phase, client, op, kind, target, delta, sqlstate, started_at)
+    VALUES (phase, c, op, 'own', target, delta, state, t0);
+    RETURN state;
 END
+$$;
+
+CREATE FUNCTION chaos_sweep(c int, phase text) RETURNS text LANGUAGE sql AS $$
+    SELECT chaos_unkeyed(phase, c, 'sweep', 'SELECT count(*) FROM hc_sweep()', NULL, NULL)
 $$;
 
 CREATE FUNCTION chaos_asset_step(c int) RETURNS text LANGUAGE plpgsql AS $$
@@ -340,21 +346,8 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION chaos_adjust(c int, product text, d int) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    t0 timestamptz := clock_timestamp();
-BEGIN
-    BEGIN
-        PERFORM hc_stock_adjust(product, d, 'chaos');
-        INSERT INTO chaos_calls (phase, client, op, kind, target, delta, sqlstate, started_at)
-        VALUES ('stock', c, 'adjust', 'own', product, d, '00000', t0);
-        RETURN '00000';
-    EXCEPTION WHEN OTHERS THEN
-        INSERT INTO chaos_calls (phase, client, op, kind, target, delta, sqlstate, started_at)
-        VALUES ('stock', c, 'adjust', 'own', product, d, SQLSTATE, t0);
-        RETURN SQLSTATE;
-    END;
-END
+CREATE FUNCTION chaos_adjust(c int, product text, d int) RETURNS text LANGUAGE sql AS $$
+    SELECT chaos_unkeyed('stock', c, 'adjust', $q$SELECT hc_stock_adjust($1, $2, 'chaos')$q$, product, d)
 $$;
 
 CREATE FUNCTION chaos_stock_step(c int) RETURNS text LANGUAGE plpgsql AS $$
@@ -536,6 +529,44 @@ expectations() {
               ELSE false END"
 }
 
+# one_per_key PHASE OPS: keys whose successful calls (of OPS, a SQL list)
+# returned more than one reservation, had more than one set of arguments or
+# were not replays but once
+one_per_key() {
+    q "SELECT count(*) FROM (SELECT key FROM chaos_calls
+                              WHERE phase = '$1' AND op IN ($2) AND sqlstate = '00000'
+                              GROUP BY key
+                             HAVING count(DISTINCT reservation_id) <> 1 OR count(DISTINCT args) <> 1
+                                 OR count(*) FILTER (WHERE NOT replayed) <> 1) k"
+}
+
+# keys_of_failures KIND: stored keys of KIND that no successful call made
+keys_of_failures() {
+    q "SELECT count(*) FROM hc_idempotency_keys k
+        WHERE k.kind = '$1'
+          AND NOT EXISTS (SELECT FROM chaos_calls c WHERE c.key = k.key AND c.sqlstate = '00000')"
+}
+
+# ended_as_returned PHASE OP TABLE LATE_OP SOLD: the successful calls OP
+# (release, unreserve) whose reservation in TABLE is not as they returned it
+# (RELEASED; or EXPIRED, or SOLD by a later late_ok LATE_OP: an expired one's
+# release changes nothing), "/" those whose reservation is missing
+ended_as_returned() {
+    echo "$(q "SELECT count(*) FROM chaos_calls c JOIN $3 r ON r.id = c.reservation_id
+           WHERE c.phase = '$1' AND c.op = '$2' AND c.sqlstate = '00000'
+             AND NOT CASE c.status
+                 WHEN 'RELEASED' THEN r.status = 'RELEASED'
+                 WHEN 'EXPIRED' THEN r.status = 'EXPIRED'
+                      OR (r.status = '$5'
+                          AND EXISTS (SELECT FROM chaos_calls m
+                                       WHERE m.op = '$4' AND m.reservation_id = r.id
+                                         AND m.sqlstate = '00000' AND m.late_ok AND NOT m.replayed
+                                         AND m.seq > c.seq))
+                 ELSE false END")/$(q "SELECT count(*) FROM chaos_calls c
+           WHERE phase = '$1' AND op = '$2' AND sqlstate = '00000'
+             AND NOT EXISTS (SELECT FROM $3 r WHERE r.id = c.reservation_id)")"
+}
+
 ##############################################################################
 # (a) assets
 ##############################################################################
@@ -566,11 +597,7 @@ echo "# assets: reused keys: $(q "SELECT count(*) FILTER (WHERE expect = 'replay
 check "assets: only allowed outcomes (no 40P01, 40001, 23xxx, XX000 ...)" "$(unexpected assets)" ""
 check "assets: every reused key replayed or gave RS005 as the contract says" "$(expectations assets)" "0"
 check "assets: a key's successful calls all returned one reservation, for one set of arguments" \
-    "$(q "SELECT count(*) FROM (SELECT key FROM chaos_calls
-                                 WHERE phase = 'assets' AND op = 'hold' AND sqlstate = '00000'
-                                 GROUP BY key
-                                HAVING count(DISTINCT reservation_id) <> 1 OR count(DISTINCT args) <> 1
-                                    OR count(*) FILTER (WHERE NOT replayed) <> 1) k")" "0"
+    "$(one_per_key assets "'hold'")" "0"
 check "assets: each new hold is a reservation with its key, asset and buyer" \
     "$(q "SELECT count(*) FROM chaos_calls c
            WHERE phase = 'assets' AND op = 'hold' AND sqlstate = '00000' AND NOT replayed
@@ -580,10 +607,7 @@ check "assets: each new hold is a reservation with its key, asset and buyer" \
 check "assets: one reservation per key" \
     "$(q "SELECT count(*) FROM (SELECT idempotency_key FROM hc_reservations
                                  GROUP BY 1 HAVING count(*) > 1) k")" "0"
-check "assets: failed holds stored no key" \
-    "$(q "SELECT count(*) FROM hc_idempotency_keys k
-           WHERE k.kind = 'hold'
-             AND NOT EXISTS (SELECT FROM chaos_calls c WHERE c.key = k.key AND c.sqlstate = '00000')")" "0"
+check "assets: failed holds stored no key" "$(keys_of_failures hold)" "0"
 check "assets: no asset sold twice (one COMMITTED reservation per SOLD asset)" \
     "$(q "SELECT count(*) FROM hc_assets a
            WHERE a.status = 'SOLD'
@@ -601,19 +625,7 @@ check "assets: every successful commit returned COMMITTED and the reservation is
                                   WHERE r.id = c.reservation_id AND r.status = 'COMMITTED'))")" "0"
 # A release of an expired hold changes nothing: a late_ok commit may still sell it.
 check "assets: every successful release returned RELEASED (and so it stayed) or EXPIRED (so it stayed, or a late_ok commit sold it)" \
-    "$(q "SELECT count(*) FROM chaos_calls c JOIN hc_reservations r ON r.id = c.reservation_id
-           WHERE c.phase = 'assets' AND c.op = 'release' AND c.sqlstate = '00000'
-             AND NOT CASE c.status
-                 WHEN 'RELEASED' THEN r.status = 'RELEASED'
-                 WHEN 'EXPIRED' THEN r.status = 'EXPIRED'
-                      OR (r.status = 'COMMITTED'
-                          AND EXISTS (SELECT FROM chaos_calls m
-                                       WHERE m.op = 'commit' AND m.reservation_id = r.id
-                                         AND m.sqlstate = '00000' AND m.late_ok AND NOT m.replayed
-                                         AND m.seq > c.seq))
-                 ELSE false END")/$(q "SELECT count(*) FROM chaos_calls c
-           WHERE phase = 'assets' AND op = 'release' AND sqlstate = '00000'
-             AND NOT EXISTS (SELECT FROM hc_reservations r WHERE r.id = c.reservation_id)")" "0/0"
+    "$(ended_as_returned assets release hc_reservations commit COMMITTED)" "0/0"
 check "assets: every successful extend returned a HELD reservation" \
     "$(q "SELECT count(*) FROM chaos_calls
            WHERE phase = 'assets' AND op = 'extend' AND sqlstate = '00000' AND status <> 'HELD'")" "0"
@@ -691,11 +703,7 @@ check "stock: zero deadlocks (40P01)" \
 check "stock: every reused key and repeated finalize/unreserve replayed or gave RS005 as the contract says" \
     "$(expectations stock)" "0"
 check "stock: a key's successful calls all returned one reservation, for one set of arguments" \
-    "$(q "SELECT count(*) FROM (SELECT key FROM chaos_calls
-                                 WHERE phase = 'stock' AND op IN ('reserve', 'items') AND sqlstate = '00000'
-                                 GROUP BY key
-                                HAVING count(DISTINCT reservation_id) <> 1 OR count(DISTINCT args) <> 1
-                                    OR count(*) FILTER (WHERE NOT replayed) <> 1) k")" "0"
+    "$(one_per_key stock "'reserve', 'items'")" "0"
 check "stock: every successful reserve returned its items sorted by product" \
     "$(q "SELECT count(*) FROM chaos_calls
            WHERE phase = 'stock' AND op IN ('reserve', 'items') AND sqlstate = '00000'
@@ -710,10 +718,7 @@ check "stock: each new reservation is stored with its key, buyer and lines" \
                                        ORDER BY l.product_id COLLATE \"C\")
                         FROM hc_stock_reservation_lines l WHERE l.reservation_id = c.reservation_id)
                      IS DISTINCT FROM chaos_items_sorted(c.target::jsonb))")" "0"
-check "stock: failed reserves stored no key" \
-    "$(q "SELECT count(*) FROM hc_idempotency_keys k
-           WHERE k.kind = 'stock'
-             AND NOT EXISTS (SELECT FROM chaos_calls c WHERE c.key = k.key AND c.sqlstate = '00000')")" "0"
+check "stock: failed reserves stored no key" "$(keys_of_failures stock)" "0"
 check "stock: every successful finalize returned FINALIZED; the reservation and its lines are FINALIZED" \
     "$(q "SELECT count(*) FROM chaos_calls c
            WHERE phase = 'stock' AND op = 'finalize' AND sqlstate = '00000'
@@ -724,19 +729,7 @@ check "stock: every successful finalize returned FINALIZED; the reservation and 
                               WHERE l.reservation_id = c.reservation_id AND l.status <> 'FINALIZED'))")" "0"
 # An unreserve of an expired reservation changes nothing: a late_ok finalize may still sell it.
 check "stock: every successful unreserve returned RELEASED (and so it stayed) or EXPIRED (so it stayed, or a late_ok finalize sold it)" \
-    "$(q "SELECT count(*) FROM chaos_calls c JOIN hc_stock_reservations r ON r.id = c.reservation_id
-           WHERE c.phase = 'stock' AND c.op = 'unreserve' AND c.sqlstate = '00000'
-             AND NOT CASE c.status
-                 WHEN 'RELEASED' THEN r.status = 'RELEASED'
-                 WHEN 'EXPIRED' THEN r.status = 'EXPIRED'
-                      OR (r.status = 'FINALIZED'
-                          AND EXISTS (SELECT FROM chaos_calls m
-                                       WHERE m.op = 'finalize' AND m.reservation_id = r.id
-                                         AND m.sqlstate = '00000' AND m.late_ok AND NOT m.replayed
-                                         AND m.seq > c.seq))
-                 ELSE false END")/$(q "SELECT count(*) FROM chaos_calls c
-           WHERE phase = 'stock' AND op = 'unreserve' AND sqlstate = '00000'
-             AND NOT EXISTS (SELECT FROM hc_stock_reservations r WHERE r.id = c.reservation_id)")" "0/0"
+    "$(ended_as_returned stock unreserve hc_stock_reservations finalize FINALIZED)" "0/0"
 check "stock: for every product stock >= reserved >= 0" \
     "$(q "SELECT count(*) FROM hc_inventory WHERE NOT (stock >= reserved AND reserved >= 0)")" "0"
 check "stock: reserved = sum of qty of RESERVED lines, per product" \

@@ -444,6 +444,18 @@ def went_back(first):
     return back
 
 
+def numbers_kept(label, v, what, noun, given, first, stored_sql, promises):
+    """The three promises of a fencing token and of an attempt number, checked
+    alike.  given: {(resource, number): {whom it was given to}}; first: as
+    went_back takes it; stored_sql: each resource and its number in its table."""
+    twice = sorted(f"{r} {noun} {n}: {sorted(w)}" for (r, n), w in given.items() if len(w) > 1)
+    check(f"{label}: {what}: {promises[0]}", twice[:3], [])
+    check(f"{label}: {what}: {promises[1]}", went_back(first)[:3], [])
+    stored = dict(v.q(stored_sql))
+    below = [(r, n, stored.get(r)) for (r, n) in given if stored.get(r) is None or stored[r] < n]
+    check(f"{label}: {what}: {promises[2]}", below[:3], [])
+
+
 def run_verify(opts):
     v = Verifier(opts)
     k = v.k
@@ -713,16 +725,11 @@ def run_verify(opts):
     moved = sorted(f"{r} {o}: {sorted(set(t for _, t in lst))}" for (r, o), lst in eras.items()
                    if len(set(t for _, t in lst)) > 1)
     check(f"{label}: tokens: an owner that acquires again gets its token back, never another", moved[:3], [])
-    eras = {ro: min(lst) for ro, lst in eras.items()}
-    twice = sorted(f"{r} token {t}: {sorted(o)}" for (r, t), o in token_owners.items() if len(o) > 1)
-    check(f"{label}: tokens: no fencing token was ever handed to two owners", twice[:3], [])
-    backwards = went_back(eras)
-    check(f"{label}: tokens: every lease taken after a crash has a higher token than every one acknowledged before it",
-          backwards[:3], [])
-    stored = dict(v.q("SELECT resource, token FROM holdcommit.hc_locks"))
-    below = [(r, t, stored.get(r)) for (r, t) in token_owners if stored.get(r) is None or stored[r] < t]
-    check(f"{label}: tokens: hc_locks keeps for every lease a token at least as high as every one acknowledged",
-          below[:3], [])
+    numbers_kept(label, v, "tokens", "token", token_owners, {ro: min(lst) for ro, lst in eras.items()},
+                 "SELECT resource, token FROM holdcommit.hc_locks",
+                 ("no fencing token was ever handed to two owners",
+                  "every lease taken after a crash has a higher token than every one acknowledged before it",
+                  "hc_locks keeps for every lease a token at least as high as every one acknowledged"))
 
     markers, first_seen = {}, {}
     for c in calls.values():
@@ -730,14 +737,11 @@ def run_verify(opts):
             res, n, marker = c["a"][0], int(c["r"][2]), c["r"][3]
             markers.setdefault((res, n), set()).add(marker)
             first_seen[(res, marker)] = min(first_seen.get((res, marker), (c["era"], n)), (c["era"], n))
-    twice = sorted(f"{r} attempt {n}: {sorted(m)}" for (r, n), m in markers.items() if len(m) > 1)
-    check(f"{label}: attempts: no attempt number was ever given two markers", twice[:3], [])
-    backwards = went_back(first_seen)
-    check(f"{label}: attempts: every attempt made after a crash counts on from every one acknowledged before it",
-          backwards[:3], [])
-    stored = dict(v.q("SELECT resource, attempts FROM holdcommit.hc_attempts"))
-    below = [(r, n, stored.get(r)) for (r, n) in markers if stored.get(r) is None or stored[r] < n]
-    check(f"{label}: attempts: hc_attempts counts for every resource at least every attempt acknowledged", below[:3], [])
+    numbers_kept(label, v, "attempts", "attempt", markers, first_seen,
+                 "SELECT resource, attempts FROM holdcommit.hc_attempts",
+                 ("no attempt number was ever given two markers",
+                  "every attempt made after a crash counts on from every one acknowledged before it",
+                  "hc_attempts counts for every resource at least every attempt acknowledged"))
 
     ##########################################################################
     # the stock arithmetic, and hc_check() again

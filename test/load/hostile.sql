@@ -44,19 +44,20 @@ CREATE FUNCTION pg_temp.fz_stock_reservation() RETURNS text LANGUAGE sql AS $$
 -- hold (or order) of that asset (or first product) and leaves its id in
 -- fz.hold (fz.order) for the reservation_id after it, which takes it (or
 -- makes one of its own for the forms by reservation id alone).
+-- fz_taken(setting): the id a form left in the setting, which it clears (NULL if none).
+CREATE FUNCTION pg_temp.fz_taken(setting text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v text := NULLIF(current_setting(setting, true), '');
+BEGIN
+    PERFORM set_config(setting, '', false);
+    RETURN v;
+END $$;
 CREATE FUNCTION pg_temp.fz_held_asset() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     h record := holdcommit.hc_hold(pg_temp.fz_asset(), 'fz-buyer', pg_temp.fz_id('key'), '1 hour');
 BEGIN
     PERFORM set_config('fz.hold', h.reservation_id, false);
     RETURN h.asset_id;
-END $$;
-CREATE FUNCTION pg_temp.fz_its_hold() RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    h text := NULLIF(current_setting('fz.hold', true), '');
-BEGIN
-    PERFORM set_config('fz.hold', '', false);
-    RETURN COALESCE(h, pg_temp.fz_hold());
 END $$;
 CREATE FUNCTION pg_temp.fz_ordered_product() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
@@ -67,13 +68,10 @@ BEGIN
                        false);
     RETURN p;
 END $$;
-CREATE FUNCTION pg_temp.fz_its_order() RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    o text := NULLIF(current_setting('fz.order', true), '');
-BEGIN
-    PERFORM set_config('fz.order', '', false);
-    RETURN COALESCE(o, pg_temp.fz_stock_reservation());
-END $$;
+CREATE FUNCTION pg_temp.fz_its_hold() RETURNS text LANGUAGE sql AS $$
+    SELECT COALESCE(pg_temp.fz_taken('fz.hold'), pg_temp.fz_hold()) $$;
+CREATE FUNCTION pg_temp.fz_its_order() RETURNS text LANGUAGE sql AS $$
+    SELECT COALESCE(pg_temp.fz_taken('fz.order'), pg_temp.fz_stock_reservation()) $$;
 
 -- A lease held by fz-owner with one attempt recorded (so that cooldown and
 -- max_attempts are read); its token is left in fz.token for the token

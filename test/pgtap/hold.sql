@@ -5,22 +5,10 @@
 -- Holds whose expiry a scenario needs are taken at the start with a 1 second
 -- ttl; one pg_sleep before the expiry scenarios lets them all lapse.  Every
 -- call reads clock_timestamp(), so time passes inside this transaction.
-\set ON_ERROR_STOP 1
-\set QUIET 1
-\pset format unaligned
-\pset tuples_only true
+\ir include/contract.sql
 
 BEGIN;
 SELECT plan(165);
-
--- The whole state, to show that a refused call changed nothing.
-CREATE FUNCTION pg_temp.hc_state() RETURNS text LANGUAGE sql AS $$
-    SELECT md5(concat_ws('|',
-        (SELECT string_agg(a::text, ',' ORDER BY a.id) FROM hc_assets a),
-        (SELECT string_agg(r::text, ',' ORDER BY r.id) FROM hc_reservations r),
-        (SELECT string_agg(k::text, ',' ORDER BY k.key) FROM hc_idempotency_keys k),
-        (SELECT string_agg(l::text, ',' ORDER BY l.seq) FROM hc_ledger l)))
-$$;
 
 SELECT count(hc_asset_add(id, 'test asset ' || id)) AS n_assets
   FROM unnest(ARRAY['A1', 'A2', 'A-second', 'A-rel', 'A-ext', 'A-exp', 'A-late',

@@ -5,24 +5,10 @@
 -- Reservations whose expiry a scenario needs are taken at the start with a
 -- 1 second ttl; one pg_sleep before the expiry scenarios lets them all lapse.
 -- Every call reads clock_timestamp(), so time passes inside this transaction.
-\set ON_ERROR_STOP 1
-\set QUIET 1
-\pset format unaligned
-\pset tuples_only true
+\ir include/contract.sql
 
 BEGIN;
 SELECT plan(274);
-
--- The whole state, to show that a refused call changed nothing.
-CREATE FUNCTION pg_temp.hc_state() RETURNS text LANGUAGE sql AS $$
-    SELECT md5(concat_ws('|',
-        (SELECT string_agg(i::text, ',' ORDER BY i.product_id) FROM hc_inventory i),
-        (SELECT string_agg(r::text, ',' ORDER BY r.id) FROM hc_stock_reservations r),
-        (SELECT string_agg(l::text, ',' ORDER BY l.reservation_id, l.product_id)
-           FROM hc_stock_reservation_lines l),
-        (SELECT string_agg(k::text, ',' ORDER BY k.key) FROM hc_idempotency_keys k),
-        (SELECT string_agg(l::text, ',' ORDER BY l.seq) FROM hc_ledger l)))
-$$;
 
 -- One product's counters as text, for short comparisons.
 CREATE FUNCTION pg_temp.inv(p text) RETURNS text LANGUAGE sql AS $$

@@ -1,7 +1,8 @@
 -- Every hc_* function, called by a victim while someone hostile has been at
 -- work: first as the superuser (every function), then as the application
--- role :app (the functions granted to applications); then what each call
--- did, read from the extension's own tables.  Loaded with \i by
+-- role :app (the functions granted to applications), each with the calls
+-- of test/security/victim_role.sql; then what each call did, read from the
+-- extension's own tables.  Loaded with \i by
 -- test/sql/security.sql and test/sql/owner_attack.sql.
 --
 -- Set before loading it:
@@ -30,29 +31,6 @@ SET search_path = pg_catalog, pg_temp;
 \set lease1 :s '-lease-1'
 \set lease2 :s '-lease-2'
 \set items '[{"product_id": "' :p1 '", "qty": 1}, {"product_id": "' :p2 '", "qty": 2}]'
-\set key_su_hold_1 :s '-su-hold-1'
-\set key_su_hold_2 :s '-su-hold-2'
-\set key_su_reserve_1 :s '-su-reserve-1'
-\set key_su_reserve_2 :s '-su-reserve-2'
-\set key_app_hold_1 :s '-app-hold-1'
-\set key_app_hold_2 :s '-app-hold-2'
-\set key_app_reserve_1 :s '-app-reserve-1'
-\set key_app_reserve_2 :s '-app-reserve-2'
-\set su_h1 none
-\set su_h2 none
-\set su_r1 none
-\set su_r2 none
-\set ap_h1 none
-\set ap_h2 none
-\set ap_r1 none
-\set ap_r2 none
-\set su_token ''
-\set ap_token ''
-\set su_released f
-\set ap_released f
-\set su_reset none
-\set su_complete none
-\set ap_complete none
 -- The lease and attempt functions and hc_sweep are called only where they
 -- exist (they come with the lock work); hc_grant only while it exists.
 SELECT pg_catalog.to_regprocedure(:'ext' || '.hc_lock_acquire(text,text,interval,integer)') IS NOT NULL AS have_locks,
@@ -70,57 +48,28 @@ SELECT id AS added FROM :"ext".hc_asset_add(:'a4', 'fourth') \gset
 SELECT stock AS stock FROM :"ext".hc_stock_set(:'p1', 10) \gset
 SELECT stock AS stock FROM :"ext".hc_stock_set(:'p2', 10) \gset
 SELECT stock AS stock FROM :"ext".hc_stock_adjust(:'p1', 5, 'restock') \gset
-SELECT reservation_id AS su_h1 FROM :"ext".hc_hold(:'a1', 'buyer-su', :'key_su_hold_1') \gset
-SELECT status AS st FROM :"ext".hc_extend(:'su_h1', '20 minutes') \gset
-SELECT status AS st FROM :"ext".hc_commit(:'su_h1') \gset
-SELECT reservation_id AS su_h2 FROM :"ext".hc_hold(:'a2', 'buyer-su', :'key_su_hold_2') \gset
-SELECT status AS st FROM :"ext".hc_release(:'su_h2') \gset
-SELECT reservation_id AS su_r1 FROM :"ext".hc_reserve(:'p1', 2, 'buyer-su', :'key_su_reserve_1') \gset
-SELECT status AS st FROM :"ext".hc_finalize(:'su_r1') \gset
-SELECT reservation_id AS su_r2 FROM :"ext".hc_reserve_items(:'items', 'buyer-su', :'key_su_reserve_2') \gset
-SELECT status AS st FROM :"ext".hc_unreserve(:'su_r2') \gset
-SELECT subject AS superuser_check FROM :"ext".hc_check();
-SELECT :"ext".hc_grant_app(:'grantee_app') AS granted \gset
-SELECT :"ext".hc_grant_operator(:'grantee_op') AS granted \gset
-\if :have_grant
-SELECT :"ext".hc_grant(:'grantee_op', '{}', '{}') AS granted \gset
-\endif
-\if :have_locks
-SELECT :"ext".hc_lock_acquire(:'lease1', 'owner-su') AS su_token \gset
-SELECT :"ext".hc_lock_heartbeat(:'lease1', 'owner-su', :'su_token') AS beat \gset
-\if :have_attempts
-SELECT status AS su_attempt FROM :"ext".hc_attempt_begin(:'lease1', 'owner-su', :'su_token') \gset
-SELECT status AS su_reset FROM :"ext".hc_attempt_reset(:'lease1', 'checked by hand') \gset
-SELECT status AS su_attempt FROM :"ext".hc_attempt_begin(:'lease1', 'owner-su', :'su_token') \gset
-SELECT status AS su_complete FROM :"ext".hc_attempt_complete(:'lease1', 'owner-su', :'su_token', 'ref-su') \gset
-\endif
-SELECT :"ext".hc_lock_release(:'lease1', 'owner-su', :'su_token') AS su_released \gset
-\endif
+\set p su_
+\set who su
+\set commit_asset :a1
+\set release_asset :a2
+\set checked superuser_check
+\set lease :lease1
+\set operator true
+\i test/security/victim_role.sql
 \if :have_sweep
 SELECT expired_holds AS swept FROM :"ext".hc_sweep(10) \gset
 \endif
 
 -- As the application role, under the same search_path.
 SET SESSION AUTHORIZATION :app;
-SELECT reservation_id AS ap_h1 FROM :"ext".hc_hold(:'a3', 'buyer-app', :'key_app_hold_1') \gset
-SELECT status AS st FROM :"ext".hc_extend(:'ap_h1', '20 minutes') \gset
-SELECT status AS st FROM :"ext".hc_commit(:'ap_h1') \gset
-SELECT reservation_id AS ap_h2 FROM :"ext".hc_hold(:'a4', 'buyer-app', :'key_app_hold_2') \gset
-SELECT status AS st FROM :"ext".hc_release(:'ap_h2') \gset
-SELECT reservation_id AS ap_r1 FROM :"ext".hc_reserve(:'p1', 2, 'buyer-app', :'key_app_reserve_1') \gset
-SELECT status AS st FROM :"ext".hc_finalize(:'ap_r1') \gset
-SELECT reservation_id AS ap_r2 FROM :"ext".hc_reserve_items(:'items', 'buyer-app', :'key_app_reserve_2') \gset
-SELECT status AS st FROM :"ext".hc_unreserve(:'ap_r2') \gset
-SELECT subject AS app_check FROM :"ext".hc_check();
-\if :have_locks
-SELECT :"ext".hc_lock_acquire(:'lease2', 'owner-app') AS ap_token \gset
-SELECT :"ext".hc_lock_heartbeat(:'lease2', 'owner-app', :'ap_token') AS beat \gset
-\if :have_attempts
-SELECT status AS ap_attempt FROM :"ext".hc_attempt_begin(:'lease2', 'owner-app', :'ap_token') \gset
-SELECT status AS ap_complete FROM :"ext".hc_attempt_complete(:'lease2', 'owner-app', :'ap_token', 'ref-app') \gset
-\endif
-SELECT :"ext".hc_lock_release(:'lease2', 'owner-app', :'ap_token') AS ap_released \gset
-\endif
+\set p ap_
+\set who app
+\set commit_asset :a3
+\set release_asset :a4
+\set checked app_check
+\set lease :lease2
+\set operator false
+\i test/security/victim_role.sql
 RESET SESSION AUTHORIZATION;
 
 -- What the calls did, under a safe search_path.  Each reservation is found

@@ -23,67 +23,57 @@ $$;
 
 SELECT * FROM shape_findings(:'hold_id', :'order_id');
 
+-- A planted defect: the statements run ($1 names the hold, $2 the order),
+-- then what shape_findings reports; an error the function catches takes it
+-- all back, as a ROLLBACK would.
+CREATE FUNCTION planted(hold_id text, order_id text, VARIADIC plant text[])
+RETURNS TABLE (invariant text, subject text) LANGUAGE plpgsql AS $$
+DECLARE
+    s text;
+BEGIN
+    BEGIN
+        FOREACH s IN ARRAY plant LOOP
+            EXECUTE s USING hold_id, order_id;
+        END LOOP;
+        RETURN QUERY SELECT * FROM shape_findings(hold_id, order_id);
+        RAISE SQLSTATE 'UNDO1';
+    EXCEPTION WHEN SQLSTATE 'UNDO1' THEN
+    END;
+END $$;
+
 -- A HELD asset without its end; a hold that ended but is still HELD.
-BEGIN;
-UPDATE hc_assets SET hold_expires_at = NULL WHERE id = 'SHAPE-A';
-UPDATE hc_reservations SET ended_at = now() WHERE id = :'hold_id';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
+SELECT * FROM planted(:'hold_id', :'order_id',
+    $$UPDATE hc_assets SET hold_expires_at = NULL WHERE id = 'SHAPE-A'$$,
+    $$UPDATE hc_reservations SET ended_at = now() WHERE id = $1$$);
 
 -- Unknown statuses.
-BEGIN;
-UPDATE hc_assets SET status = 'LOST' WHERE id = 'SHAPE-A';
-UPDATE hc_reservations SET status = 'LOST' WHERE id = :'hold_id';
-UPDATE hc_stock_reservations SET status = 'LOST' WHERE id = :'order_id';
-UPDATE hc_stock_reservation_lines SET status = 'LOST' WHERE reservation_id = :'order_id';
-UPDATE hc_attempts SET status = 'LOST' WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
+SELECT * FROM planted(:'hold_id', :'order_id',
+    $$UPDATE hc_assets SET status = 'LOST' WHERE id = 'SHAPE-A'$$,
+    $$UPDATE hc_reservations SET status = 'LOST' WHERE id = $1$$,
+    $$UPDATE hc_stock_reservations SET status = 'LOST' WHERE id = $2$$,
+    $$UPDATE hc_stock_reservation_lines SET status = 'LOST' WHERE reservation_id = $2$$,
+    $$UPDATE hc_attempts SET status = 'LOST' WHERE resource = 'SHAPE-L'$$);
 
 -- An AVAILABLE asset that names a hold; an order that ended without ending.
-BEGIN;
-UPDATE hc_assets SET status = 'AVAILABLE', hold_expires_at = NULL WHERE id = 'SHAPE-A';
-UPDATE hc_stock_reservations SET status = 'FINALIZED' WHERE id = :'order_id';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
+SELECT * FROM planted(:'hold_id', :'order_id',
+    $$UPDATE hc_assets SET status = 'AVAILABLE', hold_expires_at = NULL WHERE id = 'SHAPE-A'$$,
+    $$UPDATE hc_stock_reservations SET status = 'FINALIZED' WHERE id = $2$$);
 
 -- A free lease with a heartbeat; a held one beaten before it was acquired,
 -- or bound to half a session; a token of 0.
-BEGIN;
-UPDATE hc_locks SET owner = NULL WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_locks SET heartbeat_at = acquired_at - interval '1 second' WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_locks SET session_pid = 1 WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_locks SET token = 0 WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_locks SET owner = NULL WHERE resource = 'SHAPE-L'$$);
+SELECT * FROM planted(:'hold_id', :'order_id',
+    $$UPDATE hc_locks SET heartbeat_at = acquired_at - interval '1 second' WHERE resource = 'SHAPE-L'$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_locks SET session_pid = 1 WHERE resource = 'SHAPE-L'$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_locks SET token = 0 WHERE resource = 'SHAPE-L'$$);
 
 -- An attempt without its marker; a COMPLETED one without its external_ref;
 -- an external_ref on an OPEN one; more attempts than in all.
-BEGIN;
-UPDATE hc_attempts SET last_marker = NULL WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_attempts SET status = 'COMPLETED' WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_attempts SET external_ref = 'INV-1', completed_at = now() WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_attempts SET attempts = total_attempts + 1 WHERE resource = 'SHAPE-L';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_attempts SET last_marker = NULL WHERE resource = 'SHAPE-L'$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_attempts SET status = 'COMPLETED' WHERE resource = 'SHAPE-L'$$);
+SELECT * FROM planted(:'hold_id', :'order_id',
+    $$UPDATE hc_attempts SET external_ref = 'INV-1', completed_at = now() WHERE resource = 'SHAPE-L'$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_attempts SET attempts = total_attempts + 1 WHERE resource = 'SHAPE-L'$$);
 
 -- A hold whose asset row, an order whose product row was deleted by hand:
 -- their calls stop with an internal error naming both rows, change nothing,
@@ -103,18 +93,9 @@ ROLLBACK;
 
 -- An order that names a product it has no line of, or lacks one it has; a
 -- line that names another order's scope.
-BEGIN;
-UPDATE hc_stock_reservations SET products = '{SHAPE-P,SHAPE-Q}' WHERE id = :'order_id';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_stock_reservations SET products = '{SHAPE-O}' WHERE id = :'order_id';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
-BEGIN;
-UPDATE hc_stock_reservation_lines SET scope_id = 'SHAPE-O' WHERE reservation_id = :'order_id';
-SELECT * FROM shape_findings(:'hold_id', :'order_id');
-ROLLBACK;
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_reservations SET products = '{SHAPE-P,SHAPE-Q}' WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_reservations SET products = '{SHAPE-O}' WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_reservation_lines SET scope_id = 'SHAPE-O' WHERE reservation_id = $2$$);
 
 -- A line finalized without its order (by hand): finalize and unreserve stop
 -- (XX001) rather than count it twice.
@@ -126,4 +107,5 @@ ROLLBACK;
 
 -- Rolled back: nothing to report.
 SELECT * FROM shape_findings(:'hold_id', :'order_id');
+DROP FUNCTION planted(text, text, text[]);
 DROP FUNCTION shape_findings(text, text);

@@ -156,23 +156,27 @@ SELECT outcome($$SELECT hc_reserve('SKU-E', 1, '', 'k')$$);
 SELECT outcome($$SELECT hc_reserve('SKU-E', 1, 'x', repeat('k', 256))$$);
 SELECT outcome($$SELECT hc_reserve('SKU-E', 1, 'x', 'k', '0 seconds')$$);
 SELECT outcome($$SELECT hc_reserve('SKU-E', 1, 'x', 'k', '2 days')$$);
-SELECT outcome($$SELECT hc_reserve_items(NULL, 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('{"product_id": "SKU-E", "qty": 1}', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('"SKU-E"', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[1]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"qty": 1}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": 7, "qty": 1}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "", "qty": 1}]', 'x', 'k')$$);
-SELECT outcome(format('SELECT hc_reserve_items(%L, %L, %L)', json_build_array(json_build_object('product_id', repeat('p', 65), 'qty', 1)), 'x', 'k'));
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E"}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": "1"}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 1.5}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 0}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": -2}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 1e10}]', 'x', 'k')$$);
-SELECT outcome($$SELECT hc_reserve_items('[{"product_id": "SKU-E", "qty": 2147483647}, {"product_id": "SKU-E", "qty": 1}]', 'x', 'k')$$);
-SELECT outcome(format('SELECT hc_reserve_items(%L, %L, %L)', (SELECT jsonb_agg(jsonb_build_object('product_id', 'SKU-E', 'qty', 1)) FROM generate_series(1, 101)), 'x', 'k'));
+-- hc_reserve_items refuses each of these orders: each call's outcome in turn.
+SELECT format('SELECT outcome(%L)', format('SELECT hc_reserve_items(%L, %L, %L)', items, 'x', 'k'))
+  FROM (VALUES
+    (NULL::text),
+    ('{"product_id": "SKU-E", "qty": 1}'),
+    ('"SKU-E"'),
+    ('[]'),
+    ('[1]'),
+    ('[{"qty": 1}]'),
+    ('[{"product_id": 7, "qty": 1}]'),
+    ('[{"product_id": "", "qty": 1}]'),
+    (json_build_array(json_build_object('product_id', repeat('p', 65), 'qty', 1))::text),
+    ('[{"product_id": "SKU-E"}]'),
+    ('[{"product_id": "SKU-E", "qty": "1"}]'),
+    ('[{"product_id": "SKU-E", "qty": 1.5}]'),
+    ('[{"product_id": "SKU-E", "qty": 0}]'),
+    ('[{"product_id": "SKU-E", "qty": -2}]'),
+    ('[{"product_id": "SKU-E", "qty": 1e10}]'),
+    ('[{"product_id": "SKU-E", "qty": 2147483647}, {"product_id": "SKU-E", "qty": 1}]'),
+    ((SELECT jsonb_agg(jsonb_build_object('product_id', 'SKU-E', 'qty', 1)) FROM generate_series(1, 101))::text)
+  ) AS c(items) \gexec
 SELECT outcome($$SELECT hc_finalize(NULL)$$);
 SELECT outcome($$SELECT hc_finalize('')$$);
 SELECT outcome(format('SELECT hc_finalize(%L, NULL)', :'r7'));

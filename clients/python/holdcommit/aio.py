@@ -18,7 +18,7 @@ from psycopg.pq import TransactionStatus
 from . import calls
 from .calls import Query
 from .errors import HoldcommitError, error_from
-from .lease import ActiveLease, _beat_failed, _busy, _interval, _timeout_ms, log
+from .lease import ActiveLease, _beat_answered, _busy, _interval, _timeout_ms, log
 
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -76,15 +76,12 @@ async def _beat(conn: psycopg.AsyncConnection, lease: ActiveLease, every: float,
             return
         except asyncio.TimeoutError:
             pass
-        sent = time.monotonic()
+        sent, error = time.monotonic(), None
         try:
             await lock_heartbeat(conn, lease.resource, lease.owner, lease.token)
         except HoldcommitError as e:
-            if _beat_failed(lease, conn, e):
-                return
-        else:
-            lease.deadline = sent + lease.ttl.total_seconds()
-        if lease._expired():
+            error = e
+        if _beat_answered(lease, conn, sent, error):
             return
 
 

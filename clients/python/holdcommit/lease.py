@@ -87,9 +87,12 @@ def _busy(resource: str, owner: str) -> Busy:
                 f'owner "{owner}" did not get it', "try again later, or pass retries=N to wait")
 
 
-def _beat_failed(lease: ActiveLease, conn, error: HoldcommitError) -> bool:
-    """After a failed heartbeat: True if the lease is lost for good."""
-    if isinstance(error, LeaseLost):
+def _beat_answered(lease: ActiveLease, conn, sent: float, error: Optional[HoldcommitError]) -> bool:
+    """After a heartbeat sent at sent (time.monotonic()), answered or refused with error: True
+    when the beating ends, the lease lost for good or past its deadline."""
+    if error is None:
+        lease.deadline = sent + lease.ttl.total_seconds()
+    elif isinstance(error, LeaseLost):
         lease._lose(f"heartbeat refused: {error.message}" + (f" ({error.detail})" if error.detail else ""))
     elif conn.closed or conn.broken:
         lease._lose(f"the lease's connection died: {error.message}")
@@ -100,15 +103,12 @@ def _beat_failed(lease: ActiveLease, conn, error: HoldcommitError) -> bool:
 
 def _beat(conn: psycopg.Connection, lease: ActiveLease, every: float, stop: threading.Event) -> None:
     while not stop.wait(every):
-        sent = time.monotonic()
+        sent, error = time.monotonic(), None
         try:
             calls.lock_heartbeat(conn, lease.resource, lease.owner, lease.token)
         except HoldcommitError as e:
-            if _beat_failed(lease, conn, e):
-                return
-        else:
-            lease.deadline = sent + lease.ttl.total_seconds()
-        if lease._expired():
+            error = e
+        if _beat_answered(lease, conn, sent, error):
             return
 
 

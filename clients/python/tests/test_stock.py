@@ -14,6 +14,16 @@ class Stock(Case):
     def product(self, stock=10):
         return hc.stock_set(self.ops, uid("product"), stock).product_id
 
+    def reservation(self, product, qty=2, *ttl):
+        """buyer-1's reservation of qty units of product, with a new key."""
+        return hc.reserve(self.conn, product, qty, "buyer-1", uid("key"), *ttl)
+
+    def expired(self, product):
+        """A reservation of one unit of product, its ttl (SHORT) over."""
+        s = self.reservation(product, 1, SHORT)
+        time.sleep(0.3)
+        return s
+
     def test_stock_set_and_adjust(self):
         """stock_set, stock_adjust (operator), their refusals"""
         p = uid("product")
@@ -91,24 +101,20 @@ class Stock(Case):
 
     def test_finalize(self):
         p = self.product(10)
-        self.ends_once(lambda: hc.reserve(self.conn, p, 2, "buyer-1", uid("key")),
-                       hc.finalize, "FINALIZED", hc.unreserve, "released")
+        self.ends_once(lambda: self.reservation(p), hc.finalize, "FINALIZED", hc.unreserve, "released")
         with self.subTest("RS003 ReservationExpired, then late_ok"):
-            s = hc.reserve(self.conn, p, 1, "buyer-1", uid("key"), SHORT)
-            time.sleep(0.3)
+            s = self.expired(p)
             self.refused(hc.ReservationExpired, "RS003", hc.finalize, s.reservation_id)
             self.assertEqual(hc.finalize(self.conn, s.reservation_id, True).status, "FINALIZED")
         with self.subTest("by product (the routing form)"):
-            t = hc.reserve(self.conn, p, 1, "buyer-1", uid("key"))
+            t = self.reservation(p, 1)
             self.refused(hc.NotFound, "RS006", hc.finalize, t.reservation_id, product_id=self.product())
             self.assertEqual(hc.finalize(self.conn, t.reservation_id, product_id=p).status, "FINALIZED")
 
     def test_unreserve(self):
         p = self.product(10)
-        self.ends_once(lambda: hc.reserve(self.conn, p, 2, "buyer-1", uid("key")),
-                       hc.unreserve, "RELEASED", hc.finalize, "finalized")
+        self.ends_once(lambda: self.reservation(p), hc.unreserve, "RELEASED", hc.finalize, "finalized")
         with self.subTest("expired: EXPIRED, replayed"):
-            s = hc.reserve(self.conn, p, 1, "buyer-1", uid("key"), SHORT)
-            time.sleep(0.3)
+            s = self.expired(p)
             x = hc.unreserve(self.conn, s.reservation_id, product_id=p)
             self.assertEqual((x.status, x.replayed), ("EXPIRED", True))
