@@ -3,7 +3,7 @@
 #   - the include rules: each folder of src/ includes, of the project's headers, only those of
 #     the folders its row of RULES names (a grep of the #include "..." lines, as Citus' CI
 #     checks its banned functions); any file may include compat.h; only src/holdcommit.c (and
-#     the register.c beside it) includes a FOLDER/register.h;
+#     the files of FOLDER, which define what it declares) includes a FOLDER/register.h;
 #   - doc/architecture.md's "What may call what" states these rules: its table after the line
 #     <!-- include-rules: test/project/source.sh --> is the one `source.sh --rules` prints;
 #   - no import circle between the objects (src/**/*.o: A.o uses a symbol that B.o defines,
@@ -50,7 +50,7 @@ RULES = [
 # The compatibility header for PostgreSQL versions: any file may include it.
 COMPAT = "compat.h"
 # A layer's registration, which _PG_init calls: only holdcommit.c includes it (and the
-# register.c that defines what it declares).
+# files of its own folder, which define what it declares).
 REGISTER = "register.h"
 MAX_LINES = 800
 NOT_BELOW_ERROR = ("DEBUG1", "DEBUG2", "DEBUG3", "DEBUG4", "DEBUG5", "LOG", "LOG_SERVER_ONLY",
@@ -64,7 +64,7 @@ def doc_rows():
     rows = [(f"`{who}`", ", ".join("everything" if m == "*" else f"`{m}`" for m in may))
             for who, may in RULES]
     rows.append(("any file", f"`{COMPAT}` (the compatibility header for PostgreSQL versions)"))
-    rows.append((f"only `holdcommit.c` (and the `register.c` beside it)", f"`*/{REGISTER}`"))
+    rows.append((f"only `holdcommit.c` (and the files of the folder, which define it)", f"`*/{REGISTER}`"))
     return rows
 
 
@@ -124,7 +124,7 @@ for f in code:
         if os.path.basename(h) == COMPAT:
             continue
         if os.path.basename(h) == REGISTER:
-            if f not in ("holdcommit.c", os.path.join(os.path.dirname(h), "register.c")):
+            if f != "holdcommit.c" and os.path.dirname(f) != os.path.dirname(h):
                 register.append(f"{f}: {h}")
             continue
         if not any(m == "*" or h == m or (m.endswith("/") and h.startswith(m)) for m in rule[1]):
@@ -134,7 +134,7 @@ check("every file of src/ is in a folder of the include rules", outside, [])
 for who, may in RULES:
     if "*" not in may:
         check(f"{who} includes only {', '.join(may)} (and {COMPAT})", broken[who], [])
-check(f"only holdcommit.c (and the register.c beside it) includes a */{REGISTER}", register, [])
+check(f"only holdcommit.c (and the files of its folder) includes a */{REGISTER}", register, [])
 
 # doc/architecture.md states the same rules.
 arch_path = os.path.join(root, "doc", "architecture.md")
