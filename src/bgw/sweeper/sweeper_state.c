@@ -52,7 +52,7 @@
 
 PG_FUNCTION_INFO_V1(hc_sweeper_databases);
 
-SweepShared *sweep_shared = NULL;
+SweepShared *hc_sweeper_shared = NULL;
 
 /* The database each backend's command has paused (InvalidOid: none). */
 static Oid *sweep_pauses = NULL;
@@ -96,12 +96,12 @@ sweep_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	sweep_shared = ShmemInitStruct("holdcommit sweeper", sweep_table_size(), &found);
+	hc_sweeper_shared = ShmemInitStruct("holdcommit sweeper", sweep_table_size(), &found);
 	if (!found)
 	{
-		memset(sweep_shared, 0, sweep_table_size());
-		sweep_shared->lock = &(GetNamedLWLockTranche("holdcommit sweeper"))->lock;
-		sweep_shared->ndbs = hc_max_databases;
+		memset(hc_sweeper_shared, 0, sweep_table_size());
+		hc_sweeper_shared->lock = &(GetNamedLWLockTranche("holdcommit sweeper"))->lock;
+		hc_sweeper_shared->ndbs = hc_max_databases;
 	}
 	sweep_pauses = ShmemInitStruct("holdcommit sweeper pauses", sweep_pauses_size(), &found);
 	if (!found)
@@ -111,19 +111,19 @@ sweep_shmem_startup(void)
 
 /* The entry of a database, or -1. */
 int
-sweep_find(Oid dboid)
+hc_sweeper_find(Oid dboid)
 {
 	int			i;
 
-	for (i = 0; i < sweep_shared->ndbs; i++)
-		if (sweep_shared->dbs[i].dboid == dboid)
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
+		if (hc_sweeper_shared->dbs[i].dboid == dboid)
 			return i;
 	return -1;
 }
 
 /* Does a command running now need the database to itself? */
 bool
-sweep_paused(Oid dboid)
+hc_sweeper_paused(Oid dboid)
 {
 	int			i;
 
@@ -135,15 +135,15 @@ sweep_paused(Oid dboid)
 
 /* Wake the launcher, if it runs: something changed that it should act on. */
 void
-sweep_wake_launcher(void)
+hc_sweeper_wake_launcher(void)
 {
-	if (sweep_shared->launcher != NULL)
-		SetLatch(sweep_shared->launcher);
+	if (hc_sweeper_shared->launcher != NULL)
+		SetLatch(hc_sweeper_shared->launcher);
 }
 
 /* Does a run hold the entry, or is one starting (not for ever)? */
 bool
-sweep_busy(const SweepDb *db, TimestampTz now)
+hc_sweeper_busy(const SweepDb *db, TimestampTz now)
 {
 	return db->pid != 0 ||
 		(db->start_requested != 0 && now - db->start_requested < SWEEP_START_TIMEOUT_US);
@@ -155,14 +155,14 @@ sweep_busy(const SweepDb *db, TimestampTz now)
  * bound of launcher.c).
  */
 int64
-sweep_busy_allowance(void)
+hc_sweeper_busy_allowance(void)
 {
 	int			cap = Max(1, Min(hc_max_sweepers, max_worker_processes));
 	int			n = 0;
 	int			i;
 
-	for (i = 0; i < sweep_shared->ndbs; i++)
-		if (sweep_shared->dbs[i].kind == KIND_INSTALLED)
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
+		if (hc_sweeper_shared->dbs[i].kind == KIND_INSTALLED)
 			n++;
 	return (int64) ((n + cap - 1) / cap) * hc_sweep_time_slice * 1000;
 }
@@ -177,7 +177,7 @@ static const char paused_reason[] =
  * last run ended in an error.  *reason says why, for the view and the log.
  */
 SweepHealth
-sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const char **reason)
+hc_sweeper_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const char **reason)
 {
 	/* A run that has just ended is not late, whatever the launcher knows yet. */
 	TimestampTz due = Max(db->due, db->last_end);
@@ -190,7 +190,7 @@ sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const cha
 		late = Max(late, busy_allowance);
 	else if (db->wait == WAIT_NONE)
 		late += 2 * USECS_PER_SEC;	/* the launcher's next two ticks */
-	if (!sweep_busy(db, now) && hc_sweep_interval > 0 && due != 0 && now - due > late)
+	if (!hc_sweeper_busy(db, now) && hc_sweep_interval > 0 && due != 0 && now - due > late)
 	{
 		switch (db->wait)
 		{
@@ -237,19 +237,19 @@ sweep_pause(Oid dboid)
 	TimestampTz give_up = GetCurrentTimestamp() + SWEEP_STOP_WAIT_US;
 	bool		cancelled = false;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	sweep_pauses[MyBackendId - 1] = dboid;
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 	for (;;)
 	{
 		bool		running = false;
 		int			i;
 
-		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-		i = sweep_find(dboid);
-		if (i >= 0 && sweep_shared->dbs[i].pid != 0)
+		LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+		i = hc_sweeper_find(dboid);
+		if (i >= 0 && hc_sweeper_shared->dbs[i].pid != 0)
 		{
-			SweepDb    *db = &sweep_shared->dbs[i];
+			SweepDb    *db = &hc_sweeper_shared->dbs[i];
 
 			db->stop_asked = true;
 			if (GetCurrentTimestamp() >= give_up)
@@ -261,7 +261,7 @@ sweep_pause(Oid dboid)
 				running = true;
 			}
 		}
-		LWLockRelease(sweep_shared->lock);
+		LWLockRelease(hc_sweeper_shared->lock);
 		if (!running)
 			return;
 		CHECK_FOR_INTERRUPTS();
@@ -273,10 +273,10 @@ sweep_pause(Oid dboid)
 static void
 sweep_resume(int code, Datum arg)
 {
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	sweep_pauses[MyBackendId - 1] = InvalidOid;
-	sweep_wake_launcher();
-	LWLockRelease(sweep_shared->lock);
+	hc_sweeper_wake_launcher();
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* After a DROP DATABASE that succeeded: no run may start there any more. */
@@ -285,11 +285,11 @@ sweep_forget(Oid dboid)
 {
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	i = sweep_find(dboid);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	i = hc_sweeper_find(dboid);
 	if (i >= 0)
-		sweep_shared->dbs[i].dropped = true;
-	LWLockRelease(sweep_shared->lock);
+		hc_sweeper_shared->dbs[i].dropped = true;
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* The database a utility statement needs to itself, if any. */
@@ -375,12 +375,12 @@ sweep_look_now(void)
 {
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	i = sweep_find(MyDatabaseId);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	i = hc_sweeper_find(MyDatabaseId);
 	if (i >= 0)
-		sweep_shared->dbs[i].look_now = true;
-	sweep_wake_launcher();
-	LWLockRelease(sweep_shared->lock);
+		hc_sweeper_shared->dbs[i].look_now = true;
+	hc_sweeper_wake_launcher();
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /*
@@ -431,13 +431,13 @@ sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		is_drop = false;
-	Oid			dboid = sweep_shared ? sweep_ddl_database(parsetree, &is_drop) : InvalidOid;
+	Oid			dboid = hc_sweeper_shared ? sweep_ddl_database(parsetree, &is_drop) : InvalidOid;
 	volatile bool drop = is_drop;
 
 	if (!OidIsValid(dboid) || !sweep_may_pause(parsetree, dboid))
 	{
 		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
-		if (sweep_shared && sweep_extension_command(parsetree))
+		if (hc_sweeper_shared && sweep_extension_command(parsetree))
 			look_at_commit = true;
 		return;
 	}
@@ -483,16 +483,16 @@ sweep_view_copy(SweepView *view)
 {
 	int			i;
 
-	view->ndbs = sweep_shared->ndbs;
+	view->ndbs = hc_sweeper_shared->ndbs;
 	view->dbs = palloc(sizeof(SweepDb) * view->ndbs);
 	view->paused = palloc(sizeof(bool) * view->ndbs);
-	LWLockAcquire(sweep_shared->lock, LW_SHARED);
-	memcpy(view->dbs, sweep_shared->dbs, sizeof(SweepDb) * view->ndbs);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_SHARED);
+	memcpy(view->dbs, hc_sweeper_shared->dbs, sizeof(SweepDb) * view->ndbs);
 	for (i = 0; i < view->ndbs; i++)
-		view->paused[i] = OidIsValid(view->dbs[i].dboid) && sweep_paused(view->dbs[i].dboid);
-	view->full = sweep_find(InvalidOid) < 0;
-	view->busy_allowance = sweep_busy_allowance();
-	LWLockRelease(sweep_shared->lock);
+		view->paused[i] = OidIsValid(view->dbs[i].dboid) && hc_sweeper_paused(view->dbs[i].dboid);
+	view->full = hc_sweeper_find(InvalidOid) < 0;
+	view->busy_allowance = hc_sweeper_busy_allowance();
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* The state and reason of a database the table has, at now. */
@@ -509,9 +509,9 @@ sweep_state_of(const SweepView *view, int i, TimestampTz now, const char **reaso
 		*reason = paused_reason;
 		return "paused";
 	}
-	if (sweep_busy(db, now))
+	if (hc_sweeper_busy(db, now))
 		return "running";
-	switch (sweep_health(db, now, view->busy_allowance, reason))
+	switch (hc_sweeper_health(db, now, view->busy_allowance, reason))
 	{
 		case HEALTH_BEHIND:
 			return "behind";
@@ -578,7 +578,7 @@ sweep_row_untracked(Form_pg_database pgdb, const SweepView *view, Datum *values,
 	const char *state;
 	const char *reason;
 
-	if (sweep_shared == NULL)
+	if (hc_sweeper_shared == NULL)
 	{
 		state = "off";
 		reason = "holdcommit is not in shared_preload_libraries: only hc_sweep() or pg_cron sweep";
@@ -598,7 +598,7 @@ sweep_row_untracked(Form_pg_database pgdb, const SweepView *view, Datum *values,
 		state = "excluded";
 		reason = "the database does not accept connections, is a template or is invalid";
 	}
-	else if (!sweep_database_wanted(NameStr(pgdb->datname)))
+	else if (!hc_sweeper_database_wanted(NameStr(pgdb->datname)))
 	{
 		state = "excluded";
 		reason = "not named in holdcommit.databases";
@@ -633,7 +633,7 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
 	HeapTuple	tup;
 
 	InitMaterializedSRF(fcinfo, 0);
-	cluster_wide = sweep_shared == NULL || hc_sweep_interval <= 0 || RecoveryInProgress();
+	cluster_wide = hc_sweeper_shared == NULL || hc_sweep_interval <= 0 || RecoveryInProgress();
 	if (!cluster_wide)
 		sweep_view_copy(&view);
 	rel = table_open(DatabaseRelationId, AccessShareLock);
@@ -653,7 +653,7 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
 		for (int j = 0; !cluster_wide && j < view.ndbs; j++)
 			if (view.dbs[j].dboid == pgdb->oid)
 				i = j;
-		if (i >= 0 && sweep_database_wanted(NameStr(pgdb->datname)))
+		if (i >= 0 && hc_sweeper_database_wanted(NameStr(pgdb->datname)))
 		{
 			memset(nulls, false, sizeof(nulls));
 			sweep_row(&view, i, now, values, nulls);
@@ -678,7 +678,7 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
  * folded to lower case (its check hook has refused any other value).
  */
 bool
-sweep_database_wanted(const char *datname)
+hc_sweeper_database_wanted(const char *datname)
 {
 	char	   *raw;
 	List	   *names;
