@@ -1,16 +1,27 @@
 /*
  * holdcommit.c
  *		Module entry point: _PG_init defines the settings (common/settings.c),
- *		installs the hooks and registers the background workers.  The SQL
+ *		installs every hook and registers every background worker.  The SQL
  *		functions live in their domain's folder (hold/, stock/, lease/, admin/).
+ *
+ * Each layer hands over what is installed here in its register.h, which only
+ * this file includes: the bodies of the hooks, the size and set-up of its
+ * shared memory, the description of its static worker.  What a process
+ * registers for itself at run time stays with the code that needs it (a
+ * worker's before_shmem_exit, a caller's exit callback).
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "tcop/utility.h"
 
 #include "bgw/autonomous/autonomous.h"
-#include "bgw/sweeper/sweeper.h"
+#include "bgw/sweeper/register.h"
 #include "common/errors.h"
 #include "common/settings.h"
 #include "scaleout/register.h"
@@ -19,20 +30,68 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* shmem_request_hook: the background sweeper's table and its lock. */
+static void
+hc_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(hc_sweeper_shmem_size());
+	RequestNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE, 1);
+}
+
+/* shmem_startup_hook: create them, or find them. */
+static void
+hc_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	hc_sweeper_shmem_init(&(GetNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE))->lock);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * ProcessUtility_hook: a command that needs a database to itself pauses its
+ * sweeping (bgw/sweeper) and lets its autonomous workers go (bgw/autonomous).
+ */
+static void
+hc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				   ProcessUtilityContext context, ParamListInfo params,
+				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	hc_sweeper_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+							   dest, qc, prev_process_utility, hc_autonomous_retire);
+}
+
 /*
  * Keep refusals out of the server log (errors.c).  Then, only while
  * shared_preload_libraries is processed, set up the background sweeper
- * (sweeper_state.c) and the pool of workers for autonomous calls (pool.c).
+ * (bgw/sweeper) and the pool of workers for autonomous calls (bgw/autonomous).
  */
 void
 _PG_init(void)
 {
+	BackgroundWorker launcher;
+
 	hc_settings_define();
 	hc_install_log_hook();
 	hc_scaleout_register();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	hc_sweeper_init();
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = hc_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = hc_shmem_startup;
+	prev_process_utility = ProcessUtility_hook ? ProcessUtility_hook : standard_ProcessUtility;
+	ProcessUtility_hook = hc_process_utility;
+	RegisterXactCallback(hc_sweeper_xact_callback, NULL);
+	hc_launcher_describe(&launcher);
+	RegisterBackgroundWorker(&launcher);
 	hc_autonomous_init();
 }

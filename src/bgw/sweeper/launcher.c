@@ -43,6 +43,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "bgw/sweeper/register.h"
 #include "bgw/sweeper/sweeper.h"
 #include "common/settings.h"
 
@@ -550,18 +551,19 @@ hc_launcher_main(Datum main_arg)
 	}
 }
 
-/* Register the launcher (restarted 5 s after it crashes). */
+/*
+ * The launcher, restarted 5 s after it crashes: _PG_init (holdcommit.c)
+ * registers it.
+ */
 void
-hc_launcher_register(void)
+hc_launcher_describe(BackgroundWorker *launcher)
 {
-	BackgroundWorker launcher = {0};
-
-	launcher.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	launcher.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	launcher.bgw_restart_time = 5;
-	snprintf(launcher.bgw_library_name, BGW_MAXLEN, "holdcommit");
-	snprintf(launcher.bgw_function_name, BGW_MAXLEN, "hc_launcher_main");
-	snprintf(launcher.bgw_name, BGW_MAXLEN, "holdcommit launcher");
-	snprintf(launcher.bgw_type, BGW_MAXLEN, "holdcommit launcher");
-	RegisterBackgroundWorker(&launcher);
+	memset(launcher, 0, sizeof(BackgroundWorker));
+	launcher->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	launcher->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	launcher->bgw_restart_time = 5;
+	snprintf(launcher->bgw_library_name, BGW_MAXLEN, "holdcommit");
+	snprintf(launcher->bgw_function_name, BGW_MAXLEN, "hc_launcher_main");
+	snprintf(launcher->bgw_name, BGW_MAXLEN, "holdcommit launcher");
+	snprintf(launcher->bgw_type, BGW_MAXLEN, "holdcommit launcher");
 }

@@ -1,9 +1,10 @@
 /*
  * sweeper.h
- *		The background sweeper, when holdcommit is preloaded: the table of
- *		databases it looks after, in shared memory (sweeper_state.c), the
+ *		What the three parts of the background sweeper share: the table of
+ *		databases it looks after, in shared memory (sweeper_state.c), which the
  *		launcher that schedules runs (launcher.c) and a run in one database
- *		(sweeper.c).
+ *		(sweeper.c) read and write.  Only bgw/sweeper/ includes it; _PG_init
+ *		sets the sweeper up through register.h.  README.md: the design.
  */
 #ifndef HOLDCOMMIT_SWEEPER_H
 #define HOLDCOMMIT_SWEEPER_H
@@ -105,12 +106,8 @@ extern int64 hc_sweeper_busy_allowance(void);
 extern SweepHealth hc_sweeper_health(const SweepDb *db, TimestampTz now, int64 busy_allowance,
 									   const char **reason);
 extern void hc_sweeper_wake_launcher(void);
-extern void hc_sweeper_init(void);
 
 /* The databases holdcommit.databases names (all if it is empty). */
 extern bool hc_sweeper_database_wanted(const char *datname);
-
-/* launcher.c */
-extern void hc_launcher_register(void);
 
 #endif							/* HOLDCOMMIT_SWEEPER_H */

@@ -46,7 +46,7 @@
 #include "utils/tuplestore.h"
 #include "utils/varlena.h"
 
-#include "bgw/autonomous/autonomous.h"
+#include "bgw/sweeper/register.h"
 #include "bgw/sweeper/sweeper.h"
 #include "common/settings.h"
 
@@ -56,10 +56,6 @@ SweepShared *hc_sweeper_shared = NULL;
 
 /* The database each backend's command has paused (InvalidOid: none). */
 static Oid *sweep_pauses = NULL;
-
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* This transaction ran CREATE or ALTER EXTENSION holdcommit. */
 static bool look_at_commit = false;
@@ -79,34 +75,32 @@ sweep_pauses_size(void)
 	return mul_size(MaxBackends, sizeof(Oid));
 }
 
-static void
-sweep_shmem_request(void)
+/* The table and the pauses (shmem_request_hook, in holdcommit.c). */
+Size
+hc_sweeper_shmem_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(sweep_table_size(), sweep_pauses_size()));
-	RequestNamedLWLockTranche("holdcommit sweeper", 1);
+	return add_size(sweep_table_size(), sweep_pauses_size());
 }
 
-static void
-sweep_shmem_startup(void)
+/*
+ * Create them, or find them (shmem_startup_hook, in holdcommit.c, which
+ * holds AddinShmemInitLock).  lock is the LWLock that guards them.
+ */
+void
+hc_sweeper_shmem_init(LWLock *lock)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	hc_sweeper_shared = ShmemInitStruct("holdcommit sweeper", sweep_table_size(), &found);
 	if (!found)
 	{
 		memset(hc_sweeper_shared, 0, sweep_table_size());
-		hc_sweeper_shared->lock = &(GetNamedLWLockTranche("holdcommit sweeper"))->lock;
+		hc_sweeper_shared->lock = lock;
 		hc_sweeper_shared->ndbs = hc_max_databases;
 	}
 	sweep_pauses = ShmemInitStruct("holdcommit sweeper pauses", sweep_pauses_size(), &found);
 	if (!found)
 		memset(sweep_pauses, 0, sweep_pauses_size());
-	LWLockRelease(AddinShmemInitLock);
 }
 
 /* The entry of a database, or -1. */
@@ -384,11 +378,12 @@ sweep_look_now(void)
 }
 
 /*
- * XactCallback: once the extension's command has committed, have it looked
- * at; once a pausing command's transaction has ended, resume.
+ * XactCallback (holdcommit.c registers it): once the extension's command
+ * has committed, have it looked at; once a pausing command's transaction
+ * has ended, resume.
  */
-static void
-sweep_xact_callback(XactEvent event, void *arg)
+void
+hc_sweeper_xact_callback(XactEvent event, void *arg)
 {
 	bool		end = (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 					   event == XACT_EVENT_PREPARE);
@@ -406,28 +401,19 @@ sweep_xact_callback(XactEvent event, void *arg)
 		look_at_commit = false;
 }
 
-static void
-sweep_run_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
-				  ProcessUtilityContext context, ParamListInfo params,
-				  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
-{
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
-}
-
 /*
- * ProcessUtility_hook: a command that needs a database to itself pauses
- * that database's sweeping while it runs; CREATE or ALTER EXTENSION
- * holdcommit has the database looked at again.
+ * The body of the ProcessUtility_hook (holdcommit.c installs it): a command
+ * that needs a database to itself pauses that database's sweeping while it
+ * runs, and has leave(dboid) let go of whatever else holds the database (the
+ * autonomous workers); CREATE or ALTER EXTENSION holdcommit has the
+ * database looked at again.  next runs the command: the hook installed
+ * before, or standard_ProcessUtility.
  */
-static void
-sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
-					  ProcessUtilityContext context, ParamListInfo params,
-					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+void
+hc_sweeper_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+						   ProcessUtilityContext context, ParamListInfo params,
+						   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc,
+						   ProcessUtility_hook_type next, void (*leave) (Oid dboid))
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		is_drop = false;
@@ -436,7 +422,7 @@ sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 
 	if (!OidIsValid(dboid) || !sweep_may_pause(parsetree, dboid))
 	{
-		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 		if (hc_sweeper_shared && sweep_extension_command(parsetree))
 			look_at_commit = true;
 		return;
@@ -444,8 +430,8 @@ sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	PG_ENSURE_ERROR_CLEANUP(sweep_resume, ObjectIdGetDatum(dboid));
 	{
 		sweep_pause(dboid);
-		hc_autonomous_retire(dboid);
-		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		leave(dboid);
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 		if (drop)
 			sweep_forget(dboid);
 	}
@@ -696,18 +682,4 @@ hc_sweeper_database_wanted(const char *datname)
 	list_free(names);
 	pfree(raw);
 	return wanted;
-}
-
-/* Ask for the shared memory, hook the DDL, register the launcher. */
-void
-hc_sweeper_init(void)
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = sweep_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = sweep_shmem_startup;
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = sweep_process_utility;
-	RegisterXactCallback(sweep_xact_callback, NULL);
-	hc_launcher_register();
 }
