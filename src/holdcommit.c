@@ -20,7 +20,7 @@
 #include "storage/shmem.h"
 #include "tcop/utility.h"
 
-#include "bgw/autonomous/autonomous.h"
+#include "bgw/autonomous/register.h"
 #include "bgw/sweeper/register.h"
 #include "common/errors.h"
 #include "common/settings.h"
@@ -34,7 +34,7 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
-/* shmem_request_hook: the background sweeper's table and its lock. */
+/* shmem_request_hook: the background sweeper's table and its lock, the pool. */
 static void
 hc_shmem_request(void)
 {
@@ -42,6 +42,7 @@ hc_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(hc_sweeper_shmem_size());
 	RequestNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE, 1);
+	RequestAddinShmemSpace(hc_pool_shmem_size());
 }
 
 /* shmem_startup_hook: create them, or find them. */
@@ -52,6 +53,7 @@ hc_shmem_startup(void)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	hc_sweeper_shmem_init(&(GetNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE))->lock);
+	hc_pool_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -93,5 +95,4 @@ _PG_init(void)
 	RegisterXactCallback(hc_sweeper_xact_callback, NULL);
 	hc_launcher_describe(&launcher);
 	RegisterBackgroundWorker(&launcher);
-	hc_autonomous_init();
 }
