@@ -4,11 +4,15 @@
  *		installs every hook and registers every background worker.  The SQL
  *		functions live in their domain's folder (hold/, stock/, lease/, admin/).
  *
- * Each layer hands over what is installed here in its register.h, which only
- * this file includes: the bodies of the hooks, the size and set-up of its
- * shared memory, the description of its static worker.  What a process
- * registers for itself at run time stays with the code that needs it (a
- * worker's before_shmem_exit, a caller's exit callback).
+ * Each layer hands over what is installed here in its register.h, which no
+ * other file includes outside the layer: the bodies of its hooks, the size
+ * and set-up of its shared memory, the description of its static worker.
+ * Here the hooks chain to those installed before, and one layer's hook is
+ * handed what another's needs (a pause lets the autonomous workers go), so
+ * that the layers never call each other.  What a process registers for
+ * itself at run time stays with the code that needs it: a worker's or a
+ * caller's before_shmem_exit, a pause's PG_ENSURE_ERROR_CLEANUP, a cache's
+ * invalidation callback on first use.
  */
 #include "postgres.h"
 
@@ -30,9 +34,19 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
+static emit_log_hook_type prev_emit_log_hook = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* emit_log_hook: refusals stay out of the server log (common/errors.c). */
+static void
+hc_emit_log(ErrorData *edata)
+{
+	hc_filter_log(edata);
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
 
 /* shmem_request_hook: the background sweeper's table and its lock, the pool. */
 static void
@@ -81,7 +95,8 @@ _PG_init(void)
 	BackgroundWorker launcher;
 
 	hc_settings_define();
-	hc_install_log_hook();
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = hc_emit_log;
 	hc_scaleout_register();
 
 	if (!process_shared_preload_libraries_in_progress)
