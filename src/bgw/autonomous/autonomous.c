@@ -34,6 +34,18 @@
  * statement_timeout, its client gone) leaves its request to be committed
  * whole or not at all; an acquire's retries are the caller's own calls, and
  * stop with it.
+ *
+ * Invariants:
+ *   1. The caller changes nothing itself: the call runs in the worker's
+ *      transaction, committed (synchronously) before the worker answers.
+ *   2. However the caller stops waiting (an answer, an error, a cancel, its
+ *      exit), it lets its worker go: flight_end, in PG_FINALLY and in its
+ *      exit callback.
+ *   3. It never waits for ever on a worker that waits for it: every
+ *      deadlock_timeout it looks, and cancels a worker stuck behind its
+ *      locks, which cannot have committed (40P01).
+ *   4. A request always fits in its queue: the arguments are bounded, and
+ *      checked against half the queue.
  */
 #include "postgres.h"
 

@@ -6,6 +6,17 @@
  *		hint), and the worker's run of the call in a transaction of its own,
  *		committed before it answers.  Also the worker of one call, for a
  *		server without the pool.
+ *
+ * Invariants:
+ *   1. A value crosses detoasted (the worker cannot read the caller's
+ *      toast); an answer's texts are cut so that it fits in its queue.
+ *   2. The worker runs the call as the caller's user, with the caller's
+ *      lock_timeout, statement_timeout, holdcommit.max_ttl and lc_messages,
+ *      in READ COMMITTED, read-write, with search_path pg_catalog and a
+ *      commit at least as synchronous as on.
+ *   3. The answer is sent after the commit, or after the rollback of an
+ *      error: an answer seen is a change committed, or none.
+ *   4. A call whose caller stopped waiting before it began is not run.
  */
 #include "postgres.h"
 

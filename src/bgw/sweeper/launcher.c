@@ -22,6 +22,15 @@
  * database waits for at most the N - 1 others once: with N databases to
  * sweep and M sweepers, each is swept at least every interval + ceil(N / M)
  * x time slice (doc/sweeper.md).
+ *
+ * Invariants:
+ *   1. Only the launcher starts runs, so at most holdcommit.max_sweepers run,
+ *      counting those an earlier launcher left.
+ *   2. A run that starts after another's due time ends due after it: a
+ *      database waits for at most the N - 1 others once.
+ *   3. A look never delays a sweep: a sweep that finds every slot taken
+ *      stops a look, which is due again at once.
+ *   4. pg_database is read, and the log written, without the table's lock.
  */
 #include "postgres.h"
 

@@ -17,6 +17,16 @@
  * Only committed batches count.  An error ends the run: it is logged with
  * its SQLSTATE, detail and context, recorded in hc_sweeper_status and in
  * the entry.
+ *
+ * Invariants:
+ *   1. A run claims its entry before it connects, and steps aside if its
+ *      database is paused, dropped or already taken.
+ *   2. A cancel is held off except where the run catches errors: a pause's
+ *      cancel ends the run with a LOG line, never a FATAL, and still due.
+ *   3. Every statement is bounded by what is left of the slice
+ *      (statement_timeout and lock_timeout); only committed batches count.
+ *   4. However the run ends, its exit callback gives its entry back, under
+ *      the lock.
  */
 #include "postgres.h"
 

@@ -20,6 +20,17 @@
  * The sweeper's pid is read and signalled under the lock, and a sweeper
  * clears it under the lock before it exits, so the pid signalled is never
  * stale.
+ *
+ * Invariants:
+ *   1. One LWLock guards the table and the pauses; a pid is signalled only
+ *      under it, and a sweeper clears its own under it before it exits.
+ *   2. Only a user who may run the command pauses the database: a refused
+ *      DROP DATABASE must not stop the owner's sweeping.
+ *   3. A pause ends with the command's transaction, not before (a run
+ *      started meanwhile would connect to the old name), and on every exit
+ *      path: the xact callback, the error cleanup, the exit callback.
+ *   4. A database that DROP DATABASE removed is marked dropped: no run
+ *      starts there again.
  */
 #include "postgres.h"
 
