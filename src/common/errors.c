@@ -16,25 +16,17 @@
 #include "common/errors.h"
 #include "common/settings.h"
 
-static emit_log_hook_type previous_emit_log_hook = NULL;
-
-static void
-hc_emit_log(ErrorData *edata)
+/*
+ * Keep a refusal out of the server log: the body of the emit_log_hook that
+ * holdcommit.c installs in every backend that loads the library.
+ */
+void
+hc_filter_log(ErrorData *edata)
 {
 	if (!hc_log_refusals &&
 		(edata->sqlerrcode == ERRCODE_HC_ASSET_UNAVAILABLE ||
 		 edata->sqlerrcode == ERRCODE_HC_INSUFFICIENT_STOCK))
 		edata->output_to_server = false;
-	if (previous_emit_log_hook)
-		previous_emit_log_hook(edata);
-}
-
-/* Install the hook, once per backend. */
-void
-hc_install_log_hook(void)
-{
-	previous_emit_log_hook = emit_log_hook;
-	emit_log_hook = hc_emit_log;
 }
 
 /* RS006: no reservation of this kind ("hold", "stock reservation") has the id. */

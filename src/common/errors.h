@@ -19,7 +19,8 @@
 #define ERRCODE_HC_NOT_FOUND				MAKE_SQLSTATE('R','S','0','0','6')	/* 404 */
 #define ERRCODE_HC_LOCK_NOT_HELD			MAKE_SQLSTATE('R','S','0','0','7')	/* 409 */
 
-extern void hc_install_log_hook(void);
+/* Keep RS001 and RS002 out of the server log (the emit_log_hook's body). */
+extern void hc_filter_log(ErrorData *edata);
 
 /* The refusals every kind of reservation shares: RS006, RS004, RS003. */
 extern void hc_reservation_not_found(const char *id, const char *kind, const char *hint);

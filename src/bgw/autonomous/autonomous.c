@@ -34,6 +34,18 @@
  * statement_timeout, its client gone) leaves its request to be committed
  * whole or not at all; an acquire's retries are the caller's own calls, and
  * stop with it.
+ *
+ * Invariants:
+ *   1. The caller changes nothing itself: the call runs in the worker's
+ *      transaction, committed (synchronously) before the worker answers.
+ *   2. However the caller stops waiting (an answer, an error, a cancel, its
+ *      exit), it lets its worker go: flight_end, in PG_FINALLY and in its
+ *      exit callback.
+ *   3. It never waits for ever on a worker that waits for it: every
+ *      deadlock_timeout it looks, and cancels a worker stuck behind its
+ *      locks, which cannot have committed (40P01).
+ *   4. A request always fits in its queue: the arguments are bounded, and
+ *      checked against half the queue.
  */
 #include "postgres.h"
 
@@ -45,7 +57,6 @@
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
-#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -53,92 +64,14 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "tcop/tcopprot.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/fmgrprotos.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "bgw/autonomous/autonomous.h"
 #include "bgw/autonomous/autonomous_int.h"
 #include "core/standby.h"
-
-/*
- * Is pid among the processes that the worker waits for, directly or not?
- * A lock wait is an edge (pg_blocking_pids), and so is a caller waiting for
- * its pool worker: the deadlock detector sees the first, only we the second.
- */
-bool
-worker_waits_for(pid_t worker, pid_t pid)
-{
-	List	   *todo = list_make1_int(worker);
-	List	   *seen = NIL;
-	bool		found = false;
-
-	while (todo != NIL && !found && list_length(seen) < 64)
-	{
-		int			next = linitial_int(todo);
-		pid_t		worker_of_next;
-		ArrayType  *blockers;
-		Datum	   *elems;
-		int			n;
-		int			i;
-
-		todo = list_delete_first(todo);
-		if (list_member_int(seen, next))
-			continue;
-		seen = lappend_int(seen, next);
-		worker_of_next = pool_worker_of(next);
-		if (worker_of_next != 0)
-			todo = lappend_int(todo, worker_of_next);
-		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(next)));
-		deconstruct_array(blockers, INT4OID, 4, true, TYPALIGN_INT, &elems, NULL, &n);
-		for (i = 0; i < n; i++)
-		{
-			if (DatumGetInt32(elems[i]) == pid)
-				found = true;
-			todo = lappend_int(todo, DatumGetInt32(elems[i]));
-		}
-	}
-	list_free(todo);
-	list_free(seen);
-	return found;
-}
-
-/*
- * Has the client of this backend gone?  Then end the session, as
- * PostgreSQL does when client_connection_check_interval finds it gone: the
- * call it waited for goes on (or not) without it.  Looked at once every
- * CLIENT_CHECK_MS at most.  pq_check_connection() resets the latch, which
- * may have been set by the wake-up this caller waits for (its condition
- * variable's broadcast, its worker's answer): it is set again, so that the
- * caller's next wait looks once more instead of sleeping through it.
- */
-extern bool pq_check_connection(void);	/* libpq/libpq.h, which needs GSSAPI's headers */
-
-void
-hc_autonomous_check_client(void)
-{
-	static TimestampTz last_check = 0;
-	TimestampTz now;
-
-	if (whereToSendOutput != DestRemote || MyProcPort == NULL)
-		return;
-	now = GetCurrentTimestamp();
-	if (!TimestampDifferenceExceeds(last_check, now, CLIENT_CHECK_MS))
-		return;
-	last_check = now;
-	if (pq_check_connection())
-	{
-		SetLatch(MyLatch);
-		return;
-	}
-	ClientConnectionLost = 1;
-	InterruptPending = 1;
-	CHECK_FOR_INTERRUPTS();
-}
 
 /*
  * The worker running the call: its pid while it runs it, 0 when it is gone
@@ -151,7 +84,7 @@ flight_worker(Flight *f)
 	pid_t		pid = 0;
 
 	if (f->slot >= 0)
-		return pool_flight_worker(f);
+		return hc_pool_flight_worker(f);
 	switch (GetBackgroundWorkerPid(f->handle, &pid))
 	{
 		case BGWH_STARTED:
@@ -209,7 +142,7 @@ flight_await(Flight *f, Size *len)
 		wait_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_check);
 		if (wait_ms <= 0)
 		{
-			if (worker > 0 && worker_waits_for(worker, MyProcPid))
+			if (worker > 0 && hc_autonomous_waits_for(worker, MyProcPid))
 			{
 				(void) kill(worker, SIGINT);
 				ereport(ERROR,
@@ -256,11 +189,11 @@ once_call(Flight *f, StringInfo req, Size *len)
 	shm_mq_set_sender(request, MyProc);
 	shm_mq_set_receiver(answer, MyProc);
 
-	worker_describe(&worker, "hc_worker_once_main");
+	hc_remote_worker_describe(&worker, "hc_worker_once_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "holdcommit worker for pid %d", MyProcPid);
 	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
 	if (!RegisterDynamicBackgroundWorker(&worker, &f->handle))
-		no_worker(f->function, "Raise max_worker_processes, or preload holdcommit so that its workers are pooled (doc/operations.md).");
+		hc_autonomous_no_worker(f->function, "Raise max_worker_processes, or preload holdcommit so that its workers are pooled (doc/operations.md).");
 
 	f->request = shm_mq_attach(request, seg, f->handle);
 	f->answer = shm_mq_attach(answer, seg, f->handle);
@@ -325,7 +258,7 @@ flight_end(Flight *f)
 {
 	if (f->once != NULL)
 		f->once->caller_gone = true;	/* the segment goes with the transaction */
-	pool_end(f);
+	hc_pool_end(f);
 }
 
 /* A caller that exits while it waits (FATAL) lets its worker go. */
@@ -352,7 +285,7 @@ Datum
 hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 {
 	static bool exit_registered = false;
-	CallShape  *shape = call_shape(fcinfo);
+	CallShape  *shape = hc_remote_call_shape(fcinfo);
 	StringInfoData req;
 	Flight		f = {0};
 	Size		len;
@@ -366,7 +299,7 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 						function),
 				 errdetail("The call runs in a transaction of its own, which cannot see the extension until this transaction commits."),
 				 errhint("Commit CREATE EXTENSION or ALTER EXTENSION first.")));
-	request_build(&req, fcinfo, shape);
+	hc_remote_request_build(&req, fcinfo, shape);
 	/* Every argument is bounded: a request always fits in its queue. */
 	if (req.len > QUEUE_SIZE / 2)
 		elog(ERROR, "the arguments of %s take %d bytes, more than a holdcommit worker takes",
@@ -381,9 +314,9 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 	in_flight = &f;
 	PG_TRY();
 	{
-		if (pool_ready())
+		if (hc_pool_ready())
 		{
-			pool_call(&f, &req);
+			hc_pool_call(&f, &req);
 			answer = flight_await(&f, &len);
 		}
 		else
@@ -395,5 +328,5 @@ hc_autonomous(FunctionCallInfo fcinfo, const char *function)
 		flight_end(&f);
 	}
 	PG_END_TRY();
-	return answer_take(fcinfo, shape, answer, len);
+	return hc_remote_answer_take(fcinfo, shape, answer, len);
 }

@@ -30,17 +30,8 @@ extern Datum hc_autonomous(FunctionCallInfo fcinfo, const char *function);
 #define CLIENT_CHECK_MS			500
 extern void hc_autonomous_check_client(void);
 
-/* In a worker: has the caller of the call being run stopped waiting? */
-extern bool hc_autonomous_caller_gone(void);
-
 /* The session a call is made for: the caller's pid and start time. */
 extern int32 hc_session_pid(void);
 extern TimestampTz hc_session_started(void);
-
-/* The worker pool, when holdcommit is preloaded (_PG_init). */
-extern void hc_autonomous_init(void);
-
-/* Let the idle workers of a database go (DDL that needs it to itself). */
-extern void hc_autonomous_retire(Oid dboid);
 
 #endif							/* HOLDCOMMIT_AUTONOMOUS_H */

@@ -2,98 +2,69 @@
  * pool.c
  *		The workers of the autonomous calls, pooled in shared memory when
  *		holdcommit is preloaded: a slot per worker with its database, its
- *		state and two queues.
+ *		state and two queues; a caller's side of it (claim a worker, post the
+ *		request, let the worker go), what a waiting caller looks at, and
+ *		hc_worker_state().  The worker's side: pool_worker.c.
  *
  * A caller claims an idle worker of its database, or starts one while fewer
  * than holdcommit.max_workers run over all databases (an idle worker of
  * another database is asked to leave to make room), or waits for one.  It
  * writes its request into the slot's queues and posts it; the worker runs
  * it, answers, and the caller, once it has taken the answer (or given up),
- * makes the slot idle again: a slot's queues are re-created only while it
- * is idle, never detached, so no caller touches the queues of another's
- * call.  A worker idle for holdcommit.worker_idle_timeout leaves.  However
- * a worker or a caller ends, and in whichever order, the slot comes back: a
- * worker's exit frees its slot, or leaves it to the caller that still holds
- * its queues, whom it wakes; a caller that lets go (an answer, an error, a
- * cancel, its exit) makes the slot idle, or free if its worker has gone.
+ * makes the slot idle again.  A worker idle for
+ * holdcommit.worker_idle_timeout leaves.
  *
- * No role and no database can take the whole pool: each has at most
- * holdcommit.max_workers - 1 calls in flight (one when the pool has one
- * worker), so another always finds a worker once a call ends.  A call
- * that finds no worker for holdcommit.worker_wait_timeout fails with 53000.
+ * Invariants:
+ *   1. Every field of every slot, and last_request, is read and written
+ *      under the pool's spinlock, never held across anything that can fail
+ *      or wait; what a check needs is copied out under it (hc_worker_state,
+ *      the deadlock looks).
+ *   2. A slot's queues are re-created only by the caller that has just
+ *      claimed it idle, never detached, so no caller touches the queues of
+ *      another's call.
+ *   3. However a worker or a caller ends, and in whichever order, the slot
+ *      comes back: a worker's exit frees its slot, or leaves it to the
+ *      caller that still holds its queues, whom it wakes; a caller that
+ *      lets go (an answer, an error, a cancel, its exit) makes the slot
+ *      idle, or free if its worker has gone.
+ *   4. A slot's generation changes with each worker started for it: a
+ *      worker that comes too late (its starter gave up on it) sees another
+ *      generation and leaves the slot alone.
+ *   5. No role and no database can take the whole pool: each has at most
+ *      holdcommit.max_workers - 1 calls in flight (one when the pool has one
+ *      worker), so another always finds a worker once a call ends.  A call
+ *      that finds no worker for holdcommit.worker_wait_timeout fails with
+ *      53000.
  */
 #include "postgres.h"
 
 #include <signal.h>
 
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
-#include "postmaster/interrupt.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
-#include "utils/memutils.h"
+#include "utils/fmgrprotos.h"
 #include "utils/timestamp.h"
 
 #include "bgw/autonomous/autonomous.h"
 #include "bgw/autonomous/autonomous_int.h"
+#include "bgw/autonomous/register.h"
 #include "common/settings.h"
-
-PGDLLEXPORT void hc_worker_pool_main(Datum main_arg);
-
-typedef enum SlotState
-{
-	SLOT_FREE = 0,				/* no worker */
-	SLOT_STARTING,				/* a worker is being started for dboid */
-	SLOT_IDLE,					/* its worker waits for a call */
-	SLOT_CLAIMED,				/* a caller is writing its request */
-	SLOT_POSTED,				/* the request is there: the worker runs it */
-	SLOT_ANSWERED,				/* the answer is there for the caller to take */
-	SLOT_LEAVING				/* its worker is asked to leave, or leaves */
-} SlotState;
-
-typedef struct PoolSlot
-{
-	SlotState	state;
-	Oid			dboid;
-	pid_t		pid;			/* the worker's, once it runs; 0: gone (or not yet) */
-	PGPROC	   *proc;
-	uint32		generation;		/* of the worker started for it: a late one knows it is late */
-	bool		leave;			/* its database is about to be dropped: leave once idle */
-	PGPROC	   *caller;			/* CLAIMED, POSTED, ANSWERED: who waits */
-	pid_t		caller_pid;
-	Oid			caller_role;	/* its session user: its share of the pool */
-	TimestampTz claimed_at;
-	uint64		request;		/* the call it was last claimed for */
-	bool		caller_gone;	/* the caller stopped waiting */
-	TimestampTz idle_since;		/* IDLE: since when; STARTING: when it was started */
-} PoolSlot;
-
-typedef struct Pool
-{
-	slock_t		mutex;
-	ConditionVariable changed;	/* a slot became idle or free */
-	uint64		last_request;
-	int			nslots;
-	PoolSlot	slots[FLEXIBLE_ARRAY_MEMBER];
-} Pool;
 
 /* A worker that has not connected this long after its start never will. */
 #define START_TIMEOUT_MS		10000
-
-/* A slot whose worker runs, or is about to run, a caller's call. */
-#define SLOT_BUSY(s) \
-	((s)->state == SLOT_CLAIMED || (s)->state == SLOT_POSTED || (s)->state == SLOT_ANSWERED)
 
 static const char *const slot_state_names[] = {
 	[SLOT_FREE] = "free", [SLOT_STARTING] = "starting", [SLOT_IDLE] = "idle",
@@ -101,14 +72,7 @@ static const char *const slot_state_names[] = {
 	[SLOT_LEAVING] = "leaving"
 };
 
-static Pool *pool = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-/* In a pool worker: its slot, its generation there, and the call it is running. */
-static int	serving_slot = -1;
-static uint32 serving_generation = 0;
-static uint64 serving_request = 0;
+Pool	   *hc_pool = NULL;
 
 /* Where the slots end and the queues (two per slot) begin. */
 static Size
@@ -125,59 +89,50 @@ pool_size(void)
 					mul_size(max_worker_processes, 2 * QUEUE_SIZE));
 }
 
-static shm_mq *
-pool_queue(int slot, bool answer)
+/* The request (answer false) or the answer queue of a slot. */
+shm_mq *
+hc_pool_queue(int slot, bool answer)
 {
-	return (shm_mq *) ((char *) pool + pool_queues_offset(pool->nslots) +
+	return (shm_mq *) ((char *) hc_pool + pool_queues_offset(hc_pool->nslots) +
 					   (Size) slot * 2 * QUEUE_SIZE + (answer ? QUEUE_SIZE : 0));
 }
 
-static void
-pool_shmem_request(void)
+/* The pool (shmem_request_hook, in holdcommit.c). */
+Size
+hc_pool_shmem_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(pool_size());
+	return pool_size();
 }
 
-static void
-pool_shmem_startup(void)
+/*
+ * Create it, or find it (shmem_startup_hook, in holdcommit.c, which holds
+ * AddinShmemInitLock).
+ */
+void
+hc_pool_shmem_init(void)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	pool = ShmemInitStruct("holdcommit workers", pool_size(), &found);
+	hc_pool = ShmemInitStruct("holdcommit workers", pool_size(), &found);
 	if (!found)
 	{
-		memset(pool, 0, pool_queues_offset(max_worker_processes));
-		SpinLockInit(&pool->mutex);
-		ConditionVariableInit(&pool->changed);
-		pool->nslots = max_worker_processes;
+		memset(hc_pool, 0, pool_queues_offset(max_worker_processes));
+		SpinLockInit(&hc_pool->mutex);
+		ConditionVariableInit(&hc_pool->changed);
+		hc_pool->nslots = max_worker_processes;
 	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-void
-hc_autonomous_init(void)
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = pool_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = pool_shmem_startup;
 }
 
 /* Is there a pool to use? */
 bool
-pool_ready(void)
+hc_pool_ready(void)
 {
-	return pool != NULL && hc_max_workers > 0;
+	return hc_pool != NULL && hc_max_workers > 0;
 }
 
 /* 53000: no background worker could be started. */
 void
-no_worker(const char *function, const char *hint)
+hc_autonomous_no_worker(const char *function, const char *hint)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
@@ -185,6 +140,86 @@ no_worker(const char *function, const char *hint)
 			 errdetail("All max_worker_processes (%d) background workers are in use.",
 					   max_worker_processes),
 			 errhint("%s", hint)));
+}
+
+/* ------------------------------------------------------------------------
+ * What a caller looks at while it waits (for a worker, for its answer)
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * Is pid among the processes that the worker waits for, directly or not?
+ * A lock wait is an edge (pg_blocking_pids), and so is a caller waiting for
+ * its pool worker: the deadlock detector sees the first, only we the second.
+ */
+bool
+hc_autonomous_waits_for(pid_t worker, pid_t pid)
+{
+	List	   *todo = list_make1_int(worker);
+	List	   *seen = NIL;
+	bool		found = false;
+
+	while (todo != NIL && !found && list_length(seen) < 64)
+	{
+		int			next = linitial_int(todo);
+		pid_t		worker_of_next;
+		ArrayType  *blockers;
+		Datum	   *elems;
+		int			n;
+		int			i;
+
+		todo = list_delete_first(todo);
+		if (list_member_int(seen, next))
+			continue;
+		seen = lappend_int(seen, next);
+		worker_of_next = hc_pool_worker_of(next);
+		if (worker_of_next != 0)
+			todo = lappend_int(todo, worker_of_next);
+		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(next)));
+		deconstruct_array(blockers, INT4OID, 4, true, TYPALIGN_INT, &elems, NULL, &n);
+		for (i = 0; i < n; i++)
+		{
+			if (DatumGetInt32(elems[i]) == pid)
+				found = true;
+			todo = lappend_int(todo, DatumGetInt32(elems[i]));
+		}
+	}
+	list_free(todo);
+	list_free(seen);
+	return found;
+}
+
+/*
+ * Has the client of this backend gone?  Then end the session, as
+ * PostgreSQL does when client_connection_check_interval finds it gone: the
+ * call it waited for goes on (or not) without it.  Looked at once every
+ * CLIENT_CHECK_MS at most.  pq_check_connection() resets the latch, which
+ * may have been set by the wake-up this caller waits for (its condition
+ * variable's broadcast, its worker's answer): it is set again, so that the
+ * caller's next wait looks once more instead of sleeping through it.
+ */
+extern bool pq_check_connection(void);	/* libpq/libpq.h, which needs GSSAPI's headers */
+
+void
+hc_autonomous_check_client(void)
+{
+	static TimestampTz last_check = 0;
+	TimestampTz now;
+
+	if (whereToSendOutput != DestRemote || MyProcPort == NULL)
+		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(last_check, now, CLIENT_CHECK_MS))
+		return;
+	last_check = now;
+	if (pq_check_connection())
+	{
+		SetLatch(MyLatch);
+		return;
+	}
+	ClientConnectionLost = 1;
+	InterruptPending = 1;
+	CHECK_FOR_INTERRUPTS();
 }
 
 /* Start a pool worker in the slot the caller took for it (generation gen). */
@@ -195,7 +230,7 @@ pool_start(int i, uint32 gen, bool *stopped)
 	BackgroundWorkerHandle *handle;
 	pid_t		pid;
 
-	worker_describe(&worker, "hc_worker_pool_main");
+	hc_remote_worker_describe(&worker, "hc_worker_pool_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "holdcommit worker for database %u", MyDatabaseId);
 	worker.bgw_main_arg = Int32GetDatum(i);
 	memcpy(worker.bgw_extra, &gen, sizeof(gen));
@@ -206,11 +241,11 @@ pool_start(int i, uint32 gen, bool *stopped)
 		*stopped = true;
 	if (*stopped)
 	{
-		SpinLockAcquire(&pool->mutex);
-		if (pool->slots[i].state == SLOT_STARTING && pool->slots[i].generation == gen)
-			pool->slots[i].state = SLOT_FREE;
-		SpinLockRelease(&pool->mutex);
-		ConditionVariableBroadcast(&pool->changed);
+		SpinLockAcquire(&hc_pool->mutex);
+		if (hc_pool->slots[i].state == SLOT_STARTING && hc_pool->slots[i].generation == gen)
+			hc_pool->slots[i].state = SLOT_FREE;
+		SpinLockRelease(&hc_pool->mutex);
+		ConditionVariableBroadcast(&hc_pool->changed);
 	}
 	return !*stopped;
 }
@@ -222,20 +257,20 @@ pool_start(int i, uint32 gen, bool *stopped)
 static void
 pool_check_stuck(const char *function)
 {
-	pid_t	   *workers = palloc(sizeof(pid_t) * pool->nslots);
+	pid_t	   *workers = palloc(sizeof(pid_t) * hc_pool->nslots);
 	int			n = 0;
 	int			i;
 	bool		stuck;
 
-	SpinLockAcquire(&pool->mutex);
-	for (i = 0; i < pool->nslots; i++)
-		if (pool->slots[i].dboid == MyDatabaseId && pool->slots[i].state == SLOT_POSTED &&
-			pool->slots[i].pid != 0)
-			workers[n++] = pool->slots[i].pid;
-	SpinLockRelease(&pool->mutex);
+	SpinLockAcquire(&hc_pool->mutex);
+	for (i = 0; i < hc_pool->nslots; i++)
+		if (hc_pool->slots[i].dboid == MyDatabaseId && hc_pool->slots[i].state == SLOT_POSTED &&
+			hc_pool->slots[i].pid != 0)
+			workers[n++] = hc_pool->slots[i].pid;
+	SpinLockRelease(&hc_pool->mutex);
 	stuck = n > 0;
 	for (i = 0; i < n && stuck; i++)
-		stuck = worker_waits_for(workers[i], MyProcPid);
+		stuck = hc_autonomous_waits_for(workers[i], MyProcPid);
 	pfree(workers);
 	if (stuck)
 		ereport(ERROR,
@@ -255,23 +290,23 @@ pool_check_stuck(const char *function)
 static bool
 pool_share_waits_for_me(Oid role)
 {
-	pid_t	   *workers = palloc(sizeof(pid_t) * pool->nslots);
+	pid_t	   *workers = palloc(sizeof(pid_t) * hc_pool->nslots);
 	int			n = 0;
 	int			i;
 	bool		waits = false;
 
-	SpinLockAcquire(&pool->mutex);
-	for (i = 0; i < pool->nslots; i++)
+	SpinLockAcquire(&hc_pool->mutex);
+	for (i = 0; i < hc_pool->nslots; i++)
 	{
-		PoolSlot   *slot = &pool->slots[i];
+		PoolSlot   *slot = &hc_pool->slots[i];
 
 		if (slot->state == SLOT_POSTED && slot->pid != 0 &&
 			(slot->caller_role == role || slot->dboid == MyDatabaseId))
 			workers[n++] = slot->pid;
 	}
-	SpinLockRelease(&pool->mutex);
+	SpinLockRelease(&hc_pool->mutex);
 	for (i = 0; i < n && !waits; i++)
-		waits = worker_waits_for(workers[i], MyProcPid);
+		waits = hc_autonomous_waits_for(workers[i], MyProcPid);
 	pfree(workers);
 	return waits;
 }
@@ -324,10 +359,10 @@ pool_claim(const char *function)
 		CHECK_FOR_INTERRUPTS();
 		hc_autonomous_check_client();
 		now = GetCurrentTimestamp();
-		SpinLockAcquire(&pool->mutex);
-		for (i = 0; i < pool->nslots; i++)
+		SpinLockAcquire(&hc_pool->mutex);
+		for (i = 0; i < hc_pool->nslots; i++)
 		{
-			PoolSlot   *slot = &pool->slots[i];
+			PoolSlot   *slot = &hc_pool->slots[i];
 
 			if (slot->state == SLOT_STARTING && slot->pid == 0 &&
 				TimestampDifferenceExceeds(slot->idle_since, now, START_TIMEOUT_MS))
@@ -339,9 +374,9 @@ pool_claim(const char *function)
 			}
 		}
 		may_take = beyond_share || (role_busy < share && db_busy < share);
-		for (i = 0; i < pool->nslots && claimed < 0; i++)
+		for (i = 0; i < hc_pool->nslots && claimed < 0; i++)
 		{
-			PoolSlot   *slot = &pool->slots[i];
+			PoolSlot   *slot = &hc_pool->slots[i];
 
 			if (slot->state == SLOT_FREE)
 			{
@@ -366,7 +401,7 @@ pool_claim(const char *function)
 				slot->caller_pid = MyProcPid;
 				slot->caller_role = role;
 				slot->claimed_at = now;
-				slot->request = ++pool->last_request;
+				slot->request = ++hc_pool->last_request;
 				slot->caller_gone = false;
 				claimed = i;
 			}
@@ -374,22 +409,22 @@ pool_claim(const char *function)
 		/* One start at a time per database: it is idle once it has connected. */
 		if (claimed < 0 && start >= 0 && !starting && running < hc_max_workers && may_take)
 		{
-			pool->slots[start].state = SLOT_STARTING;
-			pool->slots[start].dboid = MyDatabaseId;
-			pool->slots[start].pid = 0;
-			pool->slots[start].proc = NULL;
-			pool->slots[start].leave = false;
-			pool->slots[start].idle_since = now;
-			gen = ++pool->slots[start].generation;
+			hc_pool->slots[start].state = SLOT_STARTING;
+			hc_pool->slots[start].dboid = MyDatabaseId;
+			hc_pool->slots[start].pid = 0;
+			hc_pool->slots[start].proc = NULL;
+			hc_pool->slots[start].leave = false;
+			hc_pool->slots[start].idle_since = now;
+			gen = ++hc_pool->slots[start].generation;
 		}
 		else
 			start = -1;
 		if (claimed < 0 && start < 0 && !ours && leaver >= 0 && may_take)
 		{
-			pool->slots[leaver].state = SLOT_LEAVING;
-			leaver_proc = pool->slots[leaver].proc;
+			hc_pool->slots[leaver].state = SLOT_LEAVING;
+			leaver_proc = hc_pool->slots[leaver].proc;
 		}
-		SpinLockRelease(&pool->mutex);
+		SpinLockRelease(&hc_pool->mutex);
 
 		if (claimed >= 0)
 			break;
@@ -407,7 +442,7 @@ pool_claim(const char *function)
 			if (started)
 				continue;
 			if (!ours)
-				no_worker(function, "Raise max_worker_processes (doc/operations.md counts what holdcommit takes), then try again.");
+				hc_autonomous_no_worker(function, "Raise max_worker_processes (doc/operations.md counts what holdcommit takes), then try again.");
 			/* No room now: wait for a worker of ours, as when the pool is full. */
 		}
 		now = GetCurrentTimestamp();
@@ -422,7 +457,7 @@ pool_claim(const char *function)
 				pool_check_stuck(function);
 			last_stuck_check = now;
 		}
-		(void) ConditionVariableTimedSleep(&pool->changed, Min(DeadlockTimeout, CLIENT_CHECK_MS),
+		(void) ConditionVariableTimedSleep(&hc_pool->changed, Min(DeadlockTimeout, CLIENT_CHECK_MS),
 										   PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
@@ -436,15 +471,15 @@ pool_claim(const char *function)
  * detached, so no caller can touch the queues of another's call.
  */
 void
-pool_end(Flight *f)
+hc_pool_end(Flight *f)
 {
 	PoolSlot   *slot;
 	PGPROC	   *leaver = NULL;
 
 	if (f->slot < 0)
 		return;
-	slot = &pool->slots[f->slot];
-	SpinLockAcquire(&pool->mutex);
+	slot = &hc_pool->slots[f->slot];
+	SpinLockAcquire(&hc_pool->mutex);
 	if (slot->request == f->id)
 	{
 		if (slot->leave)
@@ -459,16 +494,16 @@ pool_end(Flight *f)
 			slot->idle_since = GetCurrentTimestamp();
 		}
 	}
-	SpinLockRelease(&pool->mutex);
+	SpinLockRelease(&hc_pool->mutex);
 	if (leaver != NULL)
 		SetLatch(&leaver->procLatch);
-	ConditionVariableBroadcast(&pool->changed);
+	ConditionVariableBroadcast(&hc_pool->changed);
 	f->slot = -1;
 }
 
 /* Send the request to a worker of the pool: its answer comes in f->answer. */
 void
-pool_call(Flight *f, StringInfo req)
+hc_pool_call(Flight *f, StringInfo req)
 {
 	PoolSlot   *slot;
 	shm_mq	   *request;
@@ -476,18 +511,18 @@ pool_call(Flight *f, StringInfo req)
 	PGPROC	   *worker;
 
 	f->slot = pool_claim(f->function);
-	slot = &pool->slots[f->slot];
-	SpinLockAcquire(&pool->mutex);
+	slot = &hc_pool->slots[f->slot];
+	SpinLockAcquire(&hc_pool->mutex);
 	f->id = slot->request;
 	worker = slot->proc;
-	SpinLockRelease(&pool->mutex);
+	SpinLockRelease(&hc_pool->mutex);
 
 	/*
 	 * Our side of each queue first, so that setting the worker's side sets
 	 * only our own latch: the worker is woken once, by the request.
 	 */
-	request = shm_mq_create(pool_queue(f->slot, false), QUEUE_SIZE);
-	answer = shm_mq_create(pool_queue(f->slot, true), QUEUE_SIZE);
+	request = shm_mq_create(hc_pool_queue(f->slot, false), QUEUE_SIZE);
+	answer = shm_mq_create(hc_pool_queue(f->slot, true), QUEUE_SIZE);
 	shm_mq_set_sender(request, MyProc);
 	shm_mq_set_receiver(request, worker);
 	shm_mq_set_receiver(answer, MyProc);
@@ -495,10 +530,10 @@ pool_call(Flight *f, StringInfo req)
 	f->request = shm_mq_attach(request, NULL, NULL);
 	f->answer = shm_mq_attach(answer, NULL, NULL);
 
-	SpinLockAcquire(&pool->mutex);
+	SpinLockAcquire(&hc_pool->mutex);
 	if (slot->request == f->id && slot->state == SLOT_CLAIMED)
 		slot->state = SLOT_POSTED;
-	SpinLockRelease(&pool->mutex);
+	SpinLockRelease(&hc_pool->mutex);
 	/* It fits in the queue: this wakes the worker and does not wait for it. */
 	if (shm_mq_send(f->request, req->len, req->data, false, true) != SHM_MQ_SUCCESS)
 		elog(ERROR, "could not send the call to the holdcommit worker");
@@ -506,19 +541,19 @@ pool_call(Flight *f, StringInfo req)
 
 /* The pool worker running a call for caller, if any (0: none). */
 pid_t
-pool_worker_of(pid_t caller)
+hc_pool_worker_of(pid_t caller)
 {
 	pid_t		worker = 0;
 	int			i;
 
-	if (pool == NULL)
+	if (hc_pool == NULL)
 		return 0;
-	SpinLockAcquire(&pool->mutex);
-	for (i = 0; i < pool->nslots && worker == 0; i++)
-		if (pool->slots[i].state == SLOT_POSTED && pool->slots[i].caller_pid == caller &&
-			!pool->slots[i].caller_gone)
-			worker = pool->slots[i].pid;
-	SpinLockRelease(&pool->mutex);
+	SpinLockAcquire(&hc_pool->mutex);
+	for (i = 0; i < hc_pool->nslots && worker == 0; i++)
+		if (hc_pool->slots[i].state == SLOT_POSTED && hc_pool->slots[i].caller_pid == caller &&
+			!hc_pool->slots[i].caller_gone)
+			worker = hc_pool->slots[i].pid;
+	SpinLockRelease(&hc_pool->mutex);
 	return worker;
 }
 
@@ -527,191 +562,18 @@ pool_worker_of(pid_t caller)
  * gone without an answer, -1 when it has answered.
  */
 pid_t
-pool_flight_worker(Flight *f)
+hc_pool_flight_worker(Flight *f)
 {
-	PoolSlot   *slot = &pool->slots[f->slot];
+	PoolSlot   *slot = &hc_pool->slots[f->slot];
 	pid_t		pid = 0;
 
-	SpinLockAcquire(&pool->mutex);
+	SpinLockAcquire(&hc_pool->mutex);
 	if (slot->request == f->id && slot->state == SLOT_POSTED)
 		pid = slot->pid;
 	else if (slot->request == f->id && slot->state == SLOT_ANSWERED)
 		pid = -1;
-	SpinLockRelease(&pool->mutex);
+	SpinLockRelease(&hc_pool->mutex);
 	return pid;
-}
-
-bool
-hc_autonomous_caller_gone(void)
-{
-	bool		gone = false;
-
-	if (autonomous_once != NULL)
-		return autonomous_once->caller_gone;
-	if (serving_slot >= 0)
-	{
-		SpinLockAcquire(&pool->mutex);
-		gone = pool->slots[serving_slot].caller_gone ||
-			pool->slots[serving_slot].request != serving_request;
-		SpinLockRelease(&pool->mutex);
-	}
-	return gone;
-}
-
-/*
- * However a pool worker ends: its slot is free, unless a caller still holds
- * its queues, who frees it once it has seen the worker gone (and learns it
- * now).  A caller that has let go already (a cancel, a timeout, its exit,
- * while the worker ran its call) never will: the slot is free at once.  A
- * worker that came too late for its slot (another generation holds it)
- * leaves it alone.
- */
-static void
-pool_worker_exit(int code, Datum arg)
-{
-	PoolSlot   *slot = &pool->slots[DatumGetInt32(arg)];
-	PGPROC	   *caller = NULL;
-
-	SpinLockAcquire(&pool->mutex);
-	if (slot->generation == serving_generation && (slot->pid == MyProcPid || slot->pid == 0))
-	{
-		/*
-		 * A caller that holds the slot's queues frees the slot itself, once
-		 * it has seen the worker gone: nobody may re-create them before.
-		 */
-		if (SLOT_BUSY(slot) && !slot->caller_gone)
-			caller = slot->caller;
-		else
-			slot->state = SLOT_FREE;
-		slot->pid = 0;
-		slot->proc = NULL;
-	}
-	SpinLockRelease(&pool->mutex);
-	if (caller != NULL)
-		SetLatch(&caller->procLatch);
-	ConditionVariableBroadcast(&pool->changed);
-}
-
-/* The slot's answer is for a caller that has gone: the slot is idle again. */
-static void
-flight_orphaned(PoolSlot *slot, pid_t caller_pid)
-{
-	SpinLockAcquire(&pool->mutex);
-	if (slot->state == SLOT_ANSWERED && slot->caller_pid == caller_pid)
-	{
-		slot->state = SLOT_IDLE;
-		slot->caller = NULL;
-		slot->idle_since = GetCurrentTimestamp();
-	}
-	SpinLockRelease(&pool->mutex);
-	ConditionVariableBroadcast(&pool->changed);
-}
-
-/*
- * A pool worker: take the slot's calls one by one until it has been idle
- * for holdcommit.worker_idle_timeout, is asked to leave, or SIGTERM.
- */
-void
-hc_worker_pool_main(Datum main_arg)
-{
-	int			i = DatumGetInt32(main_arg);
-	PoolSlot   *slot = &pool->slots[i];
-	MemoryContext call_context;
-	Oid			dboid;
-
-	bool		late;
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-	autonomous_serving = true;
-	serving_slot = i;
-	memcpy(&serving_generation, MyBgworkerEntry->bgw_extra, sizeof(serving_generation));
-	SpinLockAcquire(&pool->mutex);
-	dboid = slot->state == SLOT_STARTING && slot->generation == serving_generation ?
-		slot->dboid : InvalidOid;
-	SpinLockRelease(&pool->mutex);
-	if (!OidIsValid(dboid))
-		proc_exit(0);
-	before_shmem_exit(pool_worker_exit, Int32GetDatum(i));
-	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	worker_settings();
-	call_context = AllocSetContextCreate(TopMemoryContext, "holdcommit call",
-										 ALLOCSET_DEFAULT_SIZES);
-
-	/* Still the slot's worker after connecting (not given up on as too slow)? */
-	SpinLockAcquire(&pool->mutex);
-	late = slot->state != SLOT_STARTING || slot->generation != serving_generation;
-	if (!late)
-	{
-		slot->pid = MyProcPid;
-		slot->proc = MyProc;
-		slot->state = SLOT_IDLE;
-		slot->idle_since = GetCurrentTimestamp();
-	}
-	SpinLockRelease(&pool->mutex);
-	if (late)
-		proc_exit(0);
-	ConditionVariableBroadcast(&pool->changed);
-
-	for (;;)
-	{
-		SlotState	state;
-		long		idle_ms = 0;
-		pid_t		caller_pid;
-
-		/* A cancel that came after its call was answered is for nobody. */
-		QueryCancelPending = false;
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		SpinLockAcquire(&pool->mutex);
-		state = slot->state;
-		caller_pid = slot->caller_pid;
-		SpinLockRelease(&pool->mutex);
-		/* An answer nobody takes: its caller ended without letting go. */
-		if (state == SLOT_ANSWERED && BackendPidGetProc(caller_pid) == NULL)
-			flight_orphaned(slot, caller_pid);
-		SpinLockAcquire(&pool->mutex);
-		state = slot->state;
-		if (state == SLOT_IDLE)
-		{
-			idle_ms = TimestampDifferenceMilliseconds(slot->idle_since, GetCurrentTimestamp());
-			if (idle_ms >= (long) hc_worker_idle_timeout * 1000L || hc_max_workers == 0 ||
-				slot->leave)
-				state = slot->state = SLOT_LEAVING;
-		}
-		serving_request = slot->request;
-		SpinLockRelease(&pool->mutex);
-
-		if (state == SLOT_LEAVING)
-			proc_exit(0);
-		if (state == SLOT_POSTED)
-		{
-			worker_serve(pool_queue(i, false), pool_queue(i, true), NULL, call_context);
-			SpinLockAcquire(&pool->mutex);
-			if (slot->caller_gone)
-			{
-				slot->state = SLOT_IDLE;
-				slot->caller = NULL;
-				slot->idle_since = GetCurrentTimestamp();
-			}
-			else
-				slot->state = SLOT_ANSWERED;
-			SpinLockRelease(&pool->mutex);
-			ConditionVariableBroadcast(&pool->changed);
-			pgstat_report_stat(false);
-			continue;
-		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 state == SLOT_ANSWERED ? 1000L :
-						 Max((long) hc_worker_idle_timeout * 1000L - idle_ms, 1),
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
 }
 
 /*
@@ -725,18 +587,18 @@ hc_autonomous_retire(Oid dboid)
 	int			n = 0;
 	int			i;
 
-	if (pool == NULL)
+	if (hc_pool == NULL)
 		return;
-	leavers = palloc(sizeof(PGPROC *) * pool->nslots);
-	SpinLockAcquire(&pool->mutex);
-	for (i = 0; i < pool->nslots; i++)
-		if (pool->slots[i].dboid == dboid && pool->slots[i].state != SLOT_FREE)
+	leavers = palloc(sizeof(PGPROC *) * hc_pool->nslots);
+	SpinLockAcquire(&hc_pool->mutex);
+	for (i = 0; i < hc_pool->nslots; i++)
+		if (hc_pool->slots[i].dboid == dboid && hc_pool->slots[i].state != SLOT_FREE)
 		{
-			pool->slots[i].leave = true;
-			if (pool->slots[i].proc != NULL)
-				leavers[n++] = pool->slots[i].proc;
+			hc_pool->slots[i].leave = true;
+			if (hc_pool->slots[i].proc != NULL)
+				leavers[n++] = hc_pool->slots[i].proc;
 		}
-	SpinLockRelease(&pool->mutex);
+	SpinLockRelease(&hc_pool->mutex);
 	for (i = 0; i < n; i++)
 		SetLatch(&leavers[i]->procLatch);
 	pfree(leavers);
@@ -758,13 +620,13 @@ hc_worker_state(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (pool == NULL)
+	if (hc_pool == NULL)
 		return (Datum) 0;
-	n = pool->nslots;
+	n = hc_pool->nslots;
 	copy = palloc(sizeof(PoolSlot) * n);
-	SpinLockAcquire(&pool->mutex);
-	memcpy(copy, pool->slots, sizeof(PoolSlot) * n);
-	SpinLockRelease(&pool->mutex);
+	SpinLockAcquire(&hc_pool->mutex);
+	memcpy(copy, hc_pool->slots, sizeof(PoolSlot) * n);
+	SpinLockRelease(&hc_pool->mutex);
 	for (i = 0; i < n; i++)
 	{
 		PoolSlot   *slot = &copy[i];

@@ -6,6 +6,17 @@
  *		hint), and the worker's run of the call in a transaction of its own,
  *		committed before it answers.  Also the worker of one call, for a
  *		server without the pool.
+ *
+ * Invariants:
+ *   1. A value crosses detoasted (the worker cannot read the caller's
+ *      toast); an answer's texts are cut so that it fits in its queue.
+ *   2. The worker runs the call as the caller's user, with the caller's
+ *      lock_timeout, statement_timeout, holdcommit.max_ttl and lc_messages,
+ *      in READ COMMITTED, read-write, with search_path pg_catalog and a
+ *      commit at least as synchronous as on.
+ *   3. The answer is sent after the commit, or after the rollback of an
+ *      error: an answer seen is a change committed, or none.
+ *   4. A call whose caller stopped waiting before it began is not run.
  */
 #include "postgres.h"
 
@@ -39,7 +50,7 @@ static const char *const caller_settings[] = {
 
 /* A holdcommit worker that runs calls, started by main_function, for this backend. */
 void
-worker_describe(BackgroundWorker *worker, const char *main_function)
+hc_remote_worker_describe(BackgroundWorker *worker, const char *main_function)
 {
 	memset(worker, 0, sizeof(BackgroundWorker));
 	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -54,27 +65,27 @@ worker_describe(BackgroundWorker *worker, const char *main_function)
 /* Longer texts are cut, so that an answer always fits in its queue. */
 #define ANSWER_TEXT_MAX		2000
 
-bool		autonomous_serving = false;	/* this process is a worker */
-volatile OnceHeader *autonomous_once = NULL;
+bool		hc_autonomous_serving = false;	/* this process is a worker */
+static volatile OnceHeader *autonomous_once = NULL;	/* a worker of one call */
 static int32 caller_pid = 0;	/* the session of the call being run */
 static TimestampTz caller_started = 0;
 
 bool
 hc_autonomous_here(void)
 {
-	return autonomous_serving;
+	return hc_autonomous_serving;
 }
 
 int32
 hc_session_pid(void)
 {
-	return autonomous_serving ? caller_pid : MyProcPid;
+	return hc_autonomous_serving ? caller_pid : MyProcPid;
 }
 
 TimestampTz
 hc_session_started(void)
 {
-	return autonomous_serving ? caller_started : MyStartTimestamp;
+	return hc_autonomous_serving ? caller_started : MyStartTimestamp;
 }
 
 static void
@@ -91,7 +102,7 @@ shape_of(Oid fn_oid, CallShape *shape)
 
 /* The caller's: cached in fn_extra. */
 CallShape *
-call_shape(FunctionCallInfo fcinfo)
+hc_remote_call_shape(FunctionCallInfo fcinfo)
 {
 	if (fcinfo->flinfo->fn_extra == NULL)
 	{
@@ -180,7 +191,7 @@ get_datum(StringInfo buf, bool typbyval, bool *isnull)
  * whatever the caller's synchronous_commit (remote_apply stays).
  */
 void
-request_build(StringInfo req, FunctionCallInfo fcinfo, const CallShape *shape)
+hc_remote_request_build(StringInfo req, FunctionCallInfo fcinfo, const CallShape *shape)
 {
 	int			i;
 
@@ -204,7 +215,7 @@ request_build(StringInfo req, FunctionCallInfo fcinfo, const CallShape *shape)
 
 /* The caller: return the worker's result, or raise its error. */
 Datum
-answer_take(FunctionCallInfo fcinfo, const CallShape *shape, char *data, Size len)
+hc_remote_answer_take(FunctionCallInfo fcinfo, const CallShape *shape, char *data, Size len)
 {
 	StringInfoData buf;
 	ErrorData	edata = {0};
@@ -228,7 +239,7 @@ answer_take(FunctionCallInfo fcinfo, const CallShape *shape, char *data, Size le
 
 /* Every call in a READ COMMITTED transaction of its own; nothing by name. */
 void
-worker_settings(void)
+hc_remote_worker_settings(void)
 {
 	SetConfigOption("application_name", "holdcommit worker", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
@@ -350,9 +361,13 @@ worker_run(char *data, Size len, StringInfo answer)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
-/* Take the request from the queue, run it, answer. */
+/*
+ * Take the request from the queue, run it, answer; unless caller_gone() says
+ * that the caller has stopped waiting.
+ */
 void
-worker_serve(shm_mq *request, shm_mq *answer, dsm_segment *seg, MemoryContext call_context)
+hc_remote_worker_serve(shm_mq *request, shm_mq *answer, dsm_segment *seg,
+					   MemoryContext call_context, bool (*caller_gone) (void))
 {
 	MemoryContext old = MemoryContextSwitchTo(call_context);
 	shm_mq_handle *in = shm_mq_attach(request, seg, NULL);
@@ -362,7 +377,7 @@ worker_serve(shm_mq *request, shm_mq *answer, dsm_segment *seg, MemoryContext ca
 	void	   *data;
 
 	if (shm_mq_receive(in, &len, &data, false) == SHM_MQ_SUCCESS &&
-		!hc_autonomous_caller_gone())
+		!caller_gone())
 	{
 		initStringInfo(&reply);
 		worker_run(data, len, &reply);
@@ -370,6 +385,13 @@ worker_serve(shm_mq *request, shm_mq *answer, dsm_segment *seg, MemoryContext ca
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(call_context);
+}
+
+/* In a worker of one call: has its caller stopped waiting? */
+static bool
+once_caller_gone(void)
+{
+	return autonomous_once->caller_gone;
 }
 
 /* A worker of one call, without the pool: its queues are in a segment. */
@@ -383,7 +405,7 @@ hc_worker_once_main(Datum main_arg)
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	autonomous_serving = true;
+	hc_autonomous_serving = true;
 	seg = dsm_attach(DatumGetUInt32(main_arg));
 	if (seg == NULL)
 		proc_exit(0);			/* the caller has gone: nothing to do */
@@ -394,10 +416,11 @@ hc_worker_once_main(Datum main_arg)
 	shm_mq_set_receiver(request, MyProc);
 	shm_mq_set_sender(answer, MyProc);
 	BackgroundWorkerInitializeConnectionByOid(autonomous_once->dboid, InvalidOid, 0);
-	worker_settings();
-	worker_serve(request, answer, seg,
-				 AllocSetContextCreate(TopMemoryContext, "holdcommit call",
-									   ALLOCSET_DEFAULT_SIZES));
+	hc_remote_worker_settings();
+	hc_remote_worker_serve(request, answer, seg,
+						   AllocSetContextCreate(TopMemoryContext, "holdcommit call",
+												 ALLOCSET_DEFAULT_SIZES),
+						   once_caller_gone);
 	pgstat_report_stat(true);
 	proc_exit(0);
 }

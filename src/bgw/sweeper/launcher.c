@@ -22,6 +22,15 @@
  * database waits for at most the N - 1 others once: with N databases to
  * sweep and M sweepers, each is swept at least every interval + ceil(N / M)
  * x time slice (doc/sweeper.md).
+ *
+ * Invariants:
+ *   1. Only the launcher starts runs, so at most holdcommit.max_sweepers run,
+ *      counting those an earlier launcher left.
+ *   2. A run that starts after another's due time ends due after it: a
+ *      database waits for at most the N - 1 others once.
+ *   3. A look never delays a sweep: a sweep that finds every slot taken
+ *      stops a look, which is due again at once.
+ *   4. pg_database is read, and the log written, without the table's lock.
  */
 #include "postgres.h"
 
@@ -43,6 +52,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "bgw/sweeper/register.h"
 #include "bgw/sweeper/sweeper.h"
 #include "common/settings.h"
 
@@ -89,7 +99,7 @@ launcher_run_of(int db)
 static bool
 launcher_idle(int i, TimestampTz now)
 {
-	return launcher_run_of(i) < 0 && !sweep_busy(&sweep_shared->dbs[i], now);
+	return launcher_run_of(i) < 0 && !hc_sweeper_busy(&hc_sweeper_shared->dbs[i], now);
 }
 
 /*
@@ -117,7 +127,7 @@ launcher_list_databases(void)
 		ListedDb   *db;
 
 		if (!pgdb->datallowconn || pgdb->datistemplate || database_is_invalid_form(pgdb) ||
-			!sweep_database_wanted(NameStr(pgdb->datname)))
+			!hc_sweeper_database_wanted(NameStr(pgdb->datname)))
 			continue;
 		old = MemoryContextSwitchTo(tick);
 		db = palloc(sizeof(ListedDb));
@@ -137,13 +147,13 @@ launcher_list_databases(void)
 static int
 launcher_free_entry(TimestampTz now)
 {
-	int			i = sweep_find(InvalidOid);
+	int			i = hc_sweeper_find(InvalidOid);
 
 	if (i >= 0)
 		return i;
-	for (i = 0; i < sweep_shared->ndbs; i++)
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
 	{
-		SweepDb    *db = &sweep_shared->dbs[i];
+		SweepDb    *db = &hc_sweeper_shared->dbs[i];
 
 		if ((db->kind == KIND_NONE || db->kind == KIND_OLD) && launcher_idle(i, now))
 			return i;
@@ -161,22 +171,22 @@ static char *
 launcher_scan(TimestampTz now)
 {
 	List	   *listed = launcher_list_databases();
-	bool	   *seen = palloc0(sizeof(bool) * sweep_shared->ndbs);
+	bool	   *seen = palloc0(sizeof(bool) * hc_sweeper_shared->ndbs);
 	char	   *untracked = NULL;
 	ListCell   *lc;
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	foreach(lc, listed)
 	{
 		ListedDb   *listed_db = (ListedDb *) lfirst(lc);
 
-		i = sweep_find(listed_db->oid);
+		i = hc_sweeper_find(listed_db->oid);
 		if (i < 0 && (i = launcher_free_entry(now)) >= 0)
 		{
-			memset(&sweep_shared->dbs[i], 0, sizeof(SweepDb));
-			sweep_shared->dbs[i].dboid = listed_db->oid;
-			sweep_shared->dbs[i].due = now;
+			memset(&hc_sweeper_shared->dbs[i], 0, sizeof(SweepDb));
+			hc_sweeper_shared->dbs[i].dboid = listed_db->oid;
+			hc_sweeper_shared->dbs[i].due = now;
 		}
 		if (i < 0)
 		{
@@ -185,12 +195,12 @@ launcher_scan(TimestampTz now)
 			continue;
 		}
 		seen[i] = true;
-		sweep_shared->dbs[i].datname = listed_db->name;
+		hc_sweeper_shared->dbs[i].datname = listed_db->name;
 	}
-	for (i = 0; i < sweep_shared->ndbs; i++)
-		if (OidIsValid(sweep_shared->dbs[i].dboid) && !seen[i] && launcher_idle(i, now))
-			memset(&sweep_shared->dbs[i], 0, sizeof(SweepDb));
-	LWLockRelease(sweep_shared->lock);
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
+		if (OidIsValid(hc_sweeper_shared->dbs[i].dboid) && !seen[i] && launcher_idle(i, now))
+			memset(&hc_sweeper_shared->dbs[i], 0, sizeof(SweepDb));
+	LWLockRelease(hc_sweeper_shared->lock);
 	pfree(seen);
 	return untracked;
 }
@@ -229,10 +239,10 @@ launcher_reap(TimestampTz now)
 			i++;
 			continue;
 		}
-		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-		if (sweep_shared->dbs[runs[i].db].dboid == runs[i].dboid)
+		LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+		if (hc_sweeper_shared->dbs[runs[i].db].dboid == runs[i].dboid)
 		{
-			SweepDb    *db = &sweep_shared->dbs[runs[i].db];
+			SweepDb    *db = &hc_sweeper_shared->dbs[runs[i].db];
 
 			/* A run that never claimed the entry stepped aside: still due. */
 			if (db->last_start >= runs[i].started)
@@ -240,7 +250,7 @@ launcher_reap(TimestampTz now)
 			db->start_requested = 0;
 			db->preempted = false;
 		}
-		LWLockRelease(sweep_shared->lock);
+		LWLockRelease(hc_sweeper_shared->lock);
 		pfree(runs[i].handle);
 		runs[i] = runs[--nruns];
 	}
@@ -250,7 +260,7 @@ launcher_reap(TimestampTz now)
 static bool
 launcher_start(int i, TimestampTz now)
 {
-	SweepDb    *db = &sweep_shared->dbs[i];
+	SweepDb    *db = &hc_sweeper_shared->dbs[i];
 	BackgroundWorker worker = {0};
 	BackgroundWorkerHandle *handle;
 	MemoryContext old;
@@ -301,16 +311,16 @@ launcher_pick(TimestampTz now)
 	int			best = -1;
 	int			i;
 
-	for (i = 0; i < sweep_shared->ndbs; i++)
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
 	{
-		SweepDb    *db = &sweep_shared->dbs[i];
+		SweepDb    *db = &hc_sweeper_shared->dbs[i];
 
 		if (!OidIsValid(db->dboid) || db->dropped || !launcher_idle(i, now) ||
-			(db->due > now && !db->look_now) || sweep_paused(db->dboid))
+			(db->due > now && !db->look_now) || hc_sweeper_paused(db->dboid))
 			continue;
-		if (best < 0 || launcher_rank(db) < launcher_rank(&sweep_shared->dbs[best]) ||
-			(launcher_rank(db) == launcher_rank(&sweep_shared->dbs[best]) &&
-			 db->due < sweep_shared->dbs[best].due))
+		if (best < 0 || launcher_rank(db) < launcher_rank(&hc_sweeper_shared->dbs[best]) ||
+			(launcher_rank(db) == launcher_rank(&hc_sweeper_shared->dbs[best]) &&
+			 db->due < hc_sweeper_shared->dbs[best].due))
 			best = i;
 	}
 	return best;
@@ -323,8 +333,8 @@ launcher_busy(TimestampTz now)
 	int			busy = nruns;
 	int			i;
 
-	for (i = 0; i < sweep_shared->ndbs; i++)
-		if (launcher_run_of(i) < 0 && sweep_busy(&sweep_shared->dbs[i], now))
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
+		if (launcher_run_of(i) < 0 && hc_sweeper_busy(&hc_sweeper_shared->dbs[i], now))
 			busy++;
 	return busy;
 }
@@ -341,7 +351,7 @@ launcher_preempt_look(void)
 
 	for (r = 0; r < nruns; r++)
 	{
-		SweepDb    *db = &sweep_shared->dbs[runs[r].db];
+		SweepDb    *db = &hc_sweeper_shared->dbs[runs[r].db];
 
 		if (launcher_rank(db) == 1 && !db->preempted)
 		{
@@ -361,12 +371,12 @@ launcher_start_due(TimestampTz now)
 	SweepWait	wait = WAIT_BUSY;
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	while ((i = launcher_pick(now)) >= 0)
 	{
 		if (launcher_busy(now) >= cap)
 		{
-			if (launcher_rank(&sweep_shared->dbs[i]) == 0)
+			if (launcher_rank(&hc_sweeper_shared->dbs[i]) == 0)
 				(void) launcher_preempt_look();
 			break;
 		}
@@ -376,14 +386,14 @@ launcher_start_due(TimestampTz now)
 			break;
 		}
 	}
-	for (i = 0; i < sweep_shared->ndbs; i++)
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
 	{
-		SweepDb    *db = &sweep_shared->dbs[i];
+		SweepDb    *db = &hc_sweeper_shared->dbs[i];
 
 		if (OidIsValid(db->dboid) && db->due <= now && launcher_idle(i, now))
-			db->wait = sweep_paused(db->dboid) ? WAIT_PAUSED : wait;
+			db->wait = hc_sweeper_paused(db->dboid) ? WAIT_PAUSED : wait;
 	}
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* What the log is to say of one database. */
@@ -401,22 +411,22 @@ typedef struct LauncherNews
 static void
 launcher_report(TimestampTz now)
 {
-	LauncherNews *news = palloc(sizeof(LauncherNews) * sweep_shared->ndbs);
+	LauncherNews *news = palloc(sizeof(LauncherNews) * hc_sweeper_shared->ndbs);
 	int64		allowance;
 	int			n = 0;
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	allowance = sweep_busy_allowance();
-	for (i = 0; i < sweep_shared->ndbs; i++)
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	allowance = hc_sweeper_busy_allowance();
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
 	{
-		SweepDb    *db = &sweep_shared->dbs[i];
+		SweepDb    *db = &hc_sweeper_shared->dbs[i];
 		const char *reason;
 		SweepHealth health;
 
 		if (!OidIsValid(db->dboid) || db->dropped || db->kind != KIND_INSTALLED)
 			continue;
-		health = sweep_health(db, now, allowance, &reason);
+		health = hc_sweeper_health(db, now, allowance, &reason);
 		/* A run in progress says nothing new until it ends. */
 		if (health == db->reported || (health == HEALTH_OK && !launcher_idle(i, now)))
 			continue;
@@ -426,7 +436,7 @@ launcher_report(TimestampTz now)
 		strlcpy(news[n].reason, reason ? reason : "", SWEEP_ERROR_LEN);
 		n++;
 	}
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 
 	for (i = 0; i < n; i++)
 	{
@@ -456,7 +466,7 @@ launcher_report_full(const char *untracked)
 	if (untracked != NULL && !warned_full)
 		ereport(WARNING,
 				(errmsg("holdcommit sweeper cannot sweep database \"%s\": holdcommit.max_databases (%d) databases are tracked already",
-						untracked, sweep_shared->ndbs),
+						untracked, hc_sweeper_shared->ndbs),
 				 errhint("Raise holdcommit.max_databases (a restart), or name the databases to sweep in holdcommit.databases.")));
 	warned_full = (untracked != NULL);
 }
@@ -474,15 +484,15 @@ launcher_sleep_ms(TimestampTz now)
 	TimestampTz next = now + (int64) TICK_MS * 1000;
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_SHARED);
-	for (i = 0; i < sweep_shared->ndbs; i++)
+	LWLockAcquire(hc_sweeper_shared->lock, LW_SHARED);
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
 	{
-		SweepDb    *db = &sweep_shared->dbs[i];
+		SweepDb    *db = &hc_sweeper_shared->dbs[i];
 
 		if (OidIsValid(db->dboid) && launcher_idle(i, now) && db->due > now && db->due < next)
 			next = db->due;
 	}
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 	return Max(1, (long) ((next - GetCurrentTimestamp() + 999) / 1000));
 }
 
@@ -491,9 +501,9 @@ static void
 launcher_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	sweep_shared->launcher = NULL;
-	LWLockRelease(sweep_shared->lock);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	hc_sweeper_shared->launcher = NULL;
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /*
@@ -512,9 +522,9 @@ hc_launcher_main(Datum main_arg)
 	pgstat_report_appname("holdcommit launcher");
 
 	runs = MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherRun) * max_worker_processes);
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	sweep_shared->launcher = &MyProc->procLatch;
-	LWLockRelease(sweep_shared->lock);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	hc_sweeper_shared->launcher = &MyProc->procLatch;
+	LWLockRelease(hc_sweeper_shared->lock);
 	before_shmem_exit(launcher_exit, (Datum) 0);
 
 	tick_context = AllocSetContextCreate(TopMemoryContext, "holdcommit launcher tick",
@@ -550,18 +560,19 @@ hc_launcher_main(Datum main_arg)
 	}
 }
 
-/* Register the launcher (restarted 5 s after it crashes). */
+/*
+ * The launcher, restarted 5 s after it crashes: _PG_init (holdcommit.c)
+ * registers it.
+ */
 void
-hc_launcher_register(void)
+hc_launcher_describe(BackgroundWorker *launcher)
 {
-	BackgroundWorker launcher = {0};
-
-	launcher.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	launcher.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	launcher.bgw_restart_time = 5;
-	snprintf(launcher.bgw_library_name, BGW_MAXLEN, "holdcommit");
-	snprintf(launcher.bgw_function_name, BGW_MAXLEN, "hc_launcher_main");
-	snprintf(launcher.bgw_name, BGW_MAXLEN, "holdcommit launcher");
-	snprintf(launcher.bgw_type, BGW_MAXLEN, "holdcommit launcher");
-	RegisterBackgroundWorker(&launcher);
+	memset(launcher, 0, sizeof(BackgroundWorker));
+	launcher->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	launcher->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	launcher->bgw_restart_time = 5;
+	snprintf(launcher->bgw_library_name, BGW_MAXLEN, "holdcommit");
+	snprintf(launcher->bgw_function_name, BGW_MAXLEN, "hc_launcher_main");
+	snprintf(launcher->bgw_name, BGW_MAXLEN, "holdcommit launcher");
+	snprintf(launcher->bgw_type, BGW_MAXLEN, "holdcommit launcher");
 }

@@ -17,6 +17,16 @@
  * Only committed batches count.  An error ends the run: it is logged with
  * its SQLSTATE, detail and context, recorded in hc_sweeper_status and in
  * the entry.
+ *
+ * Invariants:
+ *   1. A run claims its entry before it connects, and steps aside if its
+ *      database is paused, dropped or already taken.
+ *   2. A cancel is held off except where the run catches errors: a pause's
+ *      cancel ends the run with a LOG line, never a FATAL, and still due.
+ *   3. Every statement is bounded by what is left of the slice
+ *      (statement_timeout and lock_timeout); only committed batches count.
+ *   4. However the run ends, its exit callback gives its entry back, under
+ *      the lock.
  */
 #include "postgres.h"
 
@@ -56,11 +66,11 @@ static int	sweeper_db = -1;
 static void
 sweeper_leave(int code, Datum arg)
 {
-	SweepDb    *db = &sweep_shared->dbs[sweeper_db];
+	SweepDb    *db = &hc_sweeper_shared->dbs[sweeper_db];
 
 	/* Nothing of ours is held at exit; never wait here for a lock we hold. */
 	LWLockReleaseAll();
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	if (db->pid == MyProcPid)
 	{
 		db->pid = 0;
@@ -70,7 +80,7 @@ sweeper_leave(int code, Datum arg)
 			 * A pause or the launcher stopped it: not a failure, still due,
 			 * and late from now on, not from when it fell due.
 			 */
-			if (sweep_paused(db->dboid) || db->stop_asked || db->preempted)
+			if (hc_sweeper_paused(db->dboid) || db->stop_asked || db->preempted)
 			{
 				db->outcome = OUTCOME_NONE;
 				db->last_end = GetCurrentTimestamp();
@@ -85,20 +95,20 @@ sweeper_leave(int code, Datum arg)
 						SWEEP_ERROR_LEN);
 			}
 		}
-		sweep_wake_launcher();
+		hc_sweeper_wake_launcher();
 	}
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* Take the entry for this run, unless it is paused or taken; true if taken. */
 static bool
 sweeper_claim(Oid dboid)
 {
-	SweepDb    *db = &sweep_shared->dbs[sweeper_db];
+	SweepDb    *db = &hc_sweeper_shared->dbs[sweeper_db];
 	bool		mine;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	mine = db->dboid == dboid && !db->dropped && db->pid == 0 && !sweep_paused(dboid);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	mine = db->dboid == dboid && !db->dropped && db->pid == 0 && !hc_sweeper_paused(dboid);
 	if (db->dboid == dboid)
 		db->start_requested = 0;	/* this run has come, whether it stays or not */
 	if (mine)
@@ -110,7 +120,7 @@ sweeper_claim(Oid dboid)
 		db->outcome = OUTCOME_RUNNING;
 		db->last_start = GetCurrentTimestamp();
 	}
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 	return mine;
 }
 
@@ -121,13 +131,13 @@ sweeper_claim(Oid dboid)
 static bool
 sweeper_connected(Oid dboid)
 {
-	SweepDb    *db = &sweep_shared->dbs[sweeper_db];
+	SweepDb    *db = &hc_sweeper_shared->dbs[sweeper_db];
 	bool		paused;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	db->connected = true;
-	paused = sweep_paused(dboid) || db->stop_asked;
-	LWLockRelease(sweep_shared->lock);
+	paused = hc_sweeper_paused(dboid) || db->stop_asked;
+	LWLockRelease(hc_sweeper_shared->lock);
 	return paused;
 }
 
@@ -137,9 +147,9 @@ sweeper_stop_asked(void)
 {
 	bool		asked;
 
-	LWLockAcquire(sweep_shared->lock, LW_SHARED);
-	asked = sweep_shared->dbs[sweeper_db].stop_asked;
-	LWLockRelease(sweep_shared->lock);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_SHARED);
+	asked = hc_sweeper_shared->dbs[sweeper_db].stop_asked;
+	LWLockRelease(hc_sweeper_shared->lock);
 	return asked;
 }
 
@@ -200,10 +210,10 @@ sweeper_find_extension(Oid *owner, Oid *schema)
 static void
 sweeper_looked(const char *datname, SweepKind kind, const char *why)
 {
-	SweepDb    *db = &sweep_shared->dbs[sweeper_db];
+	SweepDb    *db = &hc_sweeper_shared->dbs[sweeper_db];
 	bool		changed;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	changed = db->kind != kind;
 	db->kind = kind;
 	if (kind != KIND_INSTALLED)
@@ -211,7 +221,7 @@ sweeper_looked(const char *datname, SweepKind kind, const char *why)
 		db->outcome = OUTCOME_LOOKED;
 		db->last_end = GetCurrentTimestamp();
 	}
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 	if (changed && kind != KIND_INSTALLED)
 		ereport(LOG,
 				(errmsg("holdcommit sweeper skips database \"%s\": %s", datname, why),
@@ -280,10 +290,10 @@ sweeper_abort(MemoryContext run_context, const char *datname, const char *what)
 static void
 sweeper_record_entry(const HcSweepCounts *counts, SweepOutcome outcome, ErrorData *edata)
 {
-	SweepDb    *db = &sweep_shared->dbs[sweeper_db];
+	SweepDb    *db = &hc_sweeper_shared->dbs[sweeper_db];
 	TimestampTz now = GetCurrentTimestamp();
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	db->outcome = outcome;
 	db->last_end = now;
 	db->runs++;
@@ -301,7 +311,7 @@ sweeper_record_entry(const HcSweepCounts *counts, SweepOutcome outcome, ErrorDat
 	}
 	else
 		db->last_swept = now;
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /*
@@ -435,9 +445,9 @@ hc_sweeper_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	if (sweeper_connected(dboid) || RecoveryInProgress())
 	{
-		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-		sweep_shared->dbs[sweeper_db].outcome = OUTCOME_NONE;
-		LWLockRelease(sweep_shared->lock);
+		LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+		hc_sweeper_shared->dbs[sweeper_db].outcome = OUTCOME_NONE;
+		LWLockRelease(hc_sweeper_shared->lock);
 		proc_exit(0);
 	}
 	sweeper_set("application_name", "holdcommit sweeper");

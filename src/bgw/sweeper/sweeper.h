@@ -1,9 +1,10 @@
 /*
  * sweeper.h
- *		The background sweeper, when holdcommit is preloaded: the table of
- *		databases it looks after, in shared memory (sweeper_state.c), the
+ *		What the three parts of the background sweeper share: the table of
+ *		databases it looks after, in shared memory (sweeper_state.c), which the
  *		launcher that schedules runs (launcher.c) and a run in one database
- *		(sweeper.c).
+ *		(sweeper.c) read and write.  Only bgw/sweeper/ includes it; _PG_init
+ *		sets the sweeper up through register.h.  README.md: the design.
  */
 #ifndef HOLDCOMMIT_SWEEPER_H
 #define HOLDCOMMIT_SWEEPER_H
@@ -90,7 +91,7 @@ typedef struct SweepShared
 	SweepDb		dbs[FLEXIBLE_ARRAY_MEMBER];
 } SweepShared;
 
-extern SweepShared *sweep_shared;
+extern SweepShared *hc_sweeper_shared;
 
 /* A run that has not claimed its entry this long after its start never will. */
 #define SWEEP_START_TIMEOUT_US	(60 * USECS_PER_SEC)
@@ -98,19 +99,15 @@ extern SweepShared *sweep_shared;
 #define SWEEP_STOP_WAIT_US	(5 * USECS_PER_SEC)
 
 /* sweeper_state.c; the lock held by the caller */
-extern int	sweep_find(Oid dboid);
-extern bool sweep_paused(Oid dboid);
-extern bool sweep_busy(const SweepDb *db, TimestampTz now);
-extern int64 sweep_busy_allowance(void);
-extern SweepHealth sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance,
-								const char **reason);
-extern void sweep_wake_launcher(void);
-extern void hc_sweeper_init(void);
+extern int	hc_sweeper_find(Oid dboid);
+extern bool hc_sweeper_paused(Oid dboid);
+extern bool hc_sweeper_busy(const SweepDb *db, TimestampTz now);
+extern int64 hc_sweeper_busy_allowance(void);
+extern SweepHealth hc_sweeper_health(const SweepDb *db, TimestampTz now, int64 busy_allowance,
+									   const char **reason);
+extern void hc_sweeper_wake_launcher(void);
 
 /* The databases holdcommit.databases names (all if it is empty). */
-extern bool sweep_database_wanted(const char *datname);
-
-/* launcher.c */
-extern void hc_launcher_register(void);
+extern bool hc_sweeper_database_wanted(const char *datname);
 
 #endif							/* HOLDCOMMIT_SWEEPER_H */

@@ -20,6 +20,17 @@
  * The sweeper's pid is read and signalled under the lock, and a sweeper
  * clears it under the lock before it exits, so the pid signalled is never
  * stale.
+ *
+ * Invariants:
+ *   1. One LWLock guards the table and the pauses; a pid is signalled only
+ *      under it, and a sweeper clears its own under it before it exits.
+ *   2. Only a user who may run the command pauses the database: a refused
+ *      DROP DATABASE must not stop the owner's sweeping.
+ *   3. A pause ends with the command's transaction, not before (a run
+ *      started meanwhile would connect to the old name), and on every exit
+ *      path: the xact callback, the error cleanup, the exit callback.
+ *   4. A database that DROP DATABASE removed is marked dropped: no run
+ *      starts there again.
  */
 #include "postgres.h"
 
@@ -46,20 +57,16 @@
 #include "utils/tuplestore.h"
 #include "utils/varlena.h"
 
-#include "bgw/autonomous/autonomous.h"
+#include "bgw/sweeper/register.h"
 #include "bgw/sweeper/sweeper.h"
 #include "common/settings.h"
 
 PG_FUNCTION_INFO_V1(hc_sweeper_databases);
 
-SweepShared *sweep_shared = NULL;
+SweepShared *hc_sweeper_shared = NULL;
 
 /* The database each backend's command has paused (InvalidOid: none). */
 static Oid *sweep_pauses = NULL;
-
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* This transaction ran CREATE or ALTER EXTENSION holdcommit. */
 static bool look_at_commit = false;
@@ -79,51 +86,49 @@ sweep_pauses_size(void)
 	return mul_size(MaxBackends, sizeof(Oid));
 }
 
-static void
-sweep_shmem_request(void)
+/* The table and the pauses (shmem_request_hook, in holdcommit.c). */
+Size
+hc_sweeper_shmem_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(sweep_table_size(), sweep_pauses_size()));
-	RequestNamedLWLockTranche("holdcommit sweeper", 1);
+	return add_size(sweep_table_size(), sweep_pauses_size());
 }
 
-static void
-sweep_shmem_startup(void)
+/*
+ * Create them, or find them (shmem_startup_hook, in holdcommit.c, which
+ * holds AddinShmemInitLock).  lock is the LWLock that guards them.
+ */
+void
+hc_sweeper_shmem_init(LWLock *lock)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	sweep_shared = ShmemInitStruct("holdcommit sweeper", sweep_table_size(), &found);
+	hc_sweeper_shared = ShmemInitStruct("holdcommit sweeper", sweep_table_size(), &found);
 	if (!found)
 	{
-		memset(sweep_shared, 0, sweep_table_size());
-		sweep_shared->lock = &(GetNamedLWLockTranche("holdcommit sweeper"))->lock;
-		sweep_shared->ndbs = hc_max_databases;
+		memset(hc_sweeper_shared, 0, sweep_table_size());
+		hc_sweeper_shared->lock = lock;
+		hc_sweeper_shared->ndbs = hc_max_databases;
 	}
 	sweep_pauses = ShmemInitStruct("holdcommit sweeper pauses", sweep_pauses_size(), &found);
 	if (!found)
 		memset(sweep_pauses, 0, sweep_pauses_size());
-	LWLockRelease(AddinShmemInitLock);
 }
 
 /* The entry of a database, or -1. */
 int
-sweep_find(Oid dboid)
+hc_sweeper_find(Oid dboid)
 {
 	int			i;
 
-	for (i = 0; i < sweep_shared->ndbs; i++)
-		if (sweep_shared->dbs[i].dboid == dboid)
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
+		if (hc_sweeper_shared->dbs[i].dboid == dboid)
 			return i;
 	return -1;
 }
 
 /* Does a command running now need the database to itself? */
 bool
-sweep_paused(Oid dboid)
+hc_sweeper_paused(Oid dboid)
 {
 	int			i;
 
@@ -135,15 +140,15 @@ sweep_paused(Oid dboid)
 
 /* Wake the launcher, if it runs: something changed that it should act on. */
 void
-sweep_wake_launcher(void)
+hc_sweeper_wake_launcher(void)
 {
-	if (sweep_shared->launcher != NULL)
-		SetLatch(sweep_shared->launcher);
+	if (hc_sweeper_shared->launcher != NULL)
+		SetLatch(hc_sweeper_shared->launcher);
 }
 
 /* Does a run hold the entry, or is one starting (not for ever)? */
 bool
-sweep_busy(const SweepDb *db, TimestampTz now)
+hc_sweeper_busy(const SweepDb *db, TimestampTz now)
 {
 	return db->pid != 0 ||
 		(db->start_requested != 0 && now - db->start_requested < SWEEP_START_TIMEOUT_US);
@@ -155,14 +160,14 @@ sweep_busy(const SweepDb *db, TimestampTz now)
  * bound of launcher.c).
  */
 int64
-sweep_busy_allowance(void)
+hc_sweeper_busy_allowance(void)
 {
 	int			cap = Max(1, Min(hc_max_sweepers, max_worker_processes));
 	int			n = 0;
 	int			i;
 
-	for (i = 0; i < sweep_shared->ndbs; i++)
-		if (sweep_shared->dbs[i].kind == KIND_INSTALLED)
+	for (i = 0; i < hc_sweeper_shared->ndbs; i++)
+		if (hc_sweeper_shared->dbs[i].kind == KIND_INSTALLED)
 			n++;
 	return (int64) ((n + cap - 1) / cap) * hc_sweep_time_slice * 1000;
 }
@@ -177,7 +182,7 @@ static const char paused_reason[] =
  * last run ended in an error.  *reason says why, for the view and the log.
  */
 SweepHealth
-sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const char **reason)
+hc_sweeper_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const char **reason)
 {
 	/* A run that has just ended is not late, whatever the launcher knows yet. */
 	TimestampTz due = Max(db->due, db->last_end);
@@ -190,7 +195,7 @@ sweep_health(const SweepDb *db, TimestampTz now, int64 busy_allowance, const cha
 		late = Max(late, busy_allowance);
 	else if (db->wait == WAIT_NONE)
 		late += 2 * USECS_PER_SEC;	/* the launcher's next two ticks */
-	if (!sweep_busy(db, now) && hc_sweep_interval > 0 && due != 0 && now - due > late)
+	if (!hc_sweeper_busy(db, now) && hc_sweep_interval > 0 && due != 0 && now - due > late)
 	{
 		switch (db->wait)
 		{
@@ -237,19 +242,19 @@ sweep_pause(Oid dboid)
 	TimestampTz give_up = GetCurrentTimestamp() + SWEEP_STOP_WAIT_US;
 	bool		cancelled = false;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	sweep_pauses[MyBackendId - 1] = dboid;
-	LWLockRelease(sweep_shared->lock);
+	LWLockRelease(hc_sweeper_shared->lock);
 	for (;;)
 	{
 		bool		running = false;
 		int			i;
 
-		LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-		i = sweep_find(dboid);
-		if (i >= 0 && sweep_shared->dbs[i].pid != 0)
+		LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+		i = hc_sweeper_find(dboid);
+		if (i >= 0 && hc_sweeper_shared->dbs[i].pid != 0)
 		{
-			SweepDb    *db = &sweep_shared->dbs[i];
+			SweepDb    *db = &hc_sweeper_shared->dbs[i];
 
 			db->stop_asked = true;
 			if (GetCurrentTimestamp() >= give_up)
@@ -261,7 +266,7 @@ sweep_pause(Oid dboid)
 				running = true;
 			}
 		}
-		LWLockRelease(sweep_shared->lock);
+		LWLockRelease(hc_sweeper_shared->lock);
 		if (!running)
 			return;
 		CHECK_FOR_INTERRUPTS();
@@ -273,10 +278,10 @@ sweep_pause(Oid dboid)
 static void
 sweep_resume(int code, Datum arg)
 {
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
 	sweep_pauses[MyBackendId - 1] = InvalidOid;
-	sweep_wake_launcher();
-	LWLockRelease(sweep_shared->lock);
+	hc_sweeper_wake_launcher();
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* After a DROP DATABASE that succeeded: no run may start there any more. */
@@ -285,11 +290,11 @@ sweep_forget(Oid dboid)
 {
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	i = sweep_find(dboid);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	i = hc_sweeper_find(dboid);
 	if (i >= 0)
-		sweep_shared->dbs[i].dropped = true;
-	LWLockRelease(sweep_shared->lock);
+		hc_sweeper_shared->dbs[i].dropped = true;
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* The database a utility statement needs to itself, if any. */
@@ -375,20 +380,21 @@ sweep_look_now(void)
 {
 	int			i;
 
-	LWLockAcquire(sweep_shared->lock, LW_EXCLUSIVE);
-	i = sweep_find(MyDatabaseId);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
+	i = hc_sweeper_find(MyDatabaseId);
 	if (i >= 0)
-		sweep_shared->dbs[i].look_now = true;
-	sweep_wake_launcher();
-	LWLockRelease(sweep_shared->lock);
+		hc_sweeper_shared->dbs[i].look_now = true;
+	hc_sweeper_wake_launcher();
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /*
- * XactCallback: once the extension's command has committed, have it looked
- * at; once a pausing command's transaction has ended, resume.
+ * XactCallback (holdcommit.c registers it): once the extension's command
+ * has committed, have it looked at; once a pausing command's transaction
+ * has ended, resume.
  */
-static void
-sweep_xact_callback(XactEvent event, void *arg)
+void
+hc_sweeper_xact_callback(XactEvent event, void *arg)
 {
 	bool		end = (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 					   event == XACT_EVENT_PREPARE);
@@ -406,46 +412,37 @@ sweep_xact_callback(XactEvent event, void *arg)
 		look_at_commit = false;
 }
 
-static void
-sweep_run_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
-				  ProcessUtilityContext context, ParamListInfo params,
-				  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
-{
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
-}
-
 /*
- * ProcessUtility_hook: a command that needs a database to itself pauses
- * that database's sweeping while it runs; CREATE or ALTER EXTENSION
- * holdcommit has the database looked at again.
+ * The body of the ProcessUtility_hook (holdcommit.c installs it): a command
+ * that needs a database to itself pauses that database's sweeping while it
+ * runs, and has leave(dboid) let go of whatever else holds the database (the
+ * autonomous workers); CREATE or ALTER EXTENSION holdcommit has the
+ * database looked at again.  next runs the command: the hook installed
+ * before, or standard_ProcessUtility.
  */
-static void
-sweep_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
-					  ProcessUtilityContext context, ParamListInfo params,
-					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+void
+hc_sweeper_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+						   ProcessUtilityContext context, ParamListInfo params,
+						   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc,
+						   ProcessUtility_hook_type next, void (*leave) (Oid dboid))
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		is_drop = false;
-	Oid			dboid = sweep_shared ? sweep_ddl_database(parsetree, &is_drop) : InvalidOid;
+	Oid			dboid = hc_sweeper_shared ? sweep_ddl_database(parsetree, &is_drop) : InvalidOid;
 	volatile bool drop = is_drop;
 
 	if (!OidIsValid(dboid) || !sweep_may_pause(parsetree, dboid))
 	{
-		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
-		if (sweep_shared && sweep_extension_command(parsetree))
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		if (hc_sweeper_shared && sweep_extension_command(parsetree))
 			look_at_commit = true;
 		return;
 	}
 	PG_ENSURE_ERROR_CLEANUP(sweep_resume, ObjectIdGetDatum(dboid));
 	{
 		sweep_pause(dboid);
-		hc_autonomous_retire(dboid);
-		sweep_run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		leave(dboid);
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 		if (drop)
 			sweep_forget(dboid);
 	}
@@ -483,16 +480,16 @@ sweep_view_copy(SweepView *view)
 {
 	int			i;
 
-	view->ndbs = sweep_shared->ndbs;
+	view->ndbs = hc_sweeper_shared->ndbs;
 	view->dbs = palloc(sizeof(SweepDb) * view->ndbs);
 	view->paused = palloc(sizeof(bool) * view->ndbs);
-	LWLockAcquire(sweep_shared->lock, LW_SHARED);
-	memcpy(view->dbs, sweep_shared->dbs, sizeof(SweepDb) * view->ndbs);
+	LWLockAcquire(hc_sweeper_shared->lock, LW_SHARED);
+	memcpy(view->dbs, hc_sweeper_shared->dbs, sizeof(SweepDb) * view->ndbs);
 	for (i = 0; i < view->ndbs; i++)
-		view->paused[i] = OidIsValid(view->dbs[i].dboid) && sweep_paused(view->dbs[i].dboid);
-	view->full = sweep_find(InvalidOid) < 0;
-	view->busy_allowance = sweep_busy_allowance();
-	LWLockRelease(sweep_shared->lock);
+		view->paused[i] = OidIsValid(view->dbs[i].dboid) && hc_sweeper_paused(view->dbs[i].dboid);
+	view->full = hc_sweeper_find(InvalidOid) < 0;
+	view->busy_allowance = hc_sweeper_busy_allowance();
+	LWLockRelease(hc_sweeper_shared->lock);
 }
 
 /* The state and reason of a database the table has, at now. */
@@ -509,9 +506,9 @@ sweep_state_of(const SweepView *view, int i, TimestampTz now, const char **reaso
 		*reason = paused_reason;
 		return "paused";
 	}
-	if (sweep_busy(db, now))
+	if (hc_sweeper_busy(db, now))
 		return "running";
-	switch (sweep_health(db, now, view->busy_allowance, reason))
+	switch (hc_sweeper_health(db, now, view->busy_allowance, reason))
 	{
 		case HEALTH_BEHIND:
 			return "behind";
@@ -578,7 +575,7 @@ sweep_row_untracked(Form_pg_database pgdb, const SweepView *view, Datum *values,
 	const char *state;
 	const char *reason;
 
-	if (sweep_shared == NULL)
+	if (hc_sweeper_shared == NULL)
 	{
 		state = "off";
 		reason = "holdcommit is not in shared_preload_libraries: only hc_sweep() or pg_cron sweep";
@@ -598,7 +595,7 @@ sweep_row_untracked(Form_pg_database pgdb, const SweepView *view, Datum *values,
 		state = "excluded";
 		reason = "the database does not accept connections, is a template or is invalid";
 	}
-	else if (!sweep_database_wanted(NameStr(pgdb->datname)))
+	else if (!hc_sweeper_database_wanted(NameStr(pgdb->datname)))
 	{
 		state = "excluded";
 		reason = "not named in holdcommit.databases";
@@ -633,7 +630,7 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
 	HeapTuple	tup;
 
 	InitMaterializedSRF(fcinfo, 0);
-	cluster_wide = sweep_shared == NULL || hc_sweep_interval <= 0 || RecoveryInProgress();
+	cluster_wide = hc_sweeper_shared == NULL || hc_sweep_interval <= 0 || RecoveryInProgress();
 	if (!cluster_wide)
 		sweep_view_copy(&view);
 	rel = table_open(DatabaseRelationId, AccessShareLock);
@@ -653,7 +650,7 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
 		for (int j = 0; !cluster_wide && j < view.ndbs; j++)
 			if (view.dbs[j].dboid == pgdb->oid)
 				i = j;
-		if (i >= 0 && sweep_database_wanted(NameStr(pgdb->datname)))
+		if (i >= 0 && hc_sweeper_database_wanted(NameStr(pgdb->datname)))
 		{
 			memset(nulls, false, sizeof(nulls));
 			sweep_row(&view, i, now, values, nulls);
@@ -678,7 +675,7 @@ hc_sweeper_databases(PG_FUNCTION_ARGS)
  * folded to lower case (its check hook has refused any other value).
  */
 bool
-sweep_database_wanted(const char *datname)
+hc_sweeper_database_wanted(const char *datname)
 {
 	char	   *raw;
 	List	   *names;
@@ -696,18 +693,4 @@ sweep_database_wanted(const char *datname)
 	list_free(names);
 	pfree(raw);
 	return wanted;
-}
-
-/* Ask for the shared memory, hook the DDL, register the launcher. */
-void
-hc_sweeper_init(void)
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = sweep_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = sweep_shmem_startup;
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = sweep_process_utility;
-	RegisterXactCallback(sweep_xact_callback, NULL);
-	hc_launcher_register();
 }
