@@ -12,6 +12,7 @@
 #   HC_PGBOUNCER_PORT  PgBouncer's port, on a Unix socket only (default 54336)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+. test/harness/pgbouncer.bash
 
 http_port=${HC_HTTP_PORT:-24335}
 bouncer_port=${HC_PGBOUNCER_PORT:-54336}
@@ -22,10 +23,6 @@ work=$(mktemp -d)
 chmod 755 "$work"
 service_pid=
 
-as_postgres() {
-    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
 stop_service() {
     if [ -n "$service_pid" ]; then
         kill "$service_pid" 2>/dev/null
@@ -34,22 +31,9 @@ stop_service() {
     fi
 }
 
-# PgBouncer runs as a daemon (as postgres when we are root): stop it by its pidfile.
-stop_bouncer() {
-    local pid i
-    [ -s "$work/pgbouncer.pid" ] || return 0
-    pid=$(cat "$work/pgbouncer.pid")
-    kill "$pid" 2>/dev/null
-    for i in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -9 "$pid" 2>/dev/null
-}
-
 cleanup() {
     stop_service
-    stop_bouncer
+    bouncer_stop "$work"
     psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "DROP ROLE IF EXISTS $role" \
         >/dev/null 2>&1
     rm -rf "$work"
@@ -144,32 +128,10 @@ if start_service direct "host=$PGHOST port=$PGPORT dbname=$db user=$role"; then
     stop_service
 fi
 
-# PgBouncer refuses to run as root: it runs as postgres, with its files in $work.
-cat >"$work/pgbouncer.ini" <<INI
-[databases]
-$db = host=$PGHOST port=$PGPORT dbname=$db
-
-[pgbouncer]
-listen_addr =
-listen_port = $bouncer_port
-unix_socket_dir = $work
-auth_type = trust
-auth_file = $work/userlist.txt
-admin_users = $PGUSER
-pool_mode = transaction
-default_pool_size = 20
-max_client_conn = 500
-ignore_startup_parameters = extra_float_digits
-logfile = $work/pgbouncer.log
-pidfile = $work/pgbouncer.pid
-INI
-printf '"%s" ""\n"%s" ""\n' "$role" "$PGUSER" >"$work/userlist.txt"
-[ "$(id -u)" -eq 0 ] && chown postgres: "$work" "$work/pgbouncer.ini" "$work/userlist.txt"
-as_postgres pgbouncer -d "$work/pgbouncer.ini" >/dev/null 2>&1
-for i in $(seq 1 50); do
-    [ -S "$work/.s.PGSQL.$bouncer_port" ] && break
-    sleep 0.1
-done
+# PgBouncer, its files in $work; whether it started, the check below says.
+bouncer_start "$work" "$bouncer_port" "$role $PGUSER" "$db = host=$PGHOST port=$PGPORT dbname=$db" \
+    "admin_users = $PGUSER" "default_pool_size = 20" "max_client_conn = 500" \
+    "ignore_startup_parameters = extra_float_digits" >/dev/null 2>&1
 mode=$(psql -X -qAt -h "$work" -p "$bouncer_port" -U "$PGUSER" -d pgbouncer -c "SHOW CONFIG" 2>/dev/null |
        awk -F'|' '$1 == "pool_mode" { print $2 }')
 if [ "$mode" != "transaction" ]; then

@@ -22,28 +22,8 @@ sql() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
 try() { psql -X -qAt -v VERBOSITY=terse -d "$db" -c "$1" 2>&1 | sed 's/^psql:[^ ]* //'; }
 say() { echo "$@"; }
 
-# The ERP's objects go into public by name: holdcommit's schema, first on the
-# search_path of make run's database, is the extension's alone.
-sql "
-SET client_min_messages = warning;
-DROP TABLE IF EXISTS public.erp_invoices;
-CREATE TABLE public.erp_invoices (
-    invoice_no  text PRIMARY KEY,
-    payment_id  text NOT NULL,      -- no UNIQUE: the ERP would gladly make a second one
-    created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE SEQUENCE IF NOT EXISTS public.erp_invoice_seq;
-CREATE OR REPLACE FUNCTION public.erp_create_invoice(payment text, takes interval) RETURNS text
-LANGUAGE plpgsql AS \$\$
-DECLARE
-    no text := 'INV-' || lpad(nextval('public.erp_invoice_seq')::text, 6, '0');
-BEGIN
-    PERFORM pg_sleep(extract(epoch FROM takes));
-    INSERT INTO public.erp_invoices (invoice_no, payment_id) VALUES (no, payment);
-    RETURN no;
-END
-\$\$;
-" >/dev/null
+# The ERP (test/demo/erp.sql, which the Python package's story loads too).
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$(dirname "$0")/erp.sql" >/dev/null
 
 # erp_call TAKES: the ERP call, with the client's 3 s timeout.
 erp_call() {

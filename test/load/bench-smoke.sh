@@ -18,6 +18,8 @@ bench_db=$db
 bench_work=$work
 . "$(dirname "$0")/../../bench/scenarios.bash"
 calls=400
+# check_line WHAT SED-SCRIPT WANT: check what sed -nE SED-SCRIPT prints of the result line $line.
+check_line() { check "$1" "$(echo "$line" | sed -nE "$2")" "$3"; }
 
 warnings=$(bench_build_driver "$bench_driver" 2>&1)
 check "driver builds with -Wall -Wextra and no warning" "$? ${warnings:-none}" "0 none"
@@ -31,22 +33,28 @@ check "holdcommit, the PL/pgSQL port and the seed tables install" "$?" "0"
 echo "- SELECT 1" >"$work/slow-steps"
 line=$("$bench_driver" -d "dbname=$db" -c 2 -T 0.3 -C -P "SELECT 1 FROM pg_sleep(0.5) WHERE \$1::integer >= 0" \
     -l slow "$work/slow-steps")
-check "driver: a slow set-up is not timed (calls made, the run under 0.5 s)" \
-    "$(echo "$line" | sed -nE 's/.* seconds=0\.[0-4][0-9]* calls=[1-9][0-9]* .*/yes/p')" "yes"
+check_line "driver: a slow set-up is not timed (calls made, the run under 0.5 s)" \
+    's/.* seconds=0\.[0-4][0-9]* calls=[1-9][0-9]* .*/yes/p' "yes"
+
+# smoke_run SCENARIO VARIANT SYNC SECONDS CLIENTS [DRIVER-ARGS...]: one run
+# (bench_run), its result line in $line, what it said on stderr as "#" lines.
+smoke_run() {
+    line=$(bench_run "$@" 2>"$work/stderr")
+    if [ -s "$work/stderr" ]; then sed 's/^/#   /' "$work/stderr" | head -5; fi
+}
 
 # run_smoke SCENARIO VARIANT SYNC [DRIVER-ARGS...]: one short run with CLIENTS
 # clients (default 2), checked; EXPECT_CALLS: the calls it makes (default $calls)
 run_smoke() {
     local scenario=$1 variant=$2 sync=$3 line want got
     shift 3
-    line=$(bench_run "$scenario" "$variant" "$sync" 10 "${CLIENTS:-2}" "$@" 2>"$work/stderr")
+    smoke_run "$scenario" "$variant" "$sync" 10 "${CLIENTS:-2}" "$@"
     want="label=$scenario/$variant/$sync clients=N seconds=N calls=N calls_per_s=N p50_ms=N p99_ms=N max_ms=N"
     got=$(echo "$line" | sed -E 's/=[0-9]+(\.[0-9]+)?/=N/g' | cut -d' ' -f1-8)
     check "$scenario/$variant/$sync: the result line parses" "$got" "$want"
     got=$(echo "$line" | sed -nE 's/.* calls=([0-9]+) .*outcomes=([^ ]*) .*failed_clients=([0-9]+).*/\1 \2 \3/p')
     want="${EXPECT_CALLS:-$calls} $(bench_expected "$scenario" "$variant"):${EXPECT_CALLS:-$calls} 0"
     check "$scenario/$variant/$sync: every call ends with $(bench_expected "$scenario" "$variant")" "$got" "$want"
-    [ -s "$work/stderr" ] && sed 's/^/#   /' "$work/stderr" | head -5
     RESULT=$line
 }
 
@@ -73,11 +81,10 @@ check "memory: four samples of the backend's memory contexts" "$(echo "$mem" | w
 # the tables agree (hc_check() empty for holdcommit).
 bench_sold_out_stock=300
 for variant in $(bench_variants sold_out); do
-    line=$(bench_run sold_out "$variant" off 10 4 2>"$work/stderr")
-    got=$(echo "$line" | sed -nE 's/^label=([^ ]*) .* outcomes=([^ ]*) .*failed_clients=([0-9]+) (stock=.*) timeout_s=[0-9.]+$/\1 \2 \3 \4/p')
-    check "sold_out/$variant/off: 300 units sold, each once, one RS002 per client, the tables agree" \
-        "$got" "sold_out/$variant/off 00000:300,RS002:4 0 stock=300 reserved=300 reservations=300 ledger=300 check=0 sold_out=yes exact=yes"
-    [ -s "$work/stderr" ] && sed 's/^/#   /' "$work/stderr" | head -5
+    smoke_run sold_out "$variant" off 10 4
+    check_line "sold_out/$variant/off: 300 units sold, each once, one RS002 per client, the tables agree" \
+        's/^label=([^ ]*) .* outcomes=([^ ]*) .*failed_clients=([0-9]+) (stock=.*) timeout_s=[0-9.]+$/\1 \2 \3 \4/p' \
+        "sold_out/$variant/off 00000:300,RS002:4 0 stock=300 reserved=300 reservations=300 ledger=300 check=0 sold_out=yes exact=yes"
     # An oversold product (one unit more reserved than sold) is not exact.
     if [ "$variant" = seed_plpgsql ]; then
         echo "UPDATE bench_seed.inventories SET reserved = reserved + 1" | bq
@@ -88,28 +95,27 @@ for variant in $(bench_variants sold_out); do
 done
 # With a timeout too short for the sale: reported as not sold out.
 bench_sold_out_stock=100000 bench_sold_out_timeout=0.2
-line=$(bench_run sold_out holdcommit off 10 2 2>"$work/stderr")
-check "sold_out: a run past its timeout is reported as not sold out" \
-    "$(echo "$line" | sed -nE 's/.* (sold_out=[a-z]+ exact=[a-z]+) timeout_s=0.2$/\1/p')" "sold_out=no exact=no"
+smoke_run sold_out holdcommit off 10 2
+check_line "sold_out: a run past its timeout is reported as not sold out" \
+    's/.* (sold_out=[a-z]+ exact=[a-z]+) timeout_s=0.2$/\1/p' "sold_out=no exact=no"
 bench_sold_out_timeout=120
 
 # The sweep scenario: a backlog of 500 expired holds swept by hand while 2
 # live clients hold and release; then one that cannot finish in 10 ms.
 bench_sweep_holds=500
 for variant in $(bench_variants sweep); do
-    line=$(bench_run sweep "$variant" off 1 2 2>"$work/stderr")
-    got=$(echo "$line" | sed -nE 's/^label=([^ ]*) .* outcomes=([0-9]+):[0-9]+ .*failed_clients=([0-9]+) stmt_s=[0-9.]+ stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) base_calls=[0-9]+ base_calls_per_s=[0-9.]+ base_p50_ms=[0-9.]+ base_p99_ms=[0-9.]+ base_max_ms=[0-9.]+ base_outcomes=([0-9]+):[0-9]+ holds=([0-9]+) .*/\1 \2 \3 \4 \5 \6 \7/p')
-    check "sweep/$variant/off: the backlog swept by hand, every live call 00000, with and without the sweep" \
-        "$got" "sweep/$variant/off 00000 0 00000 500 00000 500"
-    [ -s "$work/stderr" ] && sed 's/^/#   /' "$work/stderr" | head -5
+    smoke_run sweep "$variant" off 1 2
+    check_line "sweep/$variant/off: the backlog swept by hand, every live call 00000, with and without the sweep" \
+        's/^label=([^ ]*) .* outcomes=([0-9]+):[0-9]+ .*failed_clients=([0-9]+) stmt_s=[0-9.]+ stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) base_calls=[0-9]+ base_calls_per_s=[0-9.]+ base_p50_ms=[0-9.]+ base_p99_ms=[0-9.]+ base_max_ms=[0-9.]+ base_outcomes=([0-9]+):[0-9]+ holds=([0-9]+) .*/\1 \2 \3 \4 \5 \6 \7/p' \
+        "sweep/$variant/off 00000 0 00000 500 00000 500"
 done
 check "sweep: the extension's tables are a new install's again afterwards" \
     "$(echo "SELECT count(*) FROM hc_assets UNION ALL SELECT count(*) FROM pg_class c
             WHERE c.relkind = 'r' AND c.relname LIKE 'hc\_%' AND c.reloptions IS NOT NULL" | bq | tr '\n' ' ')" "0 0 "
 bench_sweep_holds=2000 bench_sweep_timeout=0.01
-line=$(bench_run sweep fresh off 1 2 2>"$work/stderr")
-check "sweep: a sweep past its statement_timeout is reported as one (57014)" \
-    "$(echo "$line" | sed -nE 's/.* stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) .*/\1 \2/p')" "57014 none"
+smoke_run sweep fresh off 1 2
+check_line "sweep: a sweep past its statement_timeout is reported as one (57014)" \
+    's/.* stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) .*/\1 \2/p' "57014 none"
 bench_sweep_timeout=60
 
 # The PL/pgSQL port keeps the contract's idempotency promises.

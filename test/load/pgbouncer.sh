@@ -13,6 +13,7 @@
 # server port + 9; the socket lives in a private directory, no TCP port).
 # Prints "ok - ..." / "not ok - ..." and "# ..." figures; exits 0.
 . "$(dirname "$0")/lib.bash"
+. "$(dirname "$0")/../harness/pgbouncer.bash"
 load_setup hc_load_bouncer 10
 
 bouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
@@ -22,38 +23,11 @@ if [ ! -x "$bouncer" ]; then
 fi
 port=${HC_LOCK_PGBOUNCER_PORT:-$((PGPORT + 9))}
 dir=$(mktemp -d)
-as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-bouncer_stop() {
-    [ -f "$dir/pgbouncer.pid" ] && kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null
-    sleep 0.2
-    rm -rf "$dir"
-    load_cleanup
-}
-trap bouncer_stop EXIT
-
-cat >"$dir/pgbouncer.ini" <<INI
-[databases]
-$db = host=$PGHOST port=$PGPORT dbname=$db user=$PGUSER
-
-[pgbouncer]
-listen_addr =
-listen_port = $port
-unix_socket_dir = $dir
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-default_pool_size = 3
-min_pool_size = 3
-server_round_robin = 1
-max_client_conn = 50
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-INI
-echo "\"$PGUSER\" \"\"" >"$dir/userlist.txt"
-[ "$(id -u)" -eq 0 ] && chown -R postgres: "$dir"
+trap 'bouncer_stop "$dir"; rm -rf "$dir"; load_cleanup' EXIT
 
 q "CREATE EXTENSION holdcommit" >/dev/null || { echo "not ok - load database set up"; exit 0; }
-if ! as_postgres "$bouncer" -d -q "$dir/pgbouncer.ini"; then
+if ! bouncer_start "$dir" "$port" "$PGUSER" "$db = host=$PGHOST port=$PGPORT dbname=$db user=$PGUSER" \
+        "default_pool_size = 3" "min_pool_size = 3" "server_round_robin = 1" "max_client_conn = 50"; then
     echo "not ok - pgbouncer started"
     exit 0
 fi

@@ -18,15 +18,7 @@ cd "$(dirname "$0")/../.."
 port=${HC_PKG_PORT:-54337}
 version=$(make -s version)
 deb_dir=build/deb
-root=$(mktemp -d)
-chmod 755 "$root"
-
-cleanup() {
-    HC_PGROOT=$root test/harness/server.sh stop "$port"
-    rm -rf "$root"
-}
-trap cleanup EXIT
-trap "exit 1" INT TERM
+. test/packaging/private-tree.bash
 
 # What the extension does today, family by family: each must be named (case-insensitive
 # extended regular expressions) by every text that describes it.
@@ -111,10 +103,7 @@ echo "# links to the source tree, not shipped: $(tr ' ' '\n' <<<"$elsewhere" | s
 check "building it left the working tree as it was" "$(git status --porcelain --untracked-files=all)" "$status_before"
 
 # The private tree: the system's PostgreSQL 15, minus holdcommit, plus the package.
-mkdir -p "$root/usr/lib/postgresql" "$root/usr/share/postgresql"
-cp -a /usr/lib/postgresql/15 "$root/usr/lib/postgresql/" &&
-cp -a /usr/share/postgresql/15 "$root/usr/share/postgresql/" || { echo "not ok - copy the PostgreSQL tree"; exit 0; }
-rm -f "$root"/usr/lib/postgresql/15/lib/holdcommit.so "$root"/usr/share/postgresql/15/extension/holdcommit[.-]*
+private_tree
 dpkg-deb -x "$deb" "$root"
 check "the private tree's holdcommit files are exactly the package's" \
     "$(cd "$root" && find usr -name 'holdcommit*' | sort | tr '\n' ' ')" \

@@ -25,15 +25,7 @@ cd "$(dirname "$0")/../.."
 port=${HC_SANITIZE_PORT:-54346}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
 build=build/sanitize
-root=$(mktemp -d)
-chmod 755 "$root"
-
-cleanup() {
-    HC_PGROOT=$root test/harness/server.sh stop "$port"
-    rm -rf "$root"
-}
-trap cleanup EXIT
-trap "exit 1" INT TERM
+. test/packaging/private-tree.bash
 
 # -fno-sanitize-recover=all: a UBSan finding ends the process, as an ASan one
 # does, so that no test can pass over it.  -fno-omit-frame-pointer: whole
@@ -55,10 +47,7 @@ status_before=$(git status --porcelain --untracked-files=all)
 objects_before=$(md5sum holdcommit.so $(find src -name '*.o' | sort) 2>/dev/null)
 
 # The private tree: the system's PostgreSQL 15, minus any holdcommit files.
-mkdir -p "$root/usr/lib/postgresql" "$root/usr/share/postgresql"
-cp -a /usr/lib/postgresql/15 "$root/usr/lib/postgresql/" &&
-cp -a /usr/share/postgresql/15 "$root/usr/share/postgresql/" || { echo "not ok - copy the PostgreSQL tree"; exit 0; }
-rm -f "$root"/usr/lib/postgresql/15/lib/holdcommit.so "$root"/usr/share/postgresql/15/extension/holdcommit[.-]*
+private_tree
 
 # ASan's reports are written by the server's processes (postgres, when we are
 # root): into $root/reports/NAME, which that user can reach and write whatever

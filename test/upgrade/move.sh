@@ -8,32 +8,18 @@
 #                data made by its calls, an application role;
 #   hc_move_new: CREATE EXTENSION holdcommit (0.3.0).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
-set -uo pipefail
 cd "$(dirname "$0")/../.."
-work=$(mktemp -d)
 . test/upgrade/upgrade-lib.bash
 
-old=hc_move_old
-new=hc_move_new
 app=hc_move_app
-q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
-drop_all() {
-    for d in $old $new; do
-        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
-    done
-    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" -c "DROP ROLE IF EXISTS ${app}_owner" >/dev/null 2>&1
-}
-cleanup() { drop_all; rm -rf "$work"; }
-trap cleanup EXIT
+upgrade_scratch hc_move_old hc_move_new $app -- ${app}_owner
 
 # The move, exactly as doc/operations.md prints it.
 recipe=$(perl -0777 -ne 'print $1 if /test\/upgrade\/move\.sh runs this block as printed -->\n```sql\n(.*?)```/s' \
          doc/operations.md)
 check "doc/operations.md prints the move" "$(grep -c 'ALTER EXTENSION holdcommit SET SCHEMA' <<<"$recipe")" "1"
 
-drop_all
-if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" -c "CREATE ROLE $app" >/dev/null ||
-   ! q $old >"$work/setup.log" 2>&1 <<SQL; then
+if ! q $old >"$work/setup.log" 2>&1 <<SQL; then
 \set VERBOSITY terse
 CREATE EXTENSION holdcommit VERSION '0.2.0';
 -- Where 0.2.0 let it live: public (the reverse of the move).

@@ -8,35 +8,17 @@
 #   hc_up2_new: CREATE EXTENSION holdcommit (0.3.0), the same roles granted.
 # (From 0.1.0: test/upgrade/upgrade.sh; 0.2.0 in public: test/upgrade/move.sh.)
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
-set -uo pipefail
 cd "$(dirname "$0")/../.."
-work=$(mktemp -d)
 . test/upgrade/upgrade-lib.bash
 
-old=hc_up2_old
-new=hc_up2_new
 app=hc_up2_app
 ops=hc_up2_ops
 lost=hc_up2_lost
 # A role whose name needs quotes, which passes on the grant it was given.
 svc='"Hc-Up2 Svc"'
+# q, with the extension's schema first.
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" -c "SET search_path = holdcommit, public" "$@"; }
-drop_all() {
-    for d in $old $new; do
-        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
-    done
-    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" -c "DROP ROLE IF EXISTS $ops" \
-        -c "DROP ROLE IF EXISTS $lost" -c "DROP ROLE IF EXISTS $svc" >/dev/null 2>&1
-}
-cleanup() { drop_all; rm -rf "$work"; }
-trap cleanup EXIT
-
-drop_all
-if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" \
-        -c "CREATE ROLE $app" -c "CREATE ROLE $ops" -c "CREATE ROLE $lost" -c "CREATE ROLE $svc" >/dev/null; then
-    echo "not ok - scratch databases and roles"
-    exit 0
-fi
+upgrade_scratch hc_up2_old hc_up2_new $app $ops $lost "$svc"
 
 # Data in every state, by 0.2.0's calls: holds held, sold, released, expired
 # and swept, and one expired unswept; orders reserved, finalized, released,

@@ -7,9 +7,47 @@
 #                                     objects, and what pg_dump keeps of them
 #   check_tour OLD NEW                test/upgrade/upgrade-tour.sql answers the same in
 #                                     both, and calls every function and view
-# Needs PGHOST, PGPORT, PGUSER (a superuser), $work (a scratch directory).
+# and each starts with upgrade_scratch OLD NEW ROLE... (below).
+#   q DB ARGS...                      psql in DB, rows unaligned, stops at an error
+# Needs PGHOST, PGPORT, PGUSER (a superuser).
+set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../harness/tap.bash"
 upgrade_bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
+work=$(mktemp -d)
+q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
+
+# upgrade_scratch OLD NEW ROLE... [-- LATER...]: the databases $old and $new
+# and the ROLEs are dropped (left over from an earlier run) and created, and
+# dropped again on exit with $work (a scratch directory); a role the path
+# creates itself (LATER) is only dropped.  A path that cannot have them ends.
+upgrade_scratch() {
+    old=$1 new=$2
+    shift 2
+    local create=(-c "CREATE DATABASE $old" -c "CREATE DATABASE $new")
+    upgrade_roles=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        create+=(-c "CREATE ROLE $1")
+        upgrade_roles+=("$1")
+        shift
+    done
+    [ $# -gt 0 ] && shift
+    upgrade_roles+=("$@")
+    trap 'upgrade_drop; rm -rf "$work"' EXIT
+    upgrade_drop
+    if ! psql -X -q -v ON_ERROR_STOP=1 -d postgres "${create[@]}" >/dev/null; then
+        echo "not ok - scratch databases and roles"
+        exit 0
+    fi
+}
+upgrade_drop() {
+    local d r
+    for d in "$old" "$new"; do
+        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+    done
+    for r in "${upgrade_roles[@]}"; do
+        psql -X -q -d postgres -c "DROP ROLE IF EXISTS $r" >/dev/null 2>&1
+    done
+}
 
 # The schema.  Normalized away is only what must differ between two
 # databases, or between a table altered in place and one created whole:

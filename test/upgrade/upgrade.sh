@@ -13,31 +13,12 @@
 # say to, again after it), so the privileges existing roles end up with are
 # compared too, in the catalog and in what a plain pg_dump keeps.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
-set -uo pipefail
 cd "$(dirname "$0")/../.."
-work=$(mktemp -d)
 . test/upgrade/upgrade-lib.bash
 
-old=hc_upgrade_old
-new=hc_upgrade_new
 app=hc_upgrade_app
 ops=hc_upgrade_ops
-q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
-drop_all() {
-    for d in $old $new; do
-        psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
-    done
-    psql -X -q -d postgres -c "DROP ROLE IF EXISTS $app" -c "DROP ROLE IF EXISTS $ops" >/dev/null 2>&1
-}
-cleanup() { drop_all; rm -rf "$work"; }
-trap cleanup EXIT
-
-drop_all
-if ! q postgres -c "CREATE DATABASE $old" -c "CREATE DATABASE $new" -c "CREATE ROLE $app" \
-        -c "CREATE ROLE $ops" >/dev/null; then
-    echo "not ok - scratch databases and role"
-    exit 0
-fi
+upgrade_scratch hc_upgrade_old hc_upgrade_new $app $ops
 
 # Data in every state, as 0.1.0 stored it.  The installed library is the
 # new one, which needs the 0.2.0 schema, so the 0.1.0 functions cannot make

@@ -110,28 +110,13 @@ def released(held):
     return "true" if held.released else "false"
 
 
-# The ERP's objects go into public by name; the workers' role may call it.
+# The ERP of make run's story (test/demo/erp.sql); the workers' role may call it.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "test", "demo", "erp.sql"),
+          encoding="utf-8") as f:
+    ops.execute(f.read())
 me = app.execute("SELECT current_user").fetchone()[0]
-for sql in ["SET client_min_messages = warning",
-            "DROP TABLE IF EXISTS public.erp_invoices",
-            "DROP SEQUENCE IF EXISTS public.erp_invoice_seq",
-            """CREATE TABLE public.erp_invoices (
-                   invoice_no  text PRIMARY KEY,
-                   payment_id  text NOT NULL,      -- no UNIQUE: the ERP would gladly make a second one
-                   created_at  timestamptz NOT NULL DEFAULT clock_timestamp())""",
-            "CREATE SEQUENCE public.erp_invoice_seq",
-            """CREATE OR REPLACE FUNCTION public.erp_create_invoice(payment text, takes interval) RETURNS text
-               LANGUAGE plpgsql AS $$
-               DECLARE
-                   no text := 'INV-' || lpad(nextval('public.erp_invoice_seq')::text, 6, '0');
-               BEGIN
-                   PERFORM pg_sleep(extract(epoch FROM takes));
-                   INSERT INTO public.erp_invoices (invoice_no, payment_id) VALUES (no, payment);
-                   RETURN no;
-               END $$""",
-            f'GRANT SELECT, INSERT ON public.erp_invoices TO "{me}"',
-            f'GRANT USAGE ON SEQUENCE public.erp_invoice_seq TO "{me}"']:
-    ops.execute(sql)
+ops.execute(f'GRANT SELECT, INSERT ON public.erp_invoices TO "{me}"')
+ops.execute(f'GRANT USAGE ON SEQUENCE public.erp_invoice_seq TO "{me}"')
 
 print(f"== 1. The payment webhook and the inquiry scheduler race for {PAY}")
 print("   each under a name of its own: webhook-<delivery id>, scheduler-<host>-<pid>-<random>")
