@@ -740,27 +740,15 @@ HC_RESERVATION_FUNCTIONS(hc_extend, hc_extend_asset, hold_extend)
 int64
 hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HcArgs		args;
 	uint64		n;
 	uint64		i;
 
-	hc_args(&args, &sweep_holds);
-	hc_bind(&args, "resume_from",
-			TimestampTzGetDatum(counts->resumed ? counts->holds_from : DT_NOBEGIN));
-	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	n = hc_run(call, &args, SPI_OK_SELECT);
+	n = hc_sweep_run(call, &sweep_holds, "resume_from", &counts->holds, batch_size,
+					 SPI_OK_SELECT);
 	if (n > 0 && (uint64) hc_int64(0, "ended") != n)
 		elog(ERROR, "of " UINT64_FORMAT " expired holds swept, " INT64_FORMAT " had a held reservation",
 			 n, hc_int64(0, "ended"));
 	for (i = 0; i < n; i++)
-	{
-		char	   *asset_id = hc_text(call, (int) i, "asset_id");
-		TimestampTz expires_at = hc_timestamptz((int) i, "expires_at");
-
-		if (!counts->resumed || expires_at > counts->holds_from)
-			counts->holds_from = expires_at;
-		counts->resumed = true;
-		hc_notify("asset", asset_id, "AVAILABLE");
-	}
+		hc_notify("asset", hc_text(call, (int) i, "asset_id"), "AVAILABLE");
 	return (int64) n;
 }
