@@ -772,19 +772,15 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	HcCall		call;
 	HcArgs		args;
 	bool		released;
-	Datum		routed;
+	Datum		result;
 
-	if (!hc_autonomous_here())
+	if (hc_lease_begin(&call, fcinfo, "hc_lock_release", resource, false, &result))
 	{
-		Datum		released = hc_autonomous(fcinfo, "hc_lock_release");
-
-		/* A release that freed nothing leaves the binding as it is. */
-		if (DatumGetBool(released))
+		/* In the caller: a release that freed nothing leaves the binding as it is. */
+		if (!hc_autonomous_here() && DatumGetBool(result))
 			lease_session_let_go(resource);
-		return released;
+		return result;
 	}
-	if (hc_lease_begin(&call, fcinfo, "hc_lock_release", resource, false, &routed))
-		return routed;
 	lease_args(&args, &free_lease, resource, owner, token);
 	hc_bind_text(&args, "detail", lease_detail(owner, token, NULL));
 	released = hc_run(&call, &args, SPI_OK_INSERT_RETURNING) == 1;
