@@ -362,22 +362,15 @@ hc_idempotency_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 	hc_bind(&args, "retention_start",
 			TimestampTzGetDatum(call->now - (int64) hc_idempotency_retention * USECS_PER_SEC));
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	hc_bind(&args, "holds_from",
-			TimestampTzGetDatum(counts->hold_keys_resumed ? counts->hold_keys_from : DT_NOBEGIN));
-	hc_bind(&args, "stock_from",
-			TimestampTzGetDatum(counts->stock_keys_resumed ? counts->stock_keys_from : DT_NOBEGIN));
+	hc_bind(&args, "holds_from", TimestampTzGetDatum(hc_sweep_from(&counts->hold_keys)));
+	hc_bind(&args, "stock_from", TimestampTzGetDatum(hc_sweep_from(&counts->stock_keys)));
 	hc_run(call, &args, SPI_OK_SELECT);
 	holds = hc_int64(0, "holds");
 	stock = hc_int64(0, "stock");
+	/* The newest of each batch is at or after its start: the next starts there. */
 	if (holds > 0)
-	{
-		counts->hold_keys_from = hc_timestamptz(0, "holds_last");
-		counts->hold_keys_resumed = true;
-	}
+		hc_sweep_reached(&counts->hold_keys, hc_timestamptz(0, "holds_last"));
 	if (stock > 0)
-	{
-		counts->stock_keys_from = hc_timestamptz(0, "stock_last");
-		counts->stock_keys_resumed = true;
-	}
+		hc_sweep_reached(&counts->stock_keys, hc_timestamptz(0, "stock_last"));
 	return holds + stock;
 }

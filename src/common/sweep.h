@@ -8,6 +8,14 @@
 
 #include "common/validate.h"
 #include "core/call.h"
+#include "core/statement.h"
+
+/* Where a kind's next batch starts, once a batch has taken some (below). */
+typedef struct HcSweepFrom
+{
+	bool		resumed;
+	TimestampTz at;
+} HcSweepFrom;
 
 /* What a sweep did, by kind. */
 typedef struct HcSweepCounts
@@ -24,23 +32,56 @@ typedef struct HcSweepCounts
 	 * removable before it ends), so a batch that started from the beginning
 	 * again would walk over all that the sweep has done so far.
 	 */
-	bool		resumed;		/* expired holds: from holds_from (expires_at) */
-	TimestampTz holds_from;
-	bool		hold_keys_resumed;	/* keys of holds: from hold_keys_from (created_at) */
-	TimestampTz hold_keys_from;
-	bool		stock_keys_resumed; /* keys of stock: from stock_keys_from (created_at) */
-	TimestampTz stock_keys_from;
+	HcSweepFrom holds;			/* expired holds (expires_at) */
+	HcSweepFrom hold_keys;		/* keys of holds (created_at) */
+	HcSweepFrom stock_keys;		/* keys of stock (created_at) */
 	/* products with expired lines: from products_from on, in byte order */
 	char		products_from[HC_MAX_ID_BYTES + 1];
-	bool		lines_resumed;	/* products_from's lines: from lines_from (expires_at) */
-	TimestampTz lines_from;
+	HcSweepFrom lines;			/* products_from's lines (expires_at) */
 	bool		lines_done;		/* no product is left with expired lines */
-	bool		orders_resumed; /* orders left RESERVED: from orders_from (expires_at) */
-	TimestampTz orders_from;
+	HcSweepFrom orders;			/* orders left RESERVED (expires_at) */
 	bool		orders_done;	/* no order is left RESERVED with no counted line */
 	/* on Citus: the group of this node's shards being swept (route.c) */
 	int			shard_group;
 } HcSweepCounts;
+
+/* The start of a kind's next batch: its beginning until a batch took some. */
+static inline TimestampTz
+hc_sweep_from(const HcSweepFrom *from)
+{
+	return from->resumed ? from->at : DT_NOBEGIN;
+}
+
+/* A batch took a row of the kind at `at`: the next starts there, or later. */
+static inline void
+hc_sweep_reached(HcSweepFrom *from, TimestampTz at)
+{
+	if (!from->resumed || at > from->at)
+		from->at = at;
+	from->resumed = true;
+}
+
+/*
+ * A batch of a kind: stmt run with :batch_size and the start from_param
+ * (from), which moves on to the newest expires_at of the rows it returns.
+ * Returns how many.
+ */
+static inline uint64
+hc_sweep_run(HcCall *call, HcStatement *stmt, const char *from_param, HcSweepFrom *from,
+			 int batch_size, int expected)
+{
+	HcArgs		args;
+	uint64		n;
+	uint64		i;
+
+	hc_args(&args, stmt);
+	hc_bind(&args, from_param, TimestampTzGetDatum(hc_sweep_from(from)));
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	n = hc_run(call, &args, expected);
+	for (i = 0; i < n; i++)
+		hc_sweep_reached(from, hc_timestamptz((int) i, "expires_at"));
+	return n;
+}
 
 /* Each domain sweeps its own (hold/, stock/, common/idempotency.c). */
 extern int64 hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);

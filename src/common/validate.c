@@ -85,16 +85,20 @@ hc_arg_note(FunctionCallInfo fcinfo, int argno, const char *name)
 }
 
 /*
- * An interval as microseconds, a month counting as 30 days, as interval
- * comparison does; past the int64 range, the largest value of its sign (the
- * days' sign, or with none the time's).
+ * An interval argument as microseconds, a month counting as 30 days, as
+ * interval comparison does; past the int64 range, the largest value of its
+ * sign (the days' sign, or with none the time's).
  */
 static int64
-interval_usecs(const Interval *span)
+arg_usecs(FunctionCallInfo fcinfo, int argno, const char *name)
 {
-	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
+	const Interval *span;
+	int64		days;
 	int64		usecs;
 
+	hc_arg_not_null(fcinfo, argno, name);
+	span = PG_GETARG_INTERVAL_P(argno);
+	days = (int64) span->month * DAYS_PER_MONTH + span->day;
 	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
 		pg_add_s64_overflow(usecs, span->time, &usecs))
 		usecs = (days != 0 ? days : span->time) < 0 ? PG_INT64_MIN : PG_INT64_MAX;
@@ -105,10 +109,8 @@ interval_usecs(const Interval *span)
 int64
 hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
 {
-	int64		usecs;
+	int64		usecs = arg_usecs(fcinfo, argno, name);
 
-	hc_arg_not_null(fcinfo, argno, name);
-	usecs = interval_usecs(PG_GETARG_INTERVAL_P(argno));
 	if (usecs <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -126,10 +128,8 @@ hc_arg_ttl(FunctionCallInfo fcinfo, int argno, const char *name)
 int64
 hc_arg_cooldown(FunctionCallInfo fcinfo, int argno, const char *name)
 {
-	int64		usecs;
+	int64		usecs = arg_usecs(fcinfo, argno, name);
 
-	hc_arg_not_null(fcinfo, argno, name);
-	usecs = interval_usecs(PG_GETARG_INTERVAL_P(argno));
 	if (usecs < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

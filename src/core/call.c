@@ -75,19 +75,26 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	MemoryContextSwitchTo(call->outer);
 }
 
+/* The pg_proc row of the function being called; ReleaseSysCache() it. */
+HeapTuple
+hc_call_proc(FunctionCallInfo fcinfo)
+{
+	HeapTuple	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+
+	if (!HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	return proctup;
+}
+
 /*
  * The owner and schema of the function being called: the extension's.
  */
 static void
 hc_call_function(FunctionCallInfo fcinfo, Oid *owner, Oid *schema)
 {
-	HeapTuple	proctup;
-	Form_pg_proc proc;
+	HeapTuple	proctup = hc_call_proc(fcinfo);
+	Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(proctup);
 
-	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(proctup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(proctup);
 	*owner = proc->proowner;
 	*schema = proc->pronamespace;
 	ReleaseSysCache(proctup);

@@ -5,6 +5,7 @@
 #ifndef HOLDCOMMIT_CALL_H
 #define HOLDCOMMIT_CALL_H
 
+#include "access/htup.h"
 #include "fmgr.h"
 #include "utils/timestamp.h"
 
@@ -36,6 +37,9 @@ extern void hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char
 extern void hc_call_begin_as(HcCall *call, Oid owner, Oid schema, const char *function,
 							 const char *actor);
 extern void hc_call_end(HcCall *call);
+
+/* The pg_proc row of the function being called; ReleaseSysCache() it. */
+extern HeapTuple hc_call_proc(FunctionCallInfo fcinfo);
 extern const char *hc_actor(HcCall *call);
 
 #endif							/* HOLDCOMMIT_CALL_H */

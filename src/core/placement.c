@@ -111,7 +111,7 @@ hc_placement_register(const HcPlacement *placement)
 	hc_placement = placement;
 }
 
-/* Route a call on a reservation (HC_ROUTE_RESERVATION). */
+/* Route a call on a reservation (placement.h). */
 bool
 hc_route_reservation(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 					 const char *table, const char *column, const char *reservation_id,

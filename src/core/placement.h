@@ -118,6 +118,14 @@ hc_placement_lock_scope(HcCall *call, HcPlacementScope *scope)
 	return hc_placement->lock_scope(call, scope);
 }
 
+/*
+ * Route a call on a reservation (hc_commit, hc_finalize, ...), given its
+ * routing id or not (NULL): true with the result of the call sent to the
+ * node of its rows.  A call by reservation id alone on several nodes finds
+ * the routing id (column of table, the reservation's), then calls the form
+ * that takes it; not_found(NULL, reservation_id) if there is no such
+ * reservation.
+ */
 extern bool hc_route_reservation(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 								 const char *table, const char *column,
 								 const char *reservation_id, HcNotFound not_found,
@@ -143,22 +151,23 @@ extern void hc_require_single_node(HcCall *call, const char *what);
 	} while (0)
 
 /*
- * The same for a call on a reservation (hc_commit, hc_finalize, ...), given
- * its routing id or not (NULL): a call by reservation id alone on several
- * nodes finds the routing id (column of table, the reservation's), then
- * calls the form that takes it; not_found(NULL, reservation_id) if there
- * is no such reservation.
+ * The two SQL functions of a call on a reservation, both run by
+ * body(fcinfo, first), first being the position of reservation_id:
+ * name(reservation_id, ...), and prefixed_name(routing_id, reservation_id,
+ * ...), the form hc_route_reservation sends a call by reservation id alone
+ * on as.  Each must be declared with PG_FUNCTION_INFO_V1.
  */
-#define HC_ROUTE_RESERVATION(call, fcinfo, routing_id, table, column, reservation_id, not_found) \
-	do { \
-		Datum		hc_routed_; \
-		\
-		if (hc_route_reservation((call), (fcinfo), (routing_id), (table), (column), \
-								 (reservation_id), (not_found), &hc_routed_)) \
-		{ \
-			hc_call_end(call); \
-			PG_RETURN_DATUM(hc_routed_); \
-		} \
-	} while (0)
+#define HC_RESERVATION_FUNCTIONS(name, prefixed_name, body) \
+	Datum \
+	name(PG_FUNCTION_ARGS) \
+	{ \
+		PG_RETURN_DATUM(body(fcinfo, 0)); \
+	} \
+	\
+	Datum \
+	prefixed_name(PG_FUNCTION_ARGS) \
+	{ \
+		PG_RETURN_DATUM(body(fcinfo, 1)); \
+	}
 
 #endif							/* HOLDCOMMIT_PLACEMENT_H */

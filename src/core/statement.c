@@ -53,6 +53,23 @@ statement_param(HcStatement *stmt, const char *name, int len)
 }
 
 /*
+ * Reading SQL text a character at a time: is c inside a quoted literal or
+ * identifier, or its opening or closing quote?  *quote is the quote open
+ * ('\0' outside one); a reader copies such characters as they are.
+ */
+bool
+hc_sql_quoted(char *quote, char c)
+{
+	if (*quote == '\0' && c != '\'' && c != '"')
+		return false;
+	if (*quote == '\0')
+		*quote = c;
+	else if (c == *quote)
+		*quote = '\0';
+	return true;
+}
+
+/*
  * The text as SPI takes it: every :name outside quotes becomes $n (a "::"
  * cast stays as it is).
  */
@@ -66,14 +83,8 @@ statement_sql(HcStatement *stmt)
 	initStringInfo(&buf);
 	for (p = stmt->sql; *p != '\0'; p++)
 	{
-		if (quote != '\0' || *p == '\'' || *p == '"')
-		{
-			if (quote == '\0')
-				quote = *p;
-			else if (*p == quote)
-				quote = '\0';
+		if (hc_sql_quoted(&quote, *p))
 			appendStringInfoChar(&buf, *p);
-		}
 		else if (p[0] == ':' && p[1] == ':')
 			appendStringInfoString(&buf, "::"), p++;
 		else if (p[0] == ':' && (isalpha((unsigned char) p[1]) || p[1] == '_'))

@@ -61,6 +61,9 @@ extern TimestampTz hc_timestamptz(int row, const char *column);
 extern int32 hc_int32(int row, const char *column);
 extern int64 hc_int64(int row, const char *column);
 
+/* SQL text read a character at a time: inside quotes? (statement.c) */
+extern bool hc_sql_quoted(char *quote, char c);
+
 /* A statement argument from a C string; a NULL here is a bug, not a null. */
 extern Datum hc_text_datum(const char *s);
 #define HC_TEXT(s)	hc_text_datum(s)

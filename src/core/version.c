@@ -46,33 +46,43 @@ version_forget(Datum arg, int cacheid, uint32 hashvalue)
 	served = false;
 }
 
-/* holdcommit's extversion in this database, or NULL if it is not installed. */
-static char *
-version_installed(void)
+/*
+ * holdcommit in this database, as pg_extension has it: false if it is not
+ * installed; else its owner, schema and extversion (NULL if null), each
+ * where the pointer is not NULL.
+ */
+bool
+hc_extension_row(Oid *owner, Oid *schema, char **version)
 {
 	Relation	rel;
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tuple;
-	char	   *version = NULL;
+	bool		found;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("holdcommit"));
 	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
 	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
+	found = HeapTupleIsValid(tuple);
+	if (found)
 	{
+		Form_pg_extension ext = (Form_pg_extension) GETSTRUCT(tuple);
 		bool		isnull;
 		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion,
 									 RelationGetDescr(rel), &isnull);
 
-		if (!isnull)
-			version = TextDatumGetCString(d);
+		if (owner != NULL)
+			*owner = ext->extowner;
+		if (schema != NULL)
+			*schema = ext->extnamespace;
+		if (version != NULL)
+			*version = isnull ? NULL : TextDatumGetCString(d);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return version;
+	return found;
 }
 
 /* Is version a, of the form N.N.N, later than b? */
@@ -98,7 +108,7 @@ version_later(const char *a, const char *b)
 void
 hc_require_served_sql(void)
 {
-	char	   *installed;
+	char	   *installed = NULL;
 	int			i;
 
 	if (served)
@@ -108,8 +118,7 @@ hc_require_served_sql(void)
 		CacheRegisterSyscacheCallback(PROCOID, version_forget, (Datum) 0);
 		served_callback = true;
 	}
-	installed = version_installed();
-	if (installed == NULL)
+	if (!hc_extension_row(NULL, NULL, &installed) || installed == NULL)
 		elog(ERROR, "extension holdcommit is not installed in this database");
 	for (i = 0; served_versions[i] != NULL; i++)
 		if (strcmp(installed, served_versions[i]) == 0)

@@ -12,7 +12,7 @@
  *   3. Each change is one statement that moves the asset and the
  *      reservation and writes the ledger row, whose seq is the asset's new
  *      version.
- *   4. Each call routes by its asset (HC_ROUTE, HC_ROUTE_RESERVATION:
+ *   4. Each call routes by its asset (HC_ROUTE, hc_route_reservation:
  *      core/placement.h) before it reads anything.
  */
 #include "postgres.h"
@@ -518,6 +518,27 @@ hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldRe
 	r->created_at = DatumGetTimestampTz(values[3]);
 }
 
+/*
+ * The start of a call on a reservation (hc_commit, hc_release, hc_extend),
+ * after its arguments: true if it was sent to the node of its asset
+ * (core/placement.h), its result in *result; false with the reservation
+ * locked here (hold_lock, whole as given).
+ */
+static bool
+hold_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function, const char *asset_id,
+		   const char *reservation_id, bool whole, HoldReservation *r, Datum *result)
+{
+	hc_call_begin(call, fcinfo, function);
+	if (hc_route_reservation(call, fcinfo, asset_id, "hc_reservations", "asset_id",
+							 reservation_id, hold_not_found, result))
+	{
+		hc_call_end(call);
+		return true;
+	}
+	hold_lock(call, asset_id, reservation_id, r, whole);
+	return false;
+}
+
 /* The reservation as sell_asset or free_asset returned it, before it ended. */
 static void
 hold_written(HcCall *call, HoldReservation *r)
@@ -576,13 +597,12 @@ hold_commit(FunctionCallInfo fcinfo, int first)
 	bool		late_ok = hc_arg_bool(fcinfo, first + 1, "late_ok");
 	HcCall		call;
 	HoldReservation r = {0};
+	Datum		routed;
 	bool		expired;
 	HcArgs		args;
 
-	hc_call_begin(&call, fcinfo, "hc_commit");
-	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
-						 hold_not_found);
-	hold_lock(&call, asset_id, reservation_id, &r, false);
+	if (hold_begin(&call, fcinfo, "hc_commit", asset_id, reservation_id, false, &r, &routed))
+		return routed;
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		r.replayed = true;
@@ -625,17 +645,7 @@ hold_commit(FunctionCallInfo fcinfo, int first)
 }
 
 /* hc_commit(reservation_id, late_ok), hc_commit(asset_id, reservation_id, late_ok) */
-Datum
-hc_commit(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(hold_commit(fcinfo, 0));
-}
-
-Datum
-hc_commit_asset(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(hold_commit(fcinfo, 1));
-}
+HC_RESERVATION_FUNCTIONS(hc_commit, hc_commit_asset, hold_commit)
 
 /*
  * hc_release(reservation_id): the buyer cancels; the asset is AVAILABLE at
@@ -648,11 +658,10 @@ hold_release(FunctionCallInfo fcinfo, int first)
 	char	   *reservation_id = hc_arg_id(fcinfo, first, "reservation_id");
 	HcCall		call;
 	HoldReservation r = {0};
+	Datum		routed;
 
-	hc_call_begin(&call, fcinfo, "hc_release");
-	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
-						 hold_not_found);
-	hold_lock(&call, asset_id, reservation_id, &r, false);
+	if (hold_begin(&call, fcinfo, "hc_release", asset_id, reservation_id, false, &r, &routed))
+		return routed;
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		hold_not_active(&r, "A sold asset cannot be released; refund through your payment flow.");
@@ -671,17 +680,7 @@ hold_release(FunctionCallInfo fcinfo, int first)
 }
 
 /* hc_release(reservation_id), hc_release(asset_id, reservation_id) */
-Datum
-hc_release(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(hold_release(fcinfo, 0));
-}
-
-Datum
-hc_release_asset(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(hold_release(fcinfo, 1));
-}
+HC_RESERVATION_FUNCTIONS(hc_release, hc_release_asset, hold_release)
 
 /*
  * hc_extend(reservation_id, ttl): keep a live hold for ttl from now, never
@@ -695,13 +694,12 @@ hold_extend(FunctionCallInfo fcinfo, int first)
 	int64		ttl = hc_arg_ttl(fcinfo, first + 1, "ttl");
 	HcCall		call;
 	HoldReservation r = {0};
+	Datum		routed;
 	TimestampTz until;
 	TimestampTz cap;
 
-	hc_call_begin(&call, fcinfo, "hc_extend");
-	HC_ROUTE_RESERVATION(&call, fcinfo, asset_id, "hc_reservations", "asset_id", reservation_id,
-						 hold_not_found);
-	hold_lock(&call, asset_id, reservation_id, &r, true);
+	if (hold_begin(&call, fcinfo, "hc_extend", asset_id, reservation_id, true, &r, &routed))
+		return routed;
 
 	if (strcmp(r.status, "COMMITTED") == 0 || strcmp(r.status, "RELEASED") == 0)
 		hold_not_active(&r, "Only a held reservation can be extended.");
@@ -731,17 +729,7 @@ hold_extend(FunctionCallInfo fcinfo, int first)
 }
 
 /* hc_extend(reservation_id, ttl), hc_extend(asset_id, reservation_id, ttl) */
-Datum
-hc_extend(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(hold_extend(fcinfo, 0));
-}
-
-Datum
-hc_extend_asset(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(hold_extend(fcinfo, 1));
-}
+HC_RESERVATION_FUNCTIONS(hc_extend, hc_extend_asset, hold_extend)
 
 /*
  * The sweeper's part for holds (sweep.c): up to batch_size expired holds,
@@ -752,27 +740,15 @@ hc_extend_asset(PG_FUNCTION_ARGS)
 int64
 hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HcArgs		args;
 	uint64		n;
 	uint64		i;
 
-	hc_args(&args, &sweep_holds);
-	hc_bind(&args, "resume_from",
-			TimestampTzGetDatum(counts->resumed ? counts->holds_from : DT_NOBEGIN));
-	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	n = hc_run(call, &args, SPI_OK_SELECT);
+	n = hc_sweep_run(call, &sweep_holds, "resume_from", &counts->holds, batch_size,
+					 SPI_OK_SELECT);
 	if (n > 0 && (uint64) hc_int64(0, "ended") != n)
 		elog(ERROR, "of " UINT64_FORMAT " expired holds swept, " INT64_FORMAT " had a held reservation",
 			 n, hc_int64(0, "ended"));
 	for (i = 0; i < n; i++)
-	{
-		char	   *asset_id = hc_text(call, (int) i, "asset_id");
-		TimestampTz expires_at = hc_timestamptz((int) i, "expires_at");
-
-		if (!counts->resumed || expires_at > counts->holds_from)
-			counts->holds_from = expires_at;
-		counts->resumed = true;
-		hc_notify("asset", asset_id, "AVAILABLE");
-	}
+		hc_notify("asset", hc_text(call, (int) i, "asset_id"), "AVAILABLE");
 	return (int64) n;
 }

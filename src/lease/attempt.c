@@ -15,20 +15,18 @@
  *   1. Locks: the lease row (so that no takeover slips in, and to order the
  *      resource's ledger rows), then the attempts row, always in that order.
  *   2. Each call runs in a worker's transaction of its own (autonomous.c),
- *      routed by its resource there (HC_ROUTE: core/placement.h).
+ *      routed by its resource there (hc_lease_begin, lease.c).
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-#include "bgw/autonomous/autonomous.h"
 #include "common/errors.h"
 #include "common/ids.h"
 #include "common/ledger.h"
 #include "common/result.h"
 #include "common/validate.h"
-#include "core/placement.h"
 #include "core/version.h"
 #include "lease/lease.h"
 
@@ -283,6 +281,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	const char *outcome;
 	StringInfoData detail;
 	HcArgs		args;
+	Datum		result;
 
 	if (max_attempts < 1)
 		ereport(ERROR,
@@ -290,11 +289,8 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 				 errmsg("max_attempts must be at least 1")));
 	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
 		request_key = hc_arg_key(fcinfo, 5, "request_key");
-	if (!hc_autonomous_here())
-		return hc_autonomous(fcinfo, "hc_attempt_begin");
-
-	hc_call_begin(&call, fcinfo, "hc_attempt_begin");
-	HC_ROUTE(&call, fcinfo, resource);
+	if (hc_lease_begin(&call, fcinfo, "hc_attempt_begin", resource, false, &result))
+		return result;
 	hc_lease_hold(&call, resource, owner, token);
 	attempt_lock(&call, resource, &a);
 
@@ -390,11 +386,10 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	Attempt		a;
 	HcArgs		args;
 	StringInfoData detail;
+	Datum		result;
 
-	if (!hc_autonomous_here())
-		return hc_autonomous(fcinfo, "hc_attempt_complete");
-	hc_call_begin(&call, fcinfo, "hc_attempt_complete");
-	HC_ROUTE(&call, fcinfo, resource);
+	if (hc_lease_begin(&call, fcinfo, "hc_attempt_complete", resource, false, &result))
+		return result;
 
 	/* A replay: the outcome is already recorded, exactly so. */
 	hc_args(&args, &peek_attempts);
@@ -447,16 +442,15 @@ hc_attempt_reset(PG_FUNCTION_ARGS)
 	Attempt		a;
 	HcArgs		args;
 	StringInfoData detail;
+	Datum		result;
 
 	if (note[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("note must not be empty"),
 				 errhint("Say what the check of the external system found.")));
-	if (!hc_autonomous_here())
-		return hc_autonomous(fcinfo, "hc_attempt_reset");
-	hc_call_begin(&call, fcinfo, "hc_attempt_reset");
-	HC_ROUTE(&call, fcinfo, resource);
+	if (hc_lease_begin(&call, fcinfo, "hc_attempt_reset", resource, false, &result))
+		return result;
 
 	hc_args(&args, &lock_attempts);
 	hc_bind_text(&args, "resource", resource);

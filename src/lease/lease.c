@@ -15,7 +15,7 @@
  *   3. A lease is committed before its holder acts on it, whatever the
  *      caller does next: each call runs in a worker's transaction of its
  *      own (autonomous.c), which has committed when the call returns, on
- *      the node of the resource's rows (HC_ROUTE: core/placement.h).
+ *      the node of the resource's rows (hc_lease_begin: core/placement.h).
  *   4. What belongs to the caller's session, the lock of a session-bound
  *      lease, the caller takes itself; so such a lease needs every row on
  *      one node (hc_require_single_node).
@@ -194,6 +194,17 @@ static HcStatement next_version = {
 	{{"resource", TEXTOID}}
 };
 
+/* Run a statement on the resource's lease row alone: how many rows. */
+static uint64
+lease_run(HcCall *call, HcStatement *stmt, int expected, const char *resource)
+{
+	HcArgs		args;
+
+	hc_args(&args, stmt);
+	hc_bind_text(&args, "resource", resource);
+	return hc_run(call, &args, expected);
+}
+
 /*
  * Raise RS007: this owner and token do not hold the lease.  The detail says
  * what the lease is now.
@@ -201,12 +212,9 @@ static HcStatement next_version = {
 static void
 lease_not_held(HcCall *call, const char *resource, const char *owner, int64 token)
 {
-	HcArgs		args;
 	char	   *detail;
 
-	hc_args(&args, &peek_lease);
-	hc_bind_text(&args, "resource", resource);
-	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+	if (lease_run(call, &peek_lease, SPI_OK_SELECT, resource) == 0)
 		detail = psprintf("Resource \"%s\" has never been leased.", resource);
 	else
 	{
@@ -228,6 +236,16 @@ lease_not_held(HcCall *call, const char *resource, const char *owner, int64 toke
 			 errhint("Stop working on the resource: another worker may have taken it over. Acquire the lease again with hc_lock_acquire().")));
 }
 
+/* A statement on resource's lease as owner and token hold it. */
+static void
+lease_args(HcArgs *args, HcStatement *stmt, const char *resource, const char *owner, int64 token)
+{
+	hc_args(args, stmt);
+	hc_bind_text(args, "resource", resource);
+	hc_bind_text(args, "owner", owner);
+	hc_bind(args, "token", Int64GetDatum(token));
+}
+
 /*
  * Require the lease for the rest of the caller's statement (RS007 if this
  * owner and token do not hold it); a takeover waits until that commits.
@@ -237,10 +255,7 @@ hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token
 {
 	HcArgs		args;
 
-	hc_args(&args, &hold_lease);
-	hc_bind_text(&args, "resource", resource);
-	hc_bind_text(&args, "owner", owner);
-	hc_bind(&args, "token", Int64GetDatum(token));
+	lease_args(&args, &hold_lease, resource, owner, token);
 	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		lease_not_held(call, resource, owner, token);
 }
@@ -252,11 +267,7 @@ hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token
 bool
 hc_lease_lock(HcCall *call, const char *resource)
 {
-	HcArgs		args;
-
-	hc_args(&args, &lock_lease);
-	hc_bind_text(&args, "resource", resource);
-	return hc_run(call, &args, SPI_OK_SELECT) == 1;
+	return lease_run(call, &lock_lease, SPI_OK_SELECT, resource) == 1;
 }
 
 /*
@@ -266,11 +277,7 @@ hc_lease_lock(HcCall *call, const char *resource)
 bool
 hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq)
 {
-	HcArgs		args;
-
-	hc_args(&args, &next_version);
-	hc_bind_text(&args, "resource", resource);
-	if (hc_run(call, &args, SPI_OK_UPDATE_RETURNING) == 0)
+	if (lease_run(call, &next_version, SPI_OK_UPDATE_RETURNING, resource) == 0)
 		return false;
 	*seq = hc_int64(0, "version");
 	return true;
@@ -328,11 +335,7 @@ lease_session_let_go(const char *resource)
 static bool
 lease_bound_here(HcCall *call, const char *resource)
 {
-	HcArgs		args;
-
-	hc_args(&args, &peek_session);
-	hc_bind_text(&args, "resource", resource);
-	return hc_run(call, &args, SPI_OK_SELECT) == 1 &&
+	return lease_run(call, &peek_session, SPI_OK_SELECT, resource) == 1 &&
 		hc_int32(0, "session_pid") == hc_session_pid() &&
 		hc_timestamptz(0, "session_started") == hc_session_started();
 }
@@ -405,10 +408,18 @@ lease_detail(const char *owner, int64 token, const LeaseTaken *taken)
 	return hc_detail_done(&detail);
 }
 
-/* Bind the lease to this backend for a session-bound acquire (null: not). */
+/*
+ * A statement of an acquire on the resource for owner, stale_after, bound
+ * to this backend if session-bound (null: not).
+ */
 static void
-lease_bind_session(HcArgs *args, bool session)
+lease_acquire_args(HcArgs *args, HcStatement *stmt, const char *resource, const char *owner,
+				   Datum stale_after, bool session)
 {
+	hc_args(args, stmt);
+	hc_bind_text(args, "resource", resource);
+	hc_bind_text(args, "owner", owner);
+	hc_bind(args, "stale_after", stale_after);
 	if (session)
 	{
 		hc_bind(args, "session_pid", Int32GetDatum(hc_session_pid()));
@@ -429,13 +440,10 @@ lease_bind_session(HcArgs *args, bool session)
 static void
 lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
 {
-	HcArgs		args;
 	int32		pid;
 	TimestampTz started;
 
-	hc_args(&args, &peek_session);
-	hc_bind_text(&args, "resource", resource);
-	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+	if (lease_run(call, &peek_session, SPI_OK_SELECT, resource) != 1)
 		return;
 	pid = hc_int32(0, "session_pid");
 	started = hc_timestamptz(0, "session_started");
@@ -487,11 +495,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	LeaseTake	t = {call, &args, taken};
 
 	call->now = GetCurrentTimestamp();
-	hc_args(&args, &new_lease);
-	hc_bind_text(&args, "resource", resource);
-	hc_bind_text(&args, "owner", owner);
-	hc_bind(&args, "stale_after", stale_after);
-	lease_bind_session(&args, session);
+	lease_acquire_args(&args, &new_lease, resource, owner, stale_after, session);
 	hc_bind_text(&args, "detail", lease_detail(owner, 1, NULL));
 	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) == 1)
 	{
@@ -503,11 +507,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 		return true;
 	}
 
-	hc_args(&args, &take_lease);
-	hc_bind_text(&args, "resource", resource);
-	hc_bind_text(&args, "owner", owner);
-	hc_bind(&args, "stale_after", stale_after);
-	lease_bind_session(&args, session);
+	lease_acquire_args(&args, &take_lease, resource, owner, stale_after, session);
 	hc_bind_null(&args, "ended_pid");
 	hc_bind_null(&args, "ended_started");
 	lease_bind_ended_session(call, &args, resource);
@@ -632,17 +632,24 @@ lease_acquire_tries(FunctionCallInfo fcinfo, const char *function, bool session,
 }
 
 /*
- * Begin an acquire's try in the worker, on the node of the resource's rows:
- * true if it was sent to another node, its result in *result and
- * fcinfo->isnull.  A lease bound to its session needs every row on this
- * node: whether the binding's session is alive only its own node can say.
+ * Begin a call on resource's lease or attempt where it runs: handed from
+ * the caller to a worker of its own (autonomous.c), there on the node of
+ * the resource's rows.  true when it ran elsewhere, its result in *result
+ * and fcinfo->isnull; false in the worker with the call begun.  A lease
+ * bound to its session needs every row on this node: whether the binding's
+ * session is alive only its own node can say.
  */
-static bool
-lease_acquire_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function,
-					const char *resource, bool session, Datum *result)
+bool
+hc_lease_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function,
+			   const char *resource, bool session, Datum *result)
 {
 	bool		isnull;
 
+	if (!hc_autonomous_here())
+	{
+		*result = hc_autonomous(fcinfo, function);
+		return true;
+	}
 	hc_call_begin(call, fcinfo, function);
 	if (session)
 		hc_require_single_node(call, "a lease bound to its session");
@@ -684,7 +691,7 @@ lease_acquire(FunctionCallInfo fcinfo, const char *function, bool session)
 				 errhint("Retry in the application to wait longer for a busy lease.")));
 	if (!hc_autonomous_here())
 		return lease_acquire_tries(fcinfo, function, session, resource, max_retries);
-	if (lease_acquire_begin(&call, fcinfo, function, resource, session, &routed))
+	if (hc_lease_begin(&call, fcinfo, function, resource, session, &routed))
 		return routed;
 	/* In the worker: one try (the caller retries). */
 	if (!lease_try(&call, resource, owner, stale_after, session, &taken))
@@ -740,15 +747,11 @@ hc_lock_heartbeat(PG_FUNCTION_ARGS)
 	int64		token = hc_arg_token(fcinfo, 2, "token");
 	HcCall		call;
 	HcArgs		args;
+	Datum		result;
 
-	if (!hc_autonomous_here())
-		return hc_autonomous(fcinfo, "hc_lock_heartbeat");
-	hc_call_begin(&call, fcinfo, "hc_lock_heartbeat");
-	HC_ROUTE(&call, fcinfo, resource);
-	hc_args(&args, &beat_lease);
-	hc_bind_text(&args, "resource", resource);
-	hc_bind_text(&args, "owner", owner);
-	hc_bind(&args, "token", Int64GetDatum(token));
+	if (hc_lease_begin(&call, fcinfo, "hc_lock_heartbeat", resource, false, &result))
+		return result;
+	lease_args(&args, &beat_lease, resource, owner, token);
 	if (hc_run(&call, &args, SPI_OK_UPDATE_RETURNING) == 0)
 		lease_not_held(&call, resource, owner, token);
 	hc_call_end(&call);
@@ -769,22 +772,16 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	HcCall		call;
 	HcArgs		args;
 	bool		released;
+	Datum		result;
 
-	if (!hc_autonomous_here())
+	if (hc_lease_begin(&call, fcinfo, "hc_lock_release", resource, false, &result))
 	{
-		Datum		released = hc_autonomous(fcinfo, "hc_lock_release");
-
-		/* A release that freed nothing leaves the binding as it is. */
-		if (DatumGetBool(released))
+		/* In the caller: a release that freed nothing leaves the binding as it is. */
+		if (!hc_autonomous_here() && DatumGetBool(result))
 			lease_session_let_go(resource);
-		return released;
+		return result;
 	}
-	hc_call_begin(&call, fcinfo, "hc_lock_release");
-	HC_ROUTE(&call, fcinfo, resource);
-	hc_args(&args, &free_lease);
-	hc_bind_text(&args, "resource", resource);
-	hc_bind_text(&args, "owner", owner);
-	hc_bind(&args, "token", Int64GetDatum(token));
+	lease_args(&args, &free_lease, resource, owner, token);
 	hc_bind_text(&args, "detail", lease_detail(owner, token, NULL));
 	released = hc_run(&call, &args, SPI_OK_INSERT_RETURNING) == 1;
 	hc_call_end(&call);

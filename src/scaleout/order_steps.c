@@ -522,21 +522,27 @@ order_end_here(HcCall *call, const char *scope_id, char **a, int na, int *n)
 }
 
 /* The steps, by name. */
+static const struct
+{
+	const char *name;
+	char	  **(*run) (HcCall *call, const char *routing_id, char **a, int na, int *n);
+}			order_steps_here[] = {
+	{"open", order_open_here},
+	{"take", order_take_here},
+	{"header", order_header_here},
+	{"lock", order_lock_here},
+	{"finish", order_finish_here},
+	{"end", order_end_here},
+};
+
 static char **
 order_here(HcCall *call, const char *routing_id, const char *step, char **a, int na, int *n)
 {
-	if (strcmp(step, "open") == 0)
-		return order_open_here(call, routing_id, a, na, n);
-	if (strcmp(step, "take") == 0)
-		return order_take_here(call, routing_id, a, na, n);
-	if (strcmp(step, "header") == 0)
-		return order_header_here(call, routing_id, a, na, n);
-	if (strcmp(step, "lock") == 0)
-		return order_lock_here(call, routing_id, a, na, n);
-	if (strcmp(step, "finish") == 0)
-		return order_finish_here(call, routing_id, a, na, n);
-	if (strcmp(step, "end") == 0)
-		return order_end_here(call, routing_id, a, na, n);
+	int			i;
+
+	for (i = 0; i < (int) lengthof(order_steps_here); i++)
+		if (strcmp(step, order_steps_here[i].name) == 0)
+			return order_steps_here[i].run(call, routing_id, a, na, n);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("hc_order_step has no step \"%s\"", step)));

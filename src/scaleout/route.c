@@ -343,9 +343,7 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 	Oid			rettype;
 	int			i;
 
-	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(proctup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	proctup = hc_call_proc(fcinfo);
 	proc = (Form_pg_proc) GETSTRUCT(proctup);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT %s.%s(%s", schema, quote_identifier(NameStr(proc->proname)),

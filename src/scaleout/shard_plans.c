@@ -42,14 +42,8 @@ hc_shard_sql(HcShards *shards, const char *sql)
 	initStringInfo(&buf);
 	for (p = sql; *p != '\0'; p++)
 	{
-		if (quote != '\0' || *p == '\'' || *p == '"')
-		{
-			if (quote == '\0')
-				quote = *p;
-			else if (*p == quote)
-				quote = '\0';
+		if (hc_sql_quoted(&quote, *p))
 			appendStringInfoChar(&buf, *p);
-		}
 		else if ((isalpha((unsigned char) *p) || *p == '_') &&
 				 (p == sql || !(isalnum((unsigned char) p[-1]) || p[-1] == '_' ||
 								p[-1] == '.' || p[-1] == '$')))

@@ -85,7 +85,7 @@ stock_require_open_lines(const StockReservation *r)
  * Route a call on a stock reservation, given its first product or not
  * (NULL).  On Citus an order of several products stays with this call,
  * which runs its steps where they are (r->spread); any other is sent to the
- * node of its first product, as HC_ROUTE_RESERVATION sends a hold's call.
+ * node of its first product, as hc_route_reservation sends a hold's call.
  */
 static bool
 stock_route(HcCall *call, FunctionCallInfo fcinfo, const char *product_id,
@@ -119,16 +119,27 @@ stock_route(HcCall *call, FunctionCallInfo fcinfo, const char *product_id,
 	return hc_route(call, fcinfo, product_id, result, &isnull);
 }
 
-#define STOCK_ROUTE(call, fcinfo, product_id, reservation_id, r) \
-	do { \
-		Datum		stock_routed_; \
-		\
-		if (stock_route((call), (fcinfo), (product_id), (reservation_id), (r), &stock_routed_)) \
-		{ \
-			hc_call_end(call); \
-			return stock_routed_; \
-		} \
-	} while (0)
+/*
+ * The start of hc_finalize and hc_unreserve, after their arguments: true if
+ * the call was sent on (stock_route), its result in *result; false with the
+ * reservation locked here (hc_stock_lock, retake as given) and its lines
+ * open.
+ */
+static bool
+stock_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function, const char *product_id,
+			const char *reservation_id, bool retake, StockReservation *r, Datum *result)
+{
+	hc_call_begin(call, fcinfo, function);
+	hc_require_sql_at_least("0.3.0", call->function);
+	if (stock_route(call, fcinfo, product_id, reservation_id, r, result))
+	{
+		hc_call_end(call);
+		return true;
+	}
+	hc_stock_lock(call, product_id, reservation_id, retake, r);
+	stock_require_open_lines(r);
+	return false;
+}
 
 /*
  * hc_finalize(reservation_id, late_ok): the order is paid; stock and
@@ -144,12 +155,10 @@ stock_finalize(FunctionCallInfo fcinfo, int first)
 	HcCall		call;
 	StockReservation r = {0};
 	int			i;
+	Datum		routed;
 
-	hc_call_begin(&call, fcinfo, "hc_finalize");
-	hc_require_sql_at_least("0.3.0", call.function);
-	STOCK_ROUTE(&call, fcinfo, product_id, reservation_id, &r);
-	hc_stock_lock(&call, product_id, reservation_id, late_ok, &r);
-	stock_require_open_lines(&r);
+	if (stock_begin(&call, fcinfo, "hc_finalize", product_id, reservation_id, late_ok, &r, &routed))
+		return routed;
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		r.replayed = true;
@@ -178,17 +187,7 @@ stock_finalize(FunctionCallInfo fcinfo, int first)
 }
 
 /* hc_finalize(reservation_id, late_ok), hc_finalize(product_id, reservation_id, late_ok) */
-Datum
-hc_finalize(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(stock_finalize(fcinfo, 0));
-}
-
-Datum
-hc_finalize_product(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(stock_finalize(fcinfo, 1));
-}
+HC_RESERVATION_FUNCTIONS(hc_finalize, hc_finalize_product, stock_finalize)
 
 /*
  * hc_unreserve(reservation_id): the buyer cancels; reserved goes down once.
@@ -202,12 +201,10 @@ stock_unreserve(FunctionCallInfo fcinfo, int first)
 	HcCall		call;
 	StockReservation r = {0};
 	int			i;
+	Datum		routed;
 
-	hc_call_begin(&call, fcinfo, "hc_unreserve");
-	hc_require_sql_at_least("0.3.0", call.function);
-	STOCK_ROUTE(&call, fcinfo, product_id, reservation_id, &r);
-	hc_stock_lock(&call, product_id, reservation_id, false, &r);
-	stock_require_open_lines(&r);
+	if (stock_begin(&call, fcinfo, "hc_unreserve", product_id, reservation_id, false, &r, &routed))
+		return routed;
 
 	if (strcmp(r.status, "FINALIZED") == 0)
 		stock_not_active(&r, "A finalized order cannot be cancelled; refund through your payment flow.");
@@ -229,14 +226,4 @@ stock_unreserve(FunctionCallInfo fcinfo, int first)
 }
 
 /* hc_unreserve(reservation_id), hc_unreserve(product_id, reservation_id) */
-Datum
-hc_unreserve(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(stock_unreserve(fcinfo, 0));
-}
-
-Datum
-hc_unreserve_product(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_DATUM(stock_unreserve(fcinfo, 1));
-}
+HC_RESERVATION_FUNCTIONS(hc_unreserve, hc_unreserve_product, stock_unreserve)

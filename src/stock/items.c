@@ -193,36 +193,29 @@ hc_stock_parts_array(const int16 *parts, int n)
 	return PointerGetDatum(construct_array(d, n, INT2OID, 2, true, TYPALIGN_SHORT));
 }
 
-/* A text[], int4[] or int2[] of the lines' products, quantities or parts. */
-Datum
-hc_stock_products(const StockLine *lines, int n)
+/*
+ * Bind an order's lines to a statement: :products (text[]), :quantities
+ * (int4[]) and, with parts, :parts (int2[]), an element a line.
+ */
+void
+hc_stock_bind_lines(HcArgs *args, const StockLine *lines, int n, bool parts)
 {
 	Datum	   *products = palloc(sizeof(Datum) * n);
-	int			i;
-
-	for (i = 0; i < n; i++)
-		products[i] = HC_TEXT(lines[i].product_id);
-	return PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
-Datum
-hc_stock_quantities(const StockLine *lines, int n)
-{
 	Datum	   *qtys = palloc(sizeof(Datum) * n);
+	int16	   *line_parts = palloc(sizeof(int16) * n);
 	int			i;
 
 	for (i = 0; i < n; i++)
+	{
+		products[i] = HC_TEXT(lines[i].product_id);
 		qtys[i] = Int32GetDatum(lines[i].qty);
-	return PointerGetDatum(construct_array(qtys, n, INT4OID, 4, true, TYPALIGN_INT));
-}
-
-Datum
-hc_stock_line_parts(const StockLine *lines, int n)
-{
-	int16	   *parts = palloc(sizeof(int16) * n);
-	int			i;
-
-	for (i = 0; i < n; i++)
-		parts[i] = lines[i].part;
-	return hc_stock_parts_array(parts, n);
+		if (parts)
+			line_parts[i] = lines[i].part;
+	}
+	hc_bind(args, "products",
+			PointerGetDatum(construct_array(products, n, TEXTOID, -1, false, TYPALIGN_INT)));
+	hc_bind(args, "quantities",
+			PointerGetDatum(construct_array(qtys, n, INT4OID, 4, true, TYPALIGN_INT)));
+	if (parts)
+		hc_bind(args, "parts", hc_stock_parts_array(line_parts, n));
 }

@@ -351,8 +351,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	}
 
 	hc_args(&args, &read_order);
-	hc_bind(&args, "products", hc_stock_products(lines, n));
-	hc_bind(&args, "quantities", hc_stock_quantities(lines, n));
+	hc_stock_bind_lines(&args, lines, n, false);
 	hc_bind_text(&args, "key", key);
 	if (hc_idempotency_run(&call, &args, n, key, &fp, &known))
 	{
@@ -393,9 +392,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 
 	r.id = hc_new_reservation_id(call.now);
 	hc_args(&args, &insert_order);
-	hc_bind(&args, "products", hc_stock_products(lines, n));
-	hc_bind(&args, "quantities", hc_stock_quantities(lines, n));
-	hc_bind(&args, "parts", hc_stock_line_parts(lines, n));
+	hc_stock_bind_lines(&args, lines, n, true);
 	hc_bind_text(&args, "reservation_id", r.id);
 	hc_bind_text(&args, "buyer_id", buyer_id);
 	hc_bind_text(&args, "key", key);

@@ -123,9 +123,7 @@ extern void hc_stock_insufficient(const char *product_id, int32 qty, int32 stock
 extern Datum hc_stock_result(FunctionCallInfo fcinfo, const StockReservation *r);
 extern StockLine *hc_stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines);
 extern Datum hc_stock_parts_array(const int16 *parts, int n);
-extern Datum hc_stock_products(const StockLine *lines, int n);
-extern Datum hc_stock_quantities(const StockLine *lines, int n);
-extern Datum hc_stock_line_parts(const StockLine *lines, int n);
+extern void hc_stock_bind_lines(HcArgs *args, const StockLine *lines, int n, bool parts);
 
 /* lines.c */
 extern void hc_stock_not_found(const char *product_id, const char *reservation_id);

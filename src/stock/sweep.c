@@ -223,8 +223,7 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 
 	hc_args(&args, &expired_products);
 	hc_bind_text(&args, "from", counts->products_from);
-	hc_bind(&args, "lines_from",
-			TimestampTzGetDatum(counts->lines_resumed ? counts->lines_from : DT_NOBEGIN));
+	hc_bind(&args, "lines_from", TimestampTzGetDatum(hc_sweep_from(&counts->lines)));
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
 	n = hc_run(call, &args, SPI_OK_SELECT);
 	products = palloc(sizeof(char *) * (n + 1));
@@ -253,8 +252,8 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 		}
 		if (nheld == 0)
 			continue;
-		if (counts->lines_resumed && strcmp(products[i], counts->products_from) == 0)
-			lines_from = counts->lines_from;
+		if (counts->lines.resumed && strcmp(products[i], counts->products_from) == 0)
+			lines_from = counts->lines.at;
 		if (hc_stock_reclaim_as(call, products[i], hc_stock_parts_array(held, nheld), PG_INT64_MAX,
 							 lines_from, "expire", "sweep", &done) == 0)
 			continue;
@@ -268,13 +267,13 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 		hc_notify("product", products[i], "AVAILABLE");
 	}
 
-	counts->lines_resumed = false;
+	counts->lines.resumed = false;
 	if (more >= 0)
 	{
 		strlcpy(counts->products_from, products[more], sizeof(counts->products_from));
 		/* an id longer than the buffer starts at its prefix, without resuming its lines */
-		counts->lines_resumed = strcmp(counts->products_from, products[more]) == 0;
-		counts->lines_from = more_from;
+		counts->lines.resumed = strcmp(counts->products_from, products[more]) == 0;
+		counts->lines.at = more_from;
 	}
 	else if (n < (uint64) batch_size)
 		counts->lines_done = true;
@@ -320,23 +319,10 @@ static HcStatement end_orders = {
 static void
 stock_sweep_orders(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HcArgs		args;
 	uint64		n;
-	uint64		i;
 
-	hc_args(&args, &end_orders);
-	hc_bind(&args, "from",
-			TimestampTzGetDatum(counts->orders_resumed ? counts->orders_from : DT_NOBEGIN));
-	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	n = hc_run(call, &args, SPI_OK_UPDATE_RETURNING);
-	for (i = 0; i < n; i++)
-	{
-		TimestampTz expires_at = hc_timestamptz((int) i, "expires_at");
-
-		if (!counts->orders_resumed || expires_at > counts->orders_from)
-			counts->orders_from = expires_at;
-		counts->orders_resumed = true;
-	}
+	n = hc_sweep_run(call, &end_orders, "from", &counts->orders, batch_size,
+					 SPI_OK_UPDATE_RETURNING);
 	counts->expired_reservations += (int64) n;
 	if (n < (uint64) batch_size)
 		counts->orders_done = true;
