@@ -23,6 +23,9 @@
 workers=${HC_LOCK_WORKERS:-50}
 block_workers=${HC_LOCK_BLOCK_WORKERS:-10}
 seconds=${HC_LOCK_SECONDS:-8}
+# Each worker in blocks runs at least this many blocks, however long a loaded machine takes:
+# a third of them have the 5 ms timeout, which must strike some calls.
+min_blocks=${HC_LOCK_MIN_BLOCKS:-12}
 server_log=${TMPDIR:-/tmp}/holdcommit-$PGPORT/server.log
 load_setup hc_load_locks "$workers"
 
@@ -114,7 +117,7 @@ PSQL
 # release in autocommit.
 block_iteration() {
     cat <<'PSQL'
-SELECT extract(epoch FROM clock_timestamp()) < :deadline AS go,
+SELECT extract(epoch FROM clock_timestamp()) < :deadline OR :n < :min_blocks AS go, :n + 1 AS n,
        'lk-' || (1 + floor(random() * 5))::int AS res,
        'b' || :w || '-' || md5(random()::text) AS owner,
        random() < 0.5 AS roll_back, random() < 0.33 AS tight \gset
@@ -161,6 +164,8 @@ PSQL
 {
     echo '\set ON_ERROR_STOP 0'
     echo '\set VERBOSITY sqlstate'
+    echo "\\set n 0"
+    echo "\\set min_blocks $min_blocks"
     for _ in $(seq 1 200); do block_iteration; done
 } >"$work/block.sql"
 log_start=$( [ -f "$server_log" ] && wc -c <"$server_log" || echo 0)
