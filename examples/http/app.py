@@ -451,14 +451,6 @@ STOCK_SELECT = """
       FROM hc_stock_reservations r WHERE r.id = %s"""
 
 
-async def read_one(sql, args):
-    async with pool.connection() as conn:
-        try:
-            return await (await conn.execute(sql, args)).fetchone()
-        except psycopg.Error as e:
-            raise error_from(e) from e
-
-
 async def read_all(sql, args):
     async with pool.connection() as conn:
         try:
@@ -467,8 +459,29 @@ async def read_all(sql, args):
             raise error_from(e) from e
 
 
+async def read_one(sql, args):
+    """The row of a statement that selects at most one, or None."""
+    rows = await read_all(sql, args)
+    return rows[0] if rows else None
+
+
 def not_found(message):
     return error_problem(NotFound(message, "RS006"))
+
+
+async def one(select_sql, id_, kind, body):
+    """GET of one thing by its id: its body, or a 404 that names it."""
+    row = await read_one(select_sql, [id_])
+    if row is None:
+        return not_found(f'{kind} "{id_}" does not exist')
+    return body(row)
+
+
+async def page(select_sql, args, limit, name, body):
+    """GET of a list: select_sql (the rows after the cursor, in order of their id) cut to the
+    limit, which is clamped to 1..MAX_LIST_LIMIT, as {name: [body, ...]}."""
+    rows = await read_all(f"{select_sql} LIMIT %s", [*args, max(1, min(limit, MAX_LIST_LIMIT))])
+    return {name: [body(r) for r in rows]}
 
 
 @app.get("/v1/reservations/{reservation_id}")
@@ -482,9 +495,10 @@ async def get_reservation(reservation_id: str):
 
 @app.get("/v1/stock-reservations/{reservation_id}")
 async def get_stock_reservation(reservation_id: str):
-    row = await read_one(STOCK_SELECT, [reservation_id])
-    if row is None:
-        return not_found(f'reservation "{reservation_id}" does not exist')
+    return await one(STOCK_SELECT, reservation_id, "reservation", stock_row_body)
+
+
+def stock_row_body(row):
     items = tuple(Item(line["product_id"], line["qty"]) for line in row[3])
     return stock_body(StockReservation(row[0], row[1], row[2], items, row[4], row[5], replayed=False))
 
@@ -505,19 +519,14 @@ def asset_body(r):
 
 @app.get("/v1/assets")
 async def list_assets(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT, available: bool | None = None):
-    limit = max(1, min(limit, MAX_LIST_LIMIT))
-    rows = await read_all(f"SELECT * FROM ({ASSET_SELECT} WHERE id > %s) a"
-                          " WHERE %s::boolean IS NULL OR a.available = %s ORDER BY a.id LIMIT %s",
-                          [after, available, available, limit])
-    return {"assets": [asset_body(r) for r in rows]}
+    return await page(f"SELECT * FROM ({ASSET_SELECT} WHERE id > %s) a"
+                      " WHERE %s::boolean IS NULL OR a.available = %s ORDER BY a.id",
+                      [after, available, available], limit, "assets", asset_body)
 
 
 @app.get("/v1/assets/{asset_id}")
 async def get_asset(asset_id: str):
-    row = await read_one(f"{ASSET_SELECT} WHERE id = %s", [asset_id])
-    if row is None:
-        return not_found(f'asset "{asset_id}" does not exist')
-    return asset_body(row)
+    return await one(f"{ASSET_SELECT} WHERE id = %s", asset_id, "asset", asset_body)
 
 
 # Counted stock ---------------------------------------------------------------------------
@@ -570,18 +579,13 @@ def product_body(r):
 
 @app.get("/v1/products")
 async def list_products(after: str = "", limit: Limit = DEFAULT_LIST_LIMIT):
-    limit = max(1, min(limit, MAX_LIST_LIMIT))
-    rows = await read_all(f"{PRODUCT_SELECT} WHERE i.product_id > %s ORDER BY i.product_id LIMIT %s",
-                          [after, limit])
-    return {"products": [product_body(r) for r in rows]}
+    return await page(f"{PRODUCT_SELECT} WHERE i.product_id > %s ORDER BY i.product_id",
+                      [after], limit, "products", product_body)
 
 
 @app.get("/v1/products/{product_id}")
 async def get_product(product_id: str):
-    row = await read_one(f"{PRODUCT_SELECT} WHERE i.product_id = %s", [product_id])
-    if row is None:
-        return not_found(f'product "{product_id}" does not exist')
-    return product_body(row)
+    return await one(f"{PRODUCT_SELECT} WHERE i.product_id = %s", product_id, "product", product_body)
 
 
 @app.get("/healthz")

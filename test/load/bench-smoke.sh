@@ -43,6 +43,13 @@ smoke_run() {
     if [ -s "$work/stderr" ]; then sed 's/^/#   /' "$work/stderr" | head -5; fi
 }
 
+# check_run SCENARIO VARIANT SECONDS CLIENTS WHAT SED-SCRIPT WANT: one run with
+# synchronous_commit off (smoke_run), its result line checked (check_line).
+check_run() {
+    smoke_run "$1" "$2" off "$3" "$4"
+    check_line "$5" "$6" "$7"
+}
+
 # run_smoke SCENARIO VARIANT SYNC [DRIVER-ARGS...]: one short run with CLIENTS
 # clients (default 2), checked; EXPECT_CALLS: the calls it makes (default $calls)
 run_smoke() {
@@ -81,8 +88,7 @@ check "memory: four samples of the backend's memory contexts" "$(echo "$mem" | w
 # the tables agree (hc_check() empty for holdcommit).
 bench_sold_out_stock=300
 for variant in $(bench_variants sold_out); do
-    smoke_run sold_out "$variant" off 10 4
-    check_line "sold_out/$variant/off: 300 units sold, each once, one RS002 per client, the tables agree" \
+    check_run sold_out "$variant" 10 4 "sold_out/$variant/off: 300 units sold, each once, one RS002 per client, the tables agree" \
         's/^label=([^ ]*) .* outcomes=([^ ]*) .*failed_clients=([0-9]+) (stock=.*) timeout_s=[0-9.]+$/\1 \2 \3 \4/p' \
         "sold_out/$variant/off 00000:300,RS002:4 0 stock=300 reserved=300 reservations=300 ledger=300 check=0 sold_out=yes exact=yes"
     # An oversold product (one unit more reserved than sold) is not exact.
@@ -95,8 +101,7 @@ for variant in $(bench_variants sold_out); do
 done
 # With a timeout too short for the sale: reported as not sold out.
 bench_sold_out_stock=100000 bench_sold_out_timeout=0.2
-smoke_run sold_out holdcommit off 10 2
-check_line "sold_out: a run past its timeout is reported as not sold out" \
+check_run sold_out holdcommit 10 2 "sold_out: a run past its timeout is reported as not sold out" \
     's/.* (sold_out=[a-z]+ exact=[a-z]+) timeout_s=0.2$/\1/p' "sold_out=no exact=no"
 bench_sold_out_timeout=120
 
@@ -104,8 +109,7 @@ bench_sold_out_timeout=120
 # live clients hold and release; then one that cannot finish in 10 ms.
 bench_sweep_holds=500
 for variant in $(bench_variants sweep); do
-    smoke_run sweep "$variant" off 1 2
-    check_line "sweep/$variant/off: the backlog swept by hand, every live call 00000, with and without the sweep" \
+    check_run sweep "$variant" 1 2 "sweep/$variant/off: the backlog swept by hand, every live call 00000, with and without the sweep" \
         's/^label=([^ ]*) .* outcomes=([0-9]+):[0-9]+ .*failed_clients=([0-9]+) stmt_s=[0-9.]+ stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) base_calls=[0-9]+ base_calls_per_s=[0-9.]+ base_p50_ms=[0-9.]+ base_p99_ms=[0-9.]+ base_max_ms=[0-9.]+ base_outcomes=([0-9]+):[0-9]+ holds=([0-9]+) .*/\1 \2 \3 \4 \5 \6 \7/p' \
         "sweep/$variant/off 00000 0 00000 500 00000 500"
 done
@@ -113,8 +117,7 @@ check "sweep: the extension's tables are a new install's again afterwards" \
     "$(echo "SELECT count(*) FROM hc_assets UNION ALL SELECT count(*) FROM pg_class c
             WHERE c.relkind = 'r' AND c.relname LIKE 'hc\_%' AND c.reloptions IS NOT NULL" | bq | tr '\n' ' ')" "0 0 "
 bench_sweep_holds=2000 bench_sweep_timeout=0.01
-smoke_run sweep fresh off 1 2
-check_line "sweep: a sweep past its statement_timeout is reported as one (57014)" \
+check_run sweep fresh 1 2 "sweep: a sweep past its statement_timeout is reported as one (57014)" \
     's/.* stmt_outcome=([0-9A-Z]+) stmt_result=([^ ]*) .*/\1 \2/p' "57014 none"
 bench_sweep_timeout=60
 

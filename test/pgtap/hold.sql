@@ -32,12 +32,8 @@ SELECT is(:'h1_replayed'::boolean, false, 'hold: a new hold is not a replay');
 SELECT is(:'h1_status'::text, 'HELD', 'hold: status HELD');
 SELECT is(:'h1_asset_id'::text, 'A1', 'hold: returns the asset');
 SELECT is(:'h1_buyer_id'::text, 'buyer-1', 'hold: returns the buyer');
-SELECT matches(:'h1_reservation_id'::text, '^res_[0-9A-HJKMNP-TV-Z]{26}$',
-               'hold: reservation id is res_ + a 26-character Crockford ULID');
-SELECT ok(:'h1_created_at'::timestamptz BETWEEN :'t0'::timestamptz AND :'t1'::timestamptz,
-          'hold: created_at is the clock during the call');
-SELECT is(:'h1_expires_at'::timestamptz - :'h1_created_at'::timestamptz, '10 minutes'::interval,
-          'hold: expires_at = created_at + ttl');
+SELECT pg_temp.new_reservation('hold', :'h1_reservation_id', :'h1_created_at', :'h1_expires_at',
+                               :'t0', :'t1', '10 minutes');
 SELECT results_eq(
     format('SELECT status, current_reservation_id, hold_expires_at FROM hc_assets WHERE id = %L', 'A1'),
     format('VALUES (%L, %L, %L::timestamptz)', 'HELD', :'h1_reservation_id', :'h1_expires_at'),
@@ -287,12 +283,7 @@ SELECT results_eq(
     $$SELECT status, current_reservation_id FROM hc_assets WHERE id = 'A-recl'$$,
     format('VALUES (%L, %L)', 'HELD', :'recl2_reservation_id'),
     'reclaim: the asset is HELD by the new reservation');
-SELECT throws_ok(format('SELECT hc_commit(%L)', :'recl1_reservation_id'), 'RS003',
-                 NULL, 'reclaim: the old buyer''s commit throws RS003');
-SELECT throws_ok(format('SELECT hc_commit(%L, true)', :'recl1_reservation_id'), 'RS003',
-                 NULL, 'reclaim: ... even with late_ok');
-SELECT r.* FROM hc_release(:'recl1_reservation_id') r \gset recl1r_
-SELECT is(:'recl1r_status'::text, 'EXPIRED', 'reclaim: releasing the old reservation returns it EXPIRED');
+SELECT pg_temp.reclaimed_ends(:'recl1_reservation_id', 'commit', 'release', 'releasing', '');
 SELECT results_eq(
     $$SELECT status, current_reservation_id FROM hc_assets WHERE id = 'A-recl'$$,
     format('VALUES (%L, %L)', 'HELD', :'recl2_reservation_id'),

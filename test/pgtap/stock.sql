@@ -92,12 +92,8 @@ SELECT is(:'r1_replayed'::boolean, false, 'reserve: a new reservation is not a r
 SELECT is(:'r1_status'::text, 'RESERVED', 'reserve: status RESERVED');
 SELECT is(:'r1_buyer_id'::text, 'buyer-1', 'reserve: returns the buyer');
 SELECT is(:'r1_items'::jsonb, '[{"product_id": "P1", "qty": 3}]'::jsonb, 'reserve: returns the items');
-SELECT matches(:'r1_reservation_id'::text, '^res_[0-9A-HJKMNP-TV-Z]{26}$',
-               'reserve: reservation id is res_ + a 26-character Crockford ULID');
-SELECT ok(:'r1_created_at'::timestamptz BETWEEN :'t0'::timestamptz AND :'t1'::timestamptz,
-          'reserve: created_at is the clock during the call');
-SELECT is(:'r1_expires_at'::timestamptz - :'r1_created_at'::timestamptz, '10 minutes'::interval,
-          'reserve: expires_at = created_at + ttl');
+SELECT pg_temp.new_reservation('reserve', :'r1_reservation_id', :'r1_created_at', :'r1_expires_at',
+                               :'t0', :'t1', '10 minutes');
 SELECT is(pg_temp.inv('P1'), 'stock 10 reserved 3 available 7', 'reserve: reserved goes up at once');
 SELECT results_eq(
     format('SELECT buyer_id, idempotency_key, status, expires_at, created_at
@@ -425,12 +421,8 @@ SELECT results_eq(
                     ('reserve', 2, 0, 'call', %2$L, 'buyer-recl-2')$$,
            :'recl1_reservation_id', :'recl2_reservation_id'),
     'reclaim: ledger reserve, reclaim (source reclaim), reserve');
-SELECT throws_ok(format('SELECT hc_finalize(%L)', :'recl1_reservation_id'), 'RS003',
-                 NULL, 'reclaim: the old buyer''s finalize throws RS003');
-SELECT throws_ok(format('SELECT hc_finalize(%L, true)', :'recl1_reservation_id'), 'RS003',
-                 NULL, 'reclaim: ... even with late_ok (the stock is gone)');
-SELECT r.* FROM hc_unreserve(:'recl1_reservation_id') r \gset recl1u_
-SELECT is(:'recl1u_status'::text, 'EXPIRED', 'reclaim: unreserving the old reservation returns it EXPIRED');
+SELECT pg_temp.reclaimed_ends(:'recl1_reservation_id', 'finalize', 'unreserve', 'unreserving',
+                              ' (the stock is gone)');
 SELECT is(pg_temp.inv('P-recl'), 'stock 2 reserved 2 available 0',
           'reclaim: unreserving the old reservation does not free the new buyer''s units');
 SELECT is_empty('SELECT * FROM hc_check()', 'reclaim: hc_check() is empty');
