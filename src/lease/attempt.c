@@ -230,11 +230,11 @@ attempt_ledger(HcCall *call, const char *resource, const char *event, const char
 
 /* The detail every guard row of a lease holder starts with. */
 static void
-attempt_detail_holder(StringInfo detail, const char *owner, int64 token)
+attempt_detail_holder(StringInfo detail, const HcLeaseHolder *holder)
 {
 	hc_detail_init(detail);
-	hc_detail_text(detail, "owner", owner);
-	hc_detail_int(detail, "token", token);
+	hc_detail_text(detail, "owner", holder->owner);
+	hc_detail_int(detail, "token", holder->token);
 }
 
 /*
@@ -244,13 +244,13 @@ attempt_detail_holder(StringInfo detail, const char *owner, int64 token)
  * can share them, and a caller whose answer was lost never saw the marker.
  */
 static bool
-attempt_same_request(HcCall *call, const Attempt *a, const char *owner, int64 token,
+attempt_same_request(HcCall *call, const Attempt *a, const HcLeaseHolder *holder,
 					 const char *request_key)
 {
 	HcArgs		args;
 
-	if (request_key == NULL || a->last_owner == NULL || strcmp(a->last_owner, owner) != 0 ||
-		a->last_token != token)
+	if (request_key == NULL || a->last_owner == NULL ||
+		strcmp(a->last_owner, holder->owner) != 0 || a->last_token != holder->token)
 		return false;
 	hc_args(&args, &same_request_key);
 	hc_bind_text(&args, "resource", a->resource);
@@ -270,12 +270,11 @@ attempt_same_request(HcCall *call, const Attempt *a, const char *owner, int64 to
 Datum
 hc_attempt_begin(PG_FUNCTION_ARGS)
 {
-	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
-	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
-	int64		token = hc_arg_token(fcinfo, 2, "token");
-	int64		cooldown = hc_arg_cooldown(fcinfo, 3, "cooldown");
-	int32		max_attempts = hc_arg_int(fcinfo, 4, "max_attempts");
+	HcLeaseHolder holder;
+	int64		cooldown;
+	int32		max_attempts;
 	char	   *request_key = NULL;
+	char	   *resource;
 	HcCall		call;
 	Attempt		a;
 	const char *outcome;
@@ -283,6 +282,10 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	HcArgs		args;
 	Datum		result;
 
+	hc_lease_holder_args(fcinfo, &holder);
+	resource = holder.resource;
+	cooldown = hc_arg_cooldown(fcinfo, 3, "cooldown");
+	max_attempts = hc_arg_int(fcinfo, 4, "max_attempts");
 	if (max_attempts < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -291,7 +294,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		request_key = hc_arg_key(fcinfo, 5, "request_key");
 	if (hc_lease_begin(&call, fcinfo, "hc_attempt_begin", resource, false, &result))
 		return result;
-	hc_lease_hold(&call, resource, owner, token);
+	hc_lease_hold(&call, &holder);
 	attempt_lock(&call, resource, &a);
 
 	if (strcmp(a.status, "COMPLETED") == 0)
@@ -299,7 +302,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	else if (strcmp(a.status, "MANUAL_REVIEW") == 0)
 		outcome = "MANUAL_REVIEW";
 	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown &&
-			 attempt_same_request(&call, &a, owner, token, request_key))
+			 attempt_same_request(&call, &a, &holder, request_key))
 	{
 		/*
 		 * Within the cooldown, the request that made the last attempt asks
@@ -317,7 +320,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
 		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
 		attempt_change(&call, &args, resource);
-		attempt_detail_holder(&detail, owner, token);
+		attempt_detail_holder(&detail, &holder);
 		hc_detail_int(&detail, "attempts", a.attempts);
 		hc_detail_int(&detail, "max_attempts", max_attempts);
 		attempt_ledger(&call, resource, "review", hc_detail_done(&detail));
@@ -330,22 +333,22 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		bool		keyed = hc_sql_at_least("0.3.0");
 
 		a.attempts++;
-		a.marker = psprintf("ATTEMPTED-%s-r%d-t" INT64_FORMAT, owner, a.attempts,
+		a.marker = psprintf("ATTEMPTED-%s-r%d-t" INT64_FORMAT, holder.owner, a.attempts,
 							hc_unix_ms(call.now));
 		a.last_attempt_at = call.now;
 		a.has_attempt = true;
 		hc_args(&args, keyed ? &record_attempt : &record_attempt_0_2);
 		hc_bind_text(&args, "resource", resource);
 		hc_bind_text(&args, "marker", a.marker);
-		hc_bind_text(&args, "owner", owner);
-		hc_bind(&args, "token", Int64GetDatum(token));
+		hc_bind_text(&args, "owner", holder.owner);
+		hc_bind(&args, "token", Int64GetDatum(holder.token));
 		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
 		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
 		if (keyed && request_key != NULL)
 			hc_bind_text(&args, "request_key", request_key);
 		else if (keyed)
 			hc_bind_null(&args, "request_key");
-		attempt_detail_holder(&detail, owner, token);
+		attempt_detail_holder(&detail, &holder);
 		hc_detail_int(&detail, "attempt", a.attempts);
 		hc_detail_text(&detail, "marker", a.marker);
 		hc_bind_text(&args, "detail", hc_detail_done(&detail));
@@ -378,16 +381,18 @@ attempt_completed_otherwise(const Attempt *a, const char *external_ref)
 Datum
 hc_attempt_complete(PG_FUNCTION_ARGS)
 {
-	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
-	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
-	int64		token = hc_arg_token(fcinfo, 2, "token");
-	char	   *external_ref = hc_arg_key(fcinfo, 3, "external_ref");
+	HcLeaseHolder holder;
+	char	   *resource;
+	char	   *external_ref;
 	HcCall		call;
 	Attempt		a;
 	HcArgs		args;
 	StringInfoData detail;
 	Datum		result;
 
+	hc_lease_holder_args(fcinfo, &holder);
+	resource = holder.resource;
+	external_ref = hc_arg_key(fcinfo, 3, "external_ref");
 	if (hc_lease_begin(&call, fcinfo, "hc_attempt_complete", resource, false, &result))
 		return result;
 
@@ -404,7 +409,7 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 		}
 	}
 
-	hc_lease_hold(&call, resource, owner, token);
+	hc_lease_hold(&call, &holder);
 	attempt_lock(&call, resource, &a);
 	if (strcmp(a.status, "COMPLETED") == 0)
 	{
@@ -418,7 +423,7 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 		hc_bind_text(&args, "external_ref", external_ref);
 		attempt_change(&call, &args, resource);
 		a.external_ref = external_ref;
-		attempt_detail_holder(&detail, owner, token);
+		attempt_detail_holder(&detail, &holder);
 		hc_detail_text(&detail, "external_ref", external_ref);
 		hc_detail_int(&detail, "attempts", a.attempts);
 		attempt_ledger(&call, resource, "complete", hc_detail_done(&detail));
