@@ -274,7 +274,6 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	int64		cooldown;
 	int32		max_attempts;
 	char	   *request_key = NULL;
-	char	   *resource;
 	HcCall		call;
 	Attempt		a;
 	const char *outcome;
@@ -283,7 +282,6 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	hc_lease_holder_args(fcinfo, &holder);
-	resource = holder.resource;
 	cooldown = hc_arg_cooldown(fcinfo, 3, "cooldown");
 	max_attempts = hc_arg_int(fcinfo, 4, "max_attempts");
 	if (max_attempts < 1)
@@ -292,10 +290,10 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 				 errmsg("max_attempts must be at least 1")));
 	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
 		request_key = hc_arg_key(fcinfo, 5, "request_key");
-	if (hc_lease_begin(&call, fcinfo, "hc_attempt_begin", resource, false, &result))
+	if (hc_lease_begin(&call, fcinfo, "hc_attempt_begin", holder.resource, false, &result))
 		return result;
 	hc_lease_hold(&call, &holder);
-	attempt_lock(&call, resource, &a);
+	attempt_lock(&call, holder.resource, &a);
 
 	if (strcmp(a.status, "COMPLETED") == 0)
 		outcome = "COMPLETED";
@@ -316,14 +314,14 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	{
 		/* The cap is reached: nothing more to wait for, a human decides. */
 		hc_args(&args, &await_review);
-		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "resource", holder.resource);
 		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
 		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
-		attempt_change(&call, &args, resource);
+		attempt_change(&call, &args, holder.resource);
 		attempt_detail_holder(&detail, &holder);
 		hc_detail_int(&detail, "attempts", a.attempts);
 		hc_detail_int(&detail, "max_attempts", max_attempts);
-		attempt_ledger(&call, resource, "review", hc_detail_done(&detail));
+		attempt_ledger(&call, holder.resource, "review", hc_detail_done(&detail));
 		outcome = "MANUAL_REVIEW";
 	}
 	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown)
@@ -338,7 +336,7 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		a.last_attempt_at = call.now;
 		a.has_attempt = true;
 		hc_args(&args, keyed ? &record_attempt : &record_attempt_0_2);
-		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "resource", holder.resource);
 		hc_bind_text(&args, "marker", a.marker);
 		hc_bind_text(&args, "owner", holder.owner);
 		hc_bind(&args, "token", Int64GetDatum(holder.token));
@@ -353,7 +351,8 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		hc_detail_text(&detail, "marker", a.marker);
 		hc_bind_text(&args, "detail", hc_detail_done(&detail));
 		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
-			elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
+			elog(ERROR, "attempts of resource \"%s\" changed under their lock",
+				 holder.resource);
 		outcome = "PROCEED";
 	}
 	hc_call_end(&call);
@@ -382,7 +381,6 @@ Datum
 hc_attempt_complete(PG_FUNCTION_ARGS)
 {
 	HcLeaseHolder holder;
-	char	   *resource;
 	char	   *external_ref;
 	HcCall		call;
 	Attempt		a;
@@ -391,17 +389,16 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	hc_lease_holder_args(fcinfo, &holder);
-	resource = holder.resource;
 	external_ref = hc_arg_key(fcinfo, 3, "external_ref");
-	if (hc_lease_begin(&call, fcinfo, "hc_attempt_complete", resource, false, &result))
+	if (hc_lease_begin(&call, fcinfo, "hc_attempt_complete", holder.resource, false, &result))
 		return result;
 
 	/* A replay: the outcome is already recorded, exactly so. */
 	hc_args(&args, &peek_attempts);
-	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "resource", holder.resource);
 	if (hc_run(&call, &args, SPI_OK_SELECT) == 1)
 	{
-		attempt_read(&call, resource, &a);
+		attempt_read(&call, holder.resource, &a);
 		if (strcmp(a.status, "COMPLETED") == 0 && strcmp(a.external_ref, external_ref) == 0)
 		{
 			hc_call_end(&call);
@@ -410,7 +407,7 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	}
 
 	hc_lease_hold(&call, &holder);
-	attempt_lock(&call, resource, &a);
+	attempt_lock(&call, holder.resource, &a);
 	if (strcmp(a.status, "COMPLETED") == 0)
 	{
 		if (strcmp(a.external_ref, external_ref) != 0)
@@ -419,14 +416,14 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	else
 	{
 		hc_args(&args, &complete_attempts);
-		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "resource", holder.resource);
 		hc_bind_text(&args, "external_ref", external_ref);
-		attempt_change(&call, &args, resource);
+		attempt_change(&call, &args, holder.resource);
 		a.external_ref = external_ref;
 		attempt_detail_holder(&detail, &holder);
 		hc_detail_text(&detail, "external_ref", external_ref);
 		hc_detail_int(&detail, "attempts", a.attempts);
-		attempt_ledger(&call, resource, "complete", hc_detail_done(&detail));
+		attempt_ledger(&call, holder.resource, "complete", hc_detail_done(&detail));
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(attempt_result(fcinfo, &a, "COMPLETED"));
