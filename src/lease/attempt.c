@@ -230,11 +230,11 @@ attempt_ledger(HcCall *call, const char *resource, const char *event, const char
 
 /* The detail every guard row of a lease holder starts with. */
 static void
-attempt_detail_holder(StringInfo detail, const char *owner, int64 token)
+attempt_detail_holder(StringInfo detail, const HcLeaseHolder *holder)
 {
 	hc_detail_init(detail);
-	hc_detail_text(detail, "owner", owner);
-	hc_detail_int(detail, "token", token);
+	hc_detail_text(detail, "owner", holder->owner);
+	hc_detail_int(detail, "token", holder->token);
 }
 
 /*
@@ -244,13 +244,13 @@ attempt_detail_holder(StringInfo detail, const char *owner, int64 token)
  * can share them, and a caller whose answer was lost never saw the marker.
  */
 static bool
-attempt_same_request(HcCall *call, const Attempt *a, const char *owner, int64 token,
+attempt_same_request(HcCall *call, const Attempt *a, const HcLeaseHolder *holder,
 					 const char *request_key)
 {
 	HcArgs		args;
 
-	if (request_key == NULL || a->last_owner == NULL || strcmp(a->last_owner, owner) != 0 ||
-		a->last_token != token)
+	if (request_key == NULL || a->last_owner == NULL ||
+		strcmp(a->last_owner, holder->owner) != 0 || a->last_token != holder->token)
 		return false;
 	hc_args(&args, &same_request_key);
 	hc_bind_text(&args, "resource", a->resource);
@@ -270,11 +270,9 @@ attempt_same_request(HcCall *call, const Attempt *a, const char *owner, int64 to
 Datum
 hc_attempt_begin(PG_FUNCTION_ARGS)
 {
-	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
-	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
-	int64		token = hc_arg_token(fcinfo, 2, "token");
-	int64		cooldown = hc_arg_cooldown(fcinfo, 3, "cooldown");
-	int32		max_attempts = hc_arg_int(fcinfo, 4, "max_attempts");
+	HcLeaseHolder holder;
+	int64		cooldown;
+	int32		max_attempts;
 	char	   *request_key = NULL;
 	HcCall		call;
 	Attempt		a;
@@ -283,23 +281,26 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	HcArgs		args;
 	Datum		result;
 
+	hc_lease_holder_args(fcinfo, &holder);
+	cooldown = hc_arg_cooldown(fcinfo, 3, "cooldown");
+	max_attempts = hc_arg_int(fcinfo, 4, "max_attempts");
 	if (max_attempts < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_attempts must be at least 1")));
 	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
 		request_key = hc_arg_key(fcinfo, 5, "request_key");
-	if (hc_lease_begin(&call, fcinfo, "hc_attempt_begin", resource, false, &result))
+	if (hc_lease_begin(&call, fcinfo, "hc_attempt_begin", holder.resource, false, &result))
 		return result;
-	hc_lease_hold(&call, resource, owner, token);
-	attempt_lock(&call, resource, &a);
+	hc_lease_hold(&call, &holder);
+	attempt_lock(&call, holder.resource, &a);
 
 	if (strcmp(a.status, "COMPLETED") == 0)
 		outcome = "COMPLETED";
 	else if (strcmp(a.status, "MANUAL_REVIEW") == 0)
 		outcome = "MANUAL_REVIEW";
 	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown &&
-			 attempt_same_request(&call, &a, owner, token, request_key))
+			 attempt_same_request(&call, &a, &holder, request_key))
 	{
 		/*
 		 * Within the cooldown, the request that made the last attempt asks
@@ -313,14 +314,14 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 	{
 		/* The cap is reached: nothing more to wait for, a human decides. */
 		hc_args(&args, &await_review);
-		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "resource", holder.resource);
 		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
 		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
-		attempt_change(&call, &args, resource);
-		attempt_detail_holder(&detail, owner, token);
+		attempt_change(&call, &args, holder.resource);
+		attempt_detail_holder(&detail, &holder);
 		hc_detail_int(&detail, "attempts", a.attempts);
 		hc_detail_int(&detail, "max_attempts", max_attempts);
-		attempt_ledger(&call, resource, "review", hc_detail_done(&detail));
+		attempt_ledger(&call, holder.resource, "review", hc_detail_done(&detail));
 		outcome = "MANUAL_REVIEW";
 	}
 	else if (a.attempts > 0 && call.now - a.last_attempt_at < cooldown)
@@ -330,27 +331,28 @@ hc_attempt_begin(PG_FUNCTION_ARGS)
 		bool		keyed = hc_sql_at_least("0.3.0");
 
 		a.attempts++;
-		a.marker = psprintf("ATTEMPTED-%s-r%d-t" INT64_FORMAT, owner, a.attempts,
+		a.marker = psprintf("ATTEMPTED-%s-r%d-t" INT64_FORMAT, holder.owner, a.attempts,
 							hc_unix_ms(call.now));
 		a.last_attempt_at = call.now;
 		a.has_attempt = true;
 		hc_args(&args, keyed ? &record_attempt : &record_attempt_0_2);
-		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "resource", holder.resource);
 		hc_bind_text(&args, "marker", a.marker);
-		hc_bind_text(&args, "owner", owner);
-		hc_bind(&args, "token", Int64GetDatum(token));
+		hc_bind_text(&args, "owner", holder.owner);
+		hc_bind(&args, "token", Int64GetDatum(holder.token));
 		hc_bind(&args, "cooldown", PG_GETARG_DATUM(3));
 		hc_bind(&args, "max_attempts", Int32GetDatum(max_attempts));
 		if (keyed && request_key != NULL)
 			hc_bind_text(&args, "request_key", request_key);
 		else if (keyed)
 			hc_bind_null(&args, "request_key");
-		attempt_detail_holder(&detail, owner, token);
+		attempt_detail_holder(&detail, &holder);
 		hc_detail_int(&detail, "attempt", a.attempts);
 		hc_detail_text(&detail, "marker", a.marker);
 		hc_bind_text(&args, "detail", hc_detail_done(&detail));
 		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
-			elog(ERROR, "attempts of resource \"%s\" changed under their lock", resource);
+			elog(ERROR, "attempts of resource \"%s\" changed under their lock",
+				 holder.resource);
 		outcome = "PROCEED";
 	}
 	hc_call_end(&call);
@@ -378,25 +380,25 @@ attempt_completed_otherwise(const Attempt *a, const char *external_ref)
 Datum
 hc_attempt_complete(PG_FUNCTION_ARGS)
 {
-	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
-	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
-	int64		token = hc_arg_token(fcinfo, 2, "token");
-	char	   *external_ref = hc_arg_key(fcinfo, 3, "external_ref");
+	HcLeaseHolder holder;
+	char	   *external_ref;
 	HcCall		call;
 	Attempt		a;
 	HcArgs		args;
 	StringInfoData detail;
 	Datum		result;
 
-	if (hc_lease_begin(&call, fcinfo, "hc_attempt_complete", resource, false, &result))
+	hc_lease_holder_args(fcinfo, &holder);
+	external_ref = hc_arg_key(fcinfo, 3, "external_ref");
+	if (hc_lease_begin(&call, fcinfo, "hc_attempt_complete", holder.resource, false, &result))
 		return result;
 
 	/* A replay: the outcome is already recorded, exactly so. */
 	hc_args(&args, &peek_attempts);
-	hc_bind_text(&args, "resource", resource);
+	hc_bind_text(&args, "resource", holder.resource);
 	if (hc_run(&call, &args, SPI_OK_SELECT) == 1)
 	{
-		attempt_read(&call, resource, &a);
+		attempt_read(&call, holder.resource, &a);
 		if (strcmp(a.status, "COMPLETED") == 0 && strcmp(a.external_ref, external_ref) == 0)
 		{
 			hc_call_end(&call);
@@ -404,8 +406,8 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 		}
 	}
 
-	hc_lease_hold(&call, resource, owner, token);
-	attempt_lock(&call, resource, &a);
+	hc_lease_hold(&call, &holder);
+	attempt_lock(&call, holder.resource, &a);
 	if (strcmp(a.status, "COMPLETED") == 0)
 	{
 		if (strcmp(a.external_ref, external_ref) != 0)
@@ -414,14 +416,14 @@ hc_attempt_complete(PG_FUNCTION_ARGS)
 	else
 	{
 		hc_args(&args, &complete_attempts);
-		hc_bind_text(&args, "resource", resource);
+		hc_bind_text(&args, "resource", holder.resource);
 		hc_bind_text(&args, "external_ref", external_ref);
-		attempt_change(&call, &args, resource);
+		attempt_change(&call, &args, holder.resource);
 		a.external_ref = external_ref;
-		attempt_detail_holder(&detail, owner, token);
+		attempt_detail_holder(&detail, &holder);
 		hc_detail_text(&detail, "external_ref", external_ref);
 		hc_detail_int(&detail, "attempts", a.attempts);
-		attempt_ledger(&call, resource, "complete", hc_detail_done(&detail));
+		attempt_ledger(&call, holder.resource, "complete", hc_detail_done(&detail));
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(attempt_result(fcinfo, &a, "COMPLETED"));

@@ -205,59 +205,69 @@ lease_run(HcCall *call, HcStatement *stmt, int expected, const char *resource)
 	return hc_run(call, &args, expected);
 }
 
+/* The holder that arguments 0-2 name: resource, owner, token, checked in that order. */
+void
+hc_lease_holder_args(FunctionCallInfo fcinfo, HcLeaseHolder *holder)
+{
+	holder->resource = hc_arg_id(fcinfo, 0, "resource");
+	holder->owner = hc_arg_id(fcinfo, 1, "owner");
+	holder->token = hc_arg_token(fcinfo, 2, "token");
+}
+
+/* A statement on the lease as its holder holds it. */
+static void
+lease_args(HcArgs *args, HcStatement *stmt, const HcLeaseHolder *holder)
+{
+	hc_args(args, stmt);
+	hc_bind_text(args, "resource", holder->resource);
+	hc_bind_text(args, "owner", holder->owner);
+	hc_bind(args, "token", Int64GetDatum(holder->token));
+}
+
 /*
- * Raise RS007: this owner and token do not hold the lease.  The detail says
- * what the lease is now.
+ * Run a statement on the lease as its holder holds it; RS007 if the holder
+ * does not hold it, with a detail that says what the lease is now.
  */
 static void
-lease_not_held(HcCall *call, const char *resource, const char *owner, int64 token)
+lease_as_holder(HcCall *call, HcStatement *stmt, int expected, const HcLeaseHolder *holder)
 {
+	const char *resource = holder->resource;
+	HcArgs		args;
 	char	   *detail;
 
+	lease_args(&args, stmt, holder);
+	if (hc_run(call, &args, expected) != 0)
+		return;
 	if (lease_run(call, &peek_lease, SPI_OK_SELECT, resource) == 0)
 		detail = psprintf("Resource \"%s\" has never been leased.", resource);
 	else
 	{
-		char	   *holder = hc_text(call, 0, "owner");
+		char	   *owner = hc_text(call, 0, "owner");
 		int64		current = hc_int64(0, "token");
 
-		if (holder == NULL)
+		if (owner == NULL)
 			detail = psprintf("The lease of resource \"%s\" is free; its last token is " INT64_FORMAT ".",
 							  resource, current);
 		else
 			detail = psprintf("Resource \"%s\" is leased to \"%s\" with token " INT64_FORMAT ".",
-							  resource, holder, current);
+							  resource, owner, current);
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_HC_LOCK_NOT_HELD),
 			 errmsg("lease of resource \"%s\" is not held by \"%s\" with token " INT64_FORMAT,
-					resource, owner, token),
+					resource, holder->owner, holder->token),
 			 errdetail_internal("%s", detail),
 			 errhint("Stop working on the resource: another worker may have taken it over. Acquire the lease again with hc_lock_acquire().")));
 }
 
-/* A statement on resource's lease as owner and token hold it. */
-static void
-lease_args(HcArgs *args, HcStatement *stmt, const char *resource, const char *owner, int64 token)
-{
-	hc_args(args, stmt);
-	hc_bind_text(args, "resource", resource);
-	hc_bind_text(args, "owner", owner);
-	hc_bind(args, "token", Int64GetDatum(token));
-}
-
 /*
- * Require the lease for the rest of the caller's statement (RS007 if this
- * owner and token do not hold it); a takeover waits until that commits.
+ * Require the lease for the rest of the caller's statement (RS007 if the
+ * holder does not hold it); a takeover waits until that commits.
  */
 void
-hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token)
+hc_lease_hold(HcCall *call, const HcLeaseHolder *holder)
 {
-	HcArgs		args;
-
-	lease_args(&args, &hold_lease, resource, owner, token);
-	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
-		lease_not_held(call, resource, owner, token);
+	lease_as_holder(call, &hold_lease, SPI_OK_SELECT, holder);
 }
 
 /*
@@ -742,18 +752,14 @@ hc_lock_acquire_session(PG_FUNCTION_ARGS)
 Datum
 hc_lock_heartbeat(PG_FUNCTION_ARGS)
 {
-	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
-	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
-	int64		token = hc_arg_token(fcinfo, 2, "token");
+	HcLeaseHolder holder;
 	HcCall		call;
-	HcArgs		args;
 	Datum		result;
 
-	if (hc_lease_begin(&call, fcinfo, "hc_lock_heartbeat", resource, false, &result))
+	hc_lease_holder_args(fcinfo, &holder);
+	if (hc_lease_begin(&call, fcinfo, "hc_lock_heartbeat", holder.resource, false, &result))
 		return result;
-	lease_args(&args, &beat_lease, resource, owner, token);
-	if (hc_run(&call, &args, SPI_OK_UPDATE_RETURNING) == 0)
-		lease_not_held(&call, resource, owner, token);
+	lease_as_holder(&call, &beat_lease, SPI_OK_UPDATE_RETURNING, &holder);
 	hc_call_end(&call);
 	PG_RETURN_TIMESTAMPTZ(call.now);
 }
@@ -766,23 +772,22 @@ hc_lock_heartbeat(PG_FUNCTION_ARGS)
 Datum
 hc_lock_release(PG_FUNCTION_ARGS)
 {
-	char	   *resource = hc_arg_id(fcinfo, 0, "resource");
-	char	   *owner = hc_arg_id(fcinfo, 1, "owner");
-	int64		token = hc_arg_token(fcinfo, 2, "token");
+	HcLeaseHolder holder;
 	HcCall		call;
 	HcArgs		args;
 	bool		released;
 	Datum		result;
 
-	if (hc_lease_begin(&call, fcinfo, "hc_lock_release", resource, false, &result))
+	hc_lease_holder_args(fcinfo, &holder);
+	if (hc_lease_begin(&call, fcinfo, "hc_lock_release", holder.resource, false, &result))
 	{
 		/* In the caller: a release that freed nothing leaves the binding as it is. */
 		if (!hc_autonomous_here() && DatumGetBool(result))
-			lease_session_let_go(resource);
+			lease_session_let_go(holder.resource);
 		return result;
 	}
-	lease_args(&args, &free_lease, resource, owner, token);
-	hc_bind_text(&args, "detail", lease_detail(owner, token, NULL));
+	lease_args(&args, &free_lease, &holder);
+	hc_bind_text(&args, "detail", lease_detail(holder.owner, holder.token, NULL));
 	released = hc_run(&call, &args, SPI_OK_INSERT_RETURNING) == 1;
 	hc_call_end(&call);
 	PG_RETURN_BOOL(released);

@@ -7,9 +7,21 @@
 
 #include "core/call.h"
 
+/*
+ * The holder of a lease as a call names it: arguments 0-2 of every call made
+ * under a lease (heartbeat, release, the attempt guard).
+ */
+typedef struct HcLeaseHolder
+{
+	char	   *resource;
+	char	   *owner;
+	int64		token;
+} HcLeaseHolder;
+
+extern void hc_lease_holder_args(FunctionCallInfo fcinfo, HcLeaseHolder *holder);
 extern bool hc_lease_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function,
 						   const char *resource, bool session, Datum *result);
-extern void hc_lease_hold(HcCall *call, const char *resource, const char *owner, int64 token);
+extern void hc_lease_hold(HcCall *call, const HcLeaseHolder *holder);
 extern bool hc_lease_lock(HcCall *call, const char *resource);
 extern bool hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq);
 
