@@ -4,10 +4,9 @@
 # ~100 ms.  Some workers "crash" (stop heartbeating and never release), some
 # stall past stale_after and come back.  Afterwards the ledger and the
 # workers' own log are audited:
-#   - at every instant at most one worker believed it held each resource
-#     with a valid token: the interval from a token's acquire to its last
-#     confirmed call (heartbeat, attempt, release) never overlaps the next
-#     token's interval;
+#   - at every point of the ledger at most one worker held each resource
+#     with a valid token: no attempt or release of a token comes after the
+#     next token's grant, and no heartbeat after its token's takeover;
 #   - tokens strictly increase per resource;
 #   - no attempt marker is lost: every PROCEED a worker saw is in the ledger
 #     and in hc_attempts.total_attempts.
@@ -142,6 +141,10 @@ ROLLBACK;
 \else
 COMMIT;
 \endif
+\if :ERROR
+\echo END-FAILED :SQLSTATE
+ROLLBACK;
+\endif
 SELECT true AS usable \gset
 \if :usable
 \else
@@ -190,7 +193,12 @@ check "workers met no error but RS007 (a fenced-off heartbeat or attempt)" "$une
 unexpected=$(cat "$work"/block-*.err | grep -vE 'ERROR:  (RS007|57014|25P02)$' | grep -c 'ERROR' || true)
 check "workers in blocks met no error but RS007, 57014 (their 5 ms timeout) and 25P02 (in a block a timeout aborted)" "$unexpected" "0"
 [ "$unexpected" != "0" ] && cat "$work"/block-*.err | grep -vE 'ERROR:  (RS007|57014|25P02)$' | sed 's/^psql:[^ ]* //' | sort | uniq -c | head -5 | sed 's/^/#   /'
-check "no session was left in an aborted state after its block" "$(cat "$work"/block-*.out | grep -c BROKEN-SESSION)" "0"
+# The 5 ms timeout may strike the COMMIT or ROLLBACK itself on a loaded machine, before it ends
+# the block: the worker then rolls back, as an application would; any other failure to end a
+# block counts.
+check "no session was left in an aborted state after its block" \
+    "$(cat "$work"/block-*.out | grep -e BROKEN-SESSION -e END-FAILED | grep -vc 'END-FAILED 57014$')" "0"
+echo "# blocks whose end the 5 ms timeout struck, then rolled back: $(cat "$work"/block-*.out | grep -c 'END-FAILED 57014')"
 timeouts=$(cat "$work"/block-*.err | grep -c 'ERROR:  57014$')
 check "the 5 ms statement timeouts struck some calls" "$([ "$timeouts" -gt 0 ] && echo yes)" "yes"
 if [ -f "$server_log" ]; then
@@ -198,51 +206,49 @@ if [ -f "$server_log" ]; then
         "$(tail -c +$((log_start + 1)) "$server_log" | grep -cE '(FATAL|PANIC):')" "0"
 fi
 
-# The belief interval of each token: from the moment its worker had it (the
-# worker logs it right after hc_lock_acquire returned) to its last call that
-# the database confirmed with that owner and token (a heartbeat's returned
-# time, an attempt's or release's ledger time).
+# The interval of each token, in the ledger's order: from its grant (the
+# acquire's or takeover's ledger row) to the last attempt or release that the
+# database confirmed with that owner and token.  Every one of those rows is
+# written under the lease row's lock, so their order is the order in which
+# the database saw the calls; their times are not: a call reads the clock
+# once, when it starts, and a loaded machine may run its statement long after
+# (an acquire can be granted with a time earlier than the release before it).
+# A heartbeat writes no ledger row: its time is checked against a takeover,
+# which needs the last heartbeat to be stale_after old by its own clock.
 q "
 CREATE TABLE lk_interval AS
 WITH acquired AS (
     SELECT g.entity_id AS resource, g.detail::jsonb ->> 'owner' AS owner,
-           (g.detail::jsonb ->> 'token')::bigint AS token, g.seq,
-           coalesce(l.logged_at, g.at) AS start_at
+           (g.detail::jsonb ->> 'token')::bigint AS token, g.seq, g.at AS start_at, g.event
       FROM hc_ledger g
-      LEFT JOIN lk_log l ON l.event = 'acquired' AND l.resource = g.entity_id
-                        AND l.owner = g.detail::jsonb ->> 'owner'
-                        AND l.token = (g.detail::jsonb ->> 'token')::bigint
      WHERE g.kind = 'resource' AND g.event IN ('acquire', 'takeover')),
 confirmed AS (
-    SELECT resource, owner, token, at FROM lk_log WHERE event = 'heartbeat'
-    UNION ALL
-    SELECT entity_id, detail::jsonb ->> 'owner', (detail::jsonb ->> 'token')::bigint, at
+    SELECT entity_id AS resource, detail::jsonb ->> 'owner' AS owner,
+           (detail::jsonb ->> 'token')::bigint AS token, seq
       FROM hc_ledger WHERE kind = 'resource' AND event IN ('attempt', 'release'))
-SELECT a.resource, a.owner, a.token, a.seq, a.start_at,
-       greatest(a.start_at, max(c.at)) AS end_at
+SELECT a.resource, a.owner, a.token, a.seq, a.start_at, a.event,
+       greatest(a.seq, max(c.seq)) AS end_seq
   FROM acquired a LEFT JOIN confirmed c USING (resource, owner, token)
- GROUP BY a.resource, a.owner, a.token, a.seq, a.start_at;
+ GROUP BY a.resource, a.owner, a.token, a.seq, a.start_at, a.event;
 " >/dev/null
 
-check "at every instant at most one worker held each resource with a valid token" \
+check "at every point of the ledger at most one worker held each resource with a valid token" \
     "$(q "SELECT count(*) FROM lk_interval x JOIN lk_interval y
-             ON y.resource = x.resource AND y.token > x.token AND y.start_at < x.end_at")" "0"
-check "tokens strictly increase per resource, in ledger order and in time" \
+             ON y.resource = x.resource AND y.token > x.token AND y.seq < x.end_seq")" "0"
+check "tokens strictly increase per resource, in ledger order" \
     "$(q "SELECT count(*) FROM (
-            SELECT token, start_at,
-                   lag(token) OVER (PARTITION BY resource ORDER BY seq) AS prev_token,
-                   lag(start_at) OVER (PARTITION BY resource ORDER BY seq) AS prev_at
+            SELECT token, lag(token) OVER (PARTITION BY resource ORDER BY seq) AS prev_token
               FROM lk_interval) s
-           WHERE token <= prev_token OR start_at < prev_at")" "0"
+           WHERE token <= prev_token")" "0"
 check "every token a worker was given is one the ledger handed to that worker, once" \
     "$(q "SELECT count(*) FILTER (WHERE i.token IS NULL) || '/' ||
                  (SELECT count(*) - count(DISTINCT (resource, token)) FROM lk_log WHERE event = 'acquired')
             FROM lk_log l LEFT JOIN lk_interval i USING (resource, owner, token)
            WHERE l.event = 'acquired'")" "0/0"
-check "a heartbeat confirmed by the database lies inside its token's interval, before the next token" \
+check "a heartbeat confirmed by the database came before the takeover of its token" \
     "$(q "SELECT count(*) FROM lk_log l JOIN lk_interval n
-             ON n.resource = l.resource AND n.token > l.token AND l.at >= n.start_at
-           WHERE l.event = 'heartbeat'")" "0"
+             ON n.resource = l.resource AND n.token = l.token + 1 AND n.event = 'takeover'
+           WHERE l.event = 'heartbeat' AND l.at >= n.start_at")" "0"
 check "no attempt marker lost: every PROCEED a worker saw is in the ledger" \
     "$(q "SELECT count(*) FROM lk_log l
            WHERE l.event = 'proceed' AND NOT EXISTS (
