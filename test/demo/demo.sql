@@ -40,7 +40,13 @@ SELECT id, status FROM hc_assets WHERE id = 'PLATE-B1HC';
 SELECT reservation_id AS dave_id FROM hc_hold('LOT-17', 'dave', 'order-4001', '1 second') \gset
 SELECT pg_sleep(1.2);
 \echo '== ... erin takes it: the expired hold is reclaimed inline (unless the sweeper got there first)'
+-- A sweep that is ending dave's hold at this very moment has the lot's row
+-- locked, and a hold never waits: RS001 "being held right now".  The demo
+-- waits for that row first, so that erin comes after any such sweep.
+BEGIN;
+SELECT id AS lot_locked FROM hc_assets WHERE id = 'LOT-17' FOR NO KEY UPDATE \gset
 SELECT asset_id, buyer_id, status FROM hc_hold('LOT-17', 'erin', 'order-5001');
+COMMIT;
 SELECT buyer_id, status FROM hc_reservations WHERE id = :'dave_id';
 \echo '== 410 Gone: dave pays too late (SQLSTATE RS003): refund him'
 SELECT * FROM hc_commit(:'dave_id');
@@ -58,7 +64,14 @@ SELECT product_id, stock, reserved, available FROM hc_inventory;
 \echo '== ivan holds the signal lamp for 1 second, then closes his browser; nobody calls anything ...'
 SELECT reservation_id AS ivan_id FROM hc_hold('LAMP-3', 'ivan', 'order-9001', '1 second') \gset
 SELECT id, status FROM hc_assets WHERE id = 'LAMP-3';
-SELECT pg_sleep(3.5);
+-- Wait for the sweeper's next run: within 2 s here, on a busy machine later (60 s at most).
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        EXIT WHEN (SELECT status FROM hc_assets WHERE id = 'LAMP-3') = 'AVAILABLE';
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
 \echo '== ... and the background sweeper (every 2 s in this demo) has put it back on sale'
 SELECT id, status FROM hc_assets WHERE id = 'LAMP-3';
 SELECT buyer_id, status FROM hc_reservations WHERE id = :'ivan_id';

@@ -56,15 +56,18 @@ roles() {
          s/\"$O2\"/\"<other, next run>\"/g; s/\"$W2\"/\"<webhook, next delivery>\"/g"
 }
 marker="regexp_replace(marker, '^ATTEMPTED-.*-r([0-9]+)-t[0-9]+\$', 'ATTEMPTED-<owner>-r\\1-t<unix ms>')"
-# begin OWNER TOKEN: hc_attempt_begin with a 5 s cooldown and a cap of 3.
+# begin OWNER TOKEN: hc_attempt_begin with a 30 s cooldown and a cap of 3.  The
+# cooldown outlasts the steps from one attempt to the next begin (the ERP's 3 s
+# and a few calls: up to 22 s measured on a heavily loaded machine), so that
+# begin meets it however slow the machine.
 begin() {
     try "SELECT status || ', attempt ' || attempt || coalesce(', ' || $marker, '')
            || coalesce(', external_ref ' || external_ref, '')
-           FROM hc_attempt_begin('$pay', '$1', $2, '5 seconds', 3)"
+           FROM hc_attempt_begin('$pay', '$1', $2, '30 seconds', 3)"
 }
-# after_cooldown: sleep until the last attempt is 5.5 s old.
+# after_cooldown: sleep until the cooldown's end that the row states.
 after_cooldown() {
-    sql "SELECT pg_sleep(extract(epoch FROM last_attempt_at + interval '5.5 seconds' - clock_timestamp()))
+    sql "SELECT pg_sleep(extract(epoch FROM last_attempt_at + cooldown - clock_timestamp()))
            FROM hc_attempts WHERE resource = '$pay'" >/dev/null
 }
 lease() { sql "SELECT coalesce(hc_lock_acquire('$pay', '$1', '2 seconds', $2)::text, 'NULL (busy)')"; }

@@ -30,7 +30,7 @@ psql -qX -d postgres -c "CREATE DATABASE holdcommit_demo"
 test/demo/demo-db.sh holdcommit_demo
 psql -X -d holdcommit_demo <test/demo/demo.sql 2>&1
 echo
-echo "== Dual-layer locking: the ERP story of one payment (test/demo/erp-story.sh, about 20 s)"
+echo "== Dual-layer locking: the ERP story of one payment (test/demo/erp-story.sh, about 80 s)"
 test/demo/erp-story.sh holdcommit_demo
 
 cat <<MSG

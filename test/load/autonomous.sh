@@ -21,22 +21,30 @@ python=${HC_PYTHON:-/usr/bin/python3}
 q "CREATE EXTENSION holdcommit" >/dev/null || { echo "not ok - extension created"; exit 0; }
 export PGOPTIONS="-c search_path=public,holdcommit"
 
-# wait_for SQL: until SQL says t (at most 10 s).
+# wait_for SQL: until SQL says t (at most 60 s by the clock, however slow each poll is).
 wait_for() {
-    local i
-    for i in $(seq 1 500); do
+    local end=$((SECONDS + 60))
+    while [ "$SECONDS" -le "$end" ]; do
         [ "$(q "$1")" = t ] && return 0
         sleep 0.02
     done
     return 1
 }
-# hold_rows RESOURCE SECONDS: a session holds the lease and attempt rows.
+# hold_rows RESOURCE: a session holds the lease and attempt rows until
+# release_rows (120 s at most), so that a call on them waits until the test
+# lets it go, however slow the machine: never a sleep that may end first.
 hold_rows() {
-    psql -X -q -d "$db" -c "BEGIN" \
+    PGAPPNAME=hold-rows psql -X -q -d "$db" -c "BEGIN" \
         -c "SELECT FROM hc_locks WHERE resource = '$1' FOR UPDATE" \
         -c "SELECT FROM hc_attempts WHERE resource = '$1' FOR UPDATE" \
-        -c "SELECT pg_sleep($2)" -c "COMMIT" >/dev/null 2>&1 &
-    wait_for "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = '$db' AND query LIKE 'SELECT pg_sleep%')"
+        -c "SELECT pg_sleep(120)" -c "COMMIT" >/dev/null 2>&1 &
+    holder=$!
+    wait_for "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'hold-rows' AND query LIKE 'SELECT pg_sleep%')"
+}
+# release_rows: cancel the holder's sleep, which ends its transaction (it wrote nothing).
+release_rows() {
+    q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'hold-rows'" >/dev/null
+    wait "$holder"
 }
 # caller NAME SQL: run SQL in the background as application NAME, then show
 # its SQLSTATE and whether the session is still usable.
@@ -44,6 +52,7 @@ caller() {
     printf '%s\n' '\set ON_ERROR_STOP 0' '\set VERBOSITY terse' "SET application_name = '$1';" \
         "$2" '\echo sqlstate :SQLSTATE' 'SELECT 1 AS usable;' |
         psql -X -qAt -d "$db" >"$work/$1.out" 2>&1 &
+    called=$!
 }
 waiting_for_worker() {
     echo "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = '$1' AND wait_event = 'Extension')"
@@ -54,13 +63,14 @@ worker_waiting_for_lock="SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datna
 # A cancel while the worker waits for the lease row.
 q "SELECT hc_lock_acquire('C-1', 'w1', '1 hour', 0), hc_attempt_begin('C-1', 'w1', 1, '0 seconds', 9)" >/dev/null
 before=$(q "SELECT heartbeat_at FROM hc_locks WHERE resource = 'C-1'")
-hold_rows C-1 2
+hold_rows C-1
 caller cancel-beat "SELECT hc_lock_heartbeat('C-1', 'w1', 1) IS NOT NULL AS beat;"
 wait_for "$(waiting_for_worker cancel-beat)" && wait_for "$worker_waiting_for_lock"
 q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'cancel-beat'" >/dev/null
-wait
+wait "$called"
 check "cancel: the caller's heartbeat ends with 57014, and its session is usable" \
     "$(tr '\n' ' ' <"$work/cancel-beat.out")" "ERROR:  canceling statement due to user request sqlstate 57014 1 "
+release_rows
 wait_for "SELECT heartbeat_at > '$before' FROM hc_locks WHERE resource = 'C-1'"
 check "cancel: the worker's heartbeat committed once the row was free" \
     "$(q "SELECT heartbeat_at > '$before' FROM hc_locks WHERE resource = 'C-1'")" "t"
@@ -130,12 +140,13 @@ check "full pool, its worker waiting for the caller: 40P01 for the caller, the w
 q "ALTER SYSTEM RESET holdcommit.max_workers" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
 
 # A worker terminated while it waits: the caller learns it, the pool goes on.
-hold_rows C-1 1
+hold_rows C-1
 caller terminated "SELECT hc_lock_heartbeat('C-1', 'w1', 1) IS NOT NULL AS beat;"
 wait_for "$worker_waiting_for_lock"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$db'
       AND backend_type = 'holdcommit worker' AND wait_event_type = 'Lock'" >/dev/null
-wait
+wait "$called"
+release_rows
 check "terminated worker: the caller gets 08006 and its session is usable" \
     "$(grep -c 'ended before it answered' "$work/terminated.out")/$(tail -2 "$work/terminated.out" | tr '\n' ' ')" "1/sqlstate 08006 1 "
 check "terminated worker: the next call is served" \

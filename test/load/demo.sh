@@ -12,7 +12,7 @@ load_setup hc_demo 5
 "$here/test/demo/demo-db.sh" "$db" >/dev/null || { echo "not ok - demo database set up (test/demo/demo-db.sh)"; exit 0; }
 check "the demo database has the README's search_path" "$(q "SHOW search_path")" "holdcommit, public"
 sweeper_on "$db" 2
-waited=$(wait_for 10 "SELECT state FROM hc_sweeper_databases WHERE database = current_database()" ok)
+waited=$(wait_for 60 "SELECT state FROM hc_sweeper_databases WHERE database = current_database()" ok)
 check "the sweeper sweeps the demo database, as in make run (${waited} s)" "$waited" "${waited%timeout}"
 
 psql -X -d "$db" <"$here/test/demo/demo.sql" >"$work/demo.out" 2>&1
