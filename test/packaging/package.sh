@@ -62,6 +62,9 @@ names_every_family "debian/changelog" "$(cat debian/changelog)"
 # debian/control is pg_buildext updatecontrol's, for every major of debian/pgversions.
 majors=$(grep -E '^[0-9]+$' debian/pgversions | tr '\n' ' ')
 check "debian/pgversions lists the supported majors" "$majors" "15 16 17 18 19 "
+check "META.json's PostgreSQL prerequisite spans those majors" \
+    "$(perl -MJSON::PP -0777 -ne 'print decode_json($_)->{prereqs}{runtime}{requires}{PostgreSQL}' META.json)" \
+    ">= ${majors%% *}.0.0, < $(($(awk '{ print $NF }' <<<"$majors") + 1)).0.0"
 mkdir "$root/control" && cp -a debian "$root/control/"
 check "debian/control is what pg_buildext updatecontrol makes of debian/control.in for $majors" \
     "$(cd "$root/control" && PG_SUPPORTED_VERSIONS=$majors pg_buildext updatecontrol 2>&1 &&
