@@ -49,7 +49,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # The headers are small and shared: a change to one rebuilds every object.
-$(OBJS): $(wildcard src/*/*.h src/*/*/*.h) $(EXTENSION).control
+$(OBJS): $(wildcard src/*.h src/*/*.h src/*/*/*.h) $(EXTENSION).control
 
 all: $(MADE_SCRIPT)
 ifneq ($(FULL_SCRIPT_CHAIN),)

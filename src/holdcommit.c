@@ -13,6 +13,11 @@
  * itself at run time stays with the code that needs it: a worker's or a
  * caller's before_shmem_exit, a pause's PG_ENSURE_ERROR_CLEANUP, a cache's
  * invalidation callback on first use.
+ *
+ * Review on a new major: each hook's signature and when the server calls it
+ * (emit_log_hook, shmem_request_hook and shmem_startup_hook,
+ * ProcessUtility_hook, the xact callback), RegisterBackgroundWorker's
+ * fields, and the module magic (compat.h).
  */
 #include "postgres.h"
 
@@ -24,13 +29,14 @@
 #include "storage/shmem.h"
 #include "tcop/utility.h"
 
+#include "compat.h"
 #include "bgw/autonomous/register.h"
 #include "bgw/sweeper/register.h"
 #include "common/errors.h"
 #include "common/settings.h"
 #include "scaleout/register.h"
 
-PG_MODULE_MAGIC;
+HC_MODULE_MAGIC;
 
 void		_PG_init(void);
 

@@ -28,6 +28,10 @@
  * hc_reservations_one_committed would remove the last guard against a
  * second sale, so on sql_drop the same function refuses a drop of an hc_*
  * object of that schema by anyone but a superuser.
+ *
+ * Review on a new major: the event trigger's data (EventTriggerData, the
+ * columns of pg_event_trigger_ddl_commands() and
+ * pg_event_trigger_dropped_objects()) and which commands fire it.
  */
 #include "postgres.h"
 

@@ -29,6 +29,7 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 
+#include "compat.h"
 #include "common/errors.h"
 #include "common/idempotency.h"
 #include "common/settings.h"

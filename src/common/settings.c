@@ -11,6 +11,7 @@
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
+#include "compat.h"
 #include "common/settings.h"
 #include "core/version.h"
 

@@ -10,6 +10,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "common/settings.h"
 #include "common/validate.h"
 

@@ -25,13 +25,13 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_proc.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/syscache.h"
 
 #include "core/call.h"
+#include "core/search_path.h"
 #include "core/standby.h"
 #include "core/version.h"
 
@@ -44,8 +44,6 @@ static void
 hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const char *actor,
 			  bool point_lookups)
 {
-	OverrideSearchPath path = {0};
-
 	hc_require_served_sql();
 	call->function = function;
 	call->now = GetCurrentTimestamp();
@@ -60,10 +58,7 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	SetUserIdAndSecContext(owner, call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
-	path.schemas = list_make1_oid(schema);
-	path.addCatalog = true;
-	path.addTemp = false;
-	PushOverrideSearchPath(&path);
+	call->search_path = hc_search_path_push(schema);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -200,7 +195,7 @@ hc_call_end(HcCall *call)
 {
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
-	PopOverrideSearchPath();
+	hc_search_path_pop(call->search_path);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 }
 

@@ -29,6 +29,7 @@ typedef struct HcCall
 	struct HcPlacementScope *scope;
 	Oid			save_userid;
 	int			save_sec_context;
+	int			search_path;	/* what hc_search_path_push returned */
 } HcCall;
 
 extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);

@@ -39,6 +39,11 @@
  * does for each statement, so a call sees what it has written so far.
  * Outside READ COMMITTED, or in a read-only transaction, the lock is
  * refused as the statement would refuse it.
+ *
+ * Review on a new major: what ExecLockRows, EvalPlanQual and an index scan
+ * do for such a statement (heap_lock_tuple's flags, table_tuple_lock's
+ * results, index_beginscan's arguments: compat.h), and the relcache
+ * callback that forgets the OIDs.
  */
 #include "postgres.h"
 
@@ -64,6 +69,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "compat.h"
 #include "core/fetch.h"
 
 /* Every HcFetch found so far, to forget on a relcache invalidation. */
@@ -370,7 +376,7 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 		ScanKeyEntryInitialize(&skey[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
 							   InvalidOid, F_INT2EQ, Int16GetDatum(part));
 	slot = table_slot_create(heap, NULL);
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), nkeys, 0);
+	scan = hc_index_beginscan(heap, index, GetActiveSnapshot(), nkeys, 0);
 	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);

@@ -15,6 +15,9 @@
  * This library serves 0.2.0 and 0.3.0, which have the same tables: a
  * database can be updated at any time after the new files are installed.
  * 0.1.0 is refused until it is updated.
+ *
+ * Review on a new major: the catalog scan of pg_extension (its columns) and
+ * the syscache callback.
  */
 #include "postgres.h"
 

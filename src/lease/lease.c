@@ -19,6 +19,9 @@
  *   4. What belongs to the caller's session, the lock of a session-bound
  *      lease, the caller takes itself; so such a lease needs every row on
  *      one node (hc_require_single_node).
+ *
+ * Review on a new major: the lock manager calls on the session's locks
+ * (advisory-style LOCKTAGs, LockAcquire, LockHeldByMe: compat.h).
  */
 #include "postgres.h"
 
@@ -35,6 +38,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "bgw/autonomous/autonomous.h"
 #include "common/errors.h"
 #include "common/ledger.h"
@@ -330,7 +334,7 @@ lease_session_let_go(const char *resource)
 	ListCell   *lc;
 
 	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
-	if (LockHeldByMe(&tag, ExclusiveLock))
+	if (hc_lock_held_by_me(&tag, ExclusiveLock))
 		(void) LockRelease(&tag, ExclusiveLock, true);
 	foreach(lc, session_bindings)
 		if (strcmp((char *) lfirst(lc), resource) == 0)
@@ -377,7 +381,7 @@ lease_session_take(FunctionCallInfo fcinfo, const char *function, const char *re
 	list_free(stale);
 
 	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
-	if (LockHeldByMe(&tag, ExclusiveLock))
+	if (hc_lock_held_by_me(&tag, ExclusiveLock))
 		return true;
 	(void) LockAcquire(&tag, ExclusiveLock, true, false);
 	old = MemoryContextSwitchTo(TopMemoryContext);

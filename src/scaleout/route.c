@@ -51,6 +51,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "core/search_path.h"
 #include "core/statement.h"
 #include "scaleout/route.h"
 #include "scaleout/shard_plans.h"
@@ -283,7 +284,7 @@ static Datum
 route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 		  const char *nulls, Oid rettype, bool *isnull)
 {
-	OverrideSearchPath path = {0};
+	int			path;
 	Oid			owner;
 	int			owner_context;
 	int16		typlen;
@@ -292,13 +293,12 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 	MemoryContext mine = CurrentMemoryContext;	/* SPI leaves its own current */
 	int			rc;
 
-	path.addCatalog = true;
-	PushOverrideSearchPath(&path);
+	path = hc_search_path_push(InvalidOid);
 	GetUserIdAndSecContext(&owner, &owner_context);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 	rc = SPI_execute_with_args(sql, nargs, types, (Datum *) values, nulls, false, 2);
 	SetUserIdAndSecContext(owner, owner_context);
-	PopOverrideSearchPath();
+	hc_search_path_pop(path);
 	if (rc != SPI_OK_SELECT || SPI_processed > 1)
 		elog(ERROR, "%s: \"%s\" answered %s with " UINT64_FORMAT " rows",
 			 call->function, sql, SPI_result_code_string(rc), SPI_processed);

@@ -20,12 +20,13 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
+#include "compat.h"
 #include "common/result.h"
 #include "common/settings.h"
 #include "common/validate.h"
 #include "stock/stock.h"
 
-/* A jsonb scalar for pushJsonbValue. */
+/* A jsonb scalar for hc_jsonb_push. */
 static JsonbValue *
 jsonb_scalar(JsonbValue *v, enum jbvType type, const char *text, int32 number)
 {
@@ -47,23 +48,22 @@ jsonb_scalar(JsonbValue *v, enum jbvType type, const char *text, int32 number)
 static Datum
 stock_items_jsonb(const StockLine *lines, int n)
 {
-	JsonbParseState *state = NULL;
+	HcJsonbBuild b = {0};
 	JsonbValue	v;
-	JsonbValue *items;
 	int			i;
 
-	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	hc_jsonb_push(&b, WJB_BEGIN_ARRAY, NULL);
 	for (i = 0; i < n; i++)
 	{
-		(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-		(void) pushJsonbValue(&state, WJB_KEY, jsonb_scalar(&v, jbvString, "product_id", 0));
-		(void) pushJsonbValue(&state, WJB_VALUE, jsonb_scalar(&v, jbvString, lines[i].product_id, 0));
-		(void) pushJsonbValue(&state, WJB_KEY, jsonb_scalar(&v, jbvString, "qty", 0));
-		(void) pushJsonbValue(&state, WJB_VALUE, jsonb_scalar(&v, jbvNumeric, NULL, lines[i].qty));
-		(void) pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+		hc_jsonb_push(&b, WJB_BEGIN_OBJECT, NULL);
+		hc_jsonb_push(&b, WJB_KEY, jsonb_scalar(&v, jbvString, "product_id", 0));
+		hc_jsonb_push(&b, WJB_VALUE, jsonb_scalar(&v, jbvString, lines[i].product_id, 0));
+		hc_jsonb_push(&b, WJB_KEY, jsonb_scalar(&v, jbvString, "qty", 0));
+		hc_jsonb_push(&b, WJB_VALUE, jsonb_scalar(&v, jbvNumeric, NULL, lines[i].qty));
+		hc_jsonb_push(&b, WJB_END_OBJECT, NULL);
 	}
-	items = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-	return JsonbPGetDatum(JsonbValueToJsonb(items));
+	hc_jsonb_push(&b, WJB_END_ARRAY, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(b.result));
 }
 
 /* Build the hc_stock_reservation row a function returns. */
@@ -158,7 +158,7 @@ hc_stock_parse_items(FunctionCallInfo fcinfo, int argno, int *nlines)
 											  DirectFunctionCall2(numeric_trunc, NumericGetDatum(num),
 																  Int32GetDatum(0)))))
 			bad_items("qty must be an integer", i);
-		lines[i].qty = numeric_int4_opt_error(num, &overflow);
+		lines[i].qty = hc_numeric_int4(num, &overflow);
 		if (overflow || lines[i].qty <= 0)
 			bad_items("qty must be a positive integer", i);
 		lines[i].product_id = pnstrdup(product.val.string.val, product.val.string.len);

@@ -6,6 +6,7 @@
 #     the files of FOLDER, which define what it declares) includes a FOLDER/register.h;
 #   - doc/architecture.md's "What may call what" states these rules: its table after the line
 #     <!-- include-rules: test/project/source.sh --> is the one `source.sh --rules` prints;
+#   - only src/compat.h names PG_VERSION_NUM: what differs between PostgreSQL majors is there;
 #   - no import circle between the objects (src/**/*.o: A.o uses a symbol that B.o defines,
 #     and B.o, through any path, one of A.o's);
 #   - every symbol holdcommit.so exports starts with hc_, or is PostgreSQL's (_PG_init,
@@ -114,7 +115,8 @@ outside, register, ours = [], [], 0
 for f in code:
     rule = rule_of(f)
     if rule is None:
-        outside.append(f)
+        if f != COMPAT:
+            outside.append(f)
         continue
     for name in re.findall(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', text[f], re.M):
         h = project_header(f, name)
@@ -135,6 +137,8 @@ for who, may in RULES:
     if "*" not in may:
         check(f"{who} includes only {', '.join(may)} (and {COMPAT})", broken[who], [])
 check(f"only holdcommit.c (and the files of its folder) includes a */{REGISTER}", register, [])
+check(f"only src/{COMPAT} names PG_VERSION_NUM (what differs between PostgreSQL majors is there)",
+      [f for f in code if f != COMPAT and "PG_VERSION_NUM" in text[f]], [])
 
 # doc/architecture.md states the same rules.
 arch_path = os.path.join(root, "doc", "architecture.md")

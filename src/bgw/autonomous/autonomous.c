@@ -46,6 +46,10 @@
  *      locks, which cannot have committed (40P01).
  *   4. A request always fits in its queue: the arguments are bounded, and
  *      checked against half the queue.
+ *
+ * Review on a new major: dynamic background workers, dsm and shm_mq (their
+ * calls and their error paths), the lock manager's view of who waits for
+ * whom, and the catalog scan that finds the extension.
  */
 #include "postgres.h"
 

@@ -35,13 +35,15 @@
  *      worker), so another always finds a worker once a call ends.  A call
  *      that finds no worker for holdcommit.worker_wait_timeout fails with
  *      53000.
+ *
+ * Review on a new major: the shared memory hooks' order, dynamic background
+ * workers, condition variables, latches and shm_mq.
  */
 #include "postgres.h"
 
 #include <signal.h>
 
 #include "catalog/pg_type.h"
-#include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -57,7 +59,9 @@
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
+#include "compat.h"
 #include "bgw/autonomous/autonomous.h"
 #include "bgw/autonomous/autonomous_int.h"
 #include "bgw/autonomous/register.h"

@@ -16,6 +16,9 @@
  *      caller still holds the slot's queues: that caller, woken, frees it.
  *   4. An answer no caller takes (the caller ended without letting go) is
  *      dropped once the caller's process is gone: the slot is idle again.
+ *
+ * Review on a new major: the background worker's connection by OID and its
+ * signals, latches and condition variables, how a process is found by pid.
  */
 #include "postgres.h"
 

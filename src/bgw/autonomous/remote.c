@@ -17,6 +17,10 @@
  *   3. The answer is sent after the commit, or after the rollback of an
  *      error: an answer seen is a change committed, or none.
  *   4. A call whose caller stopped waiting before it began is not run.
+ *
+ * Review on a new major: the transaction run by hand in the worker
+ * (StartTransactionCommand, its isolation, snapshot and GUCs), the
+ * pq_send/pq_getmsg format of the message on shm_mq, how ErrorData is copied.
  */
 #include "postgres.h"
 
@@ -38,6 +42,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 
+#include "compat.h"
 #include "bgw/autonomous/autonomous.h"
 #include "bgw/autonomous/autonomous_int.h"
 

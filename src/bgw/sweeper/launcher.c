@@ -31,6 +31,11 @@
  *   3. A look never delays a sweep: a sweep that finds every slot taken
  *      stops a look, which is due again at once.
  *   4. pg_database is read, and the log written, without the table's lock.
+ *
+ * Review on a new major: the background worker API (registration, connection,
+ * signals), the columns of pg_database read by a heap scan (datallowconn,
+ * datistemplate, datname; database_is_invalid_form), and how a transaction
+ * is run by hand.
  */
 #include "postgres.h"
 

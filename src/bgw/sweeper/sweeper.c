@@ -27,6 +27,10 @@
  *      (statement_timeout and lock_timeout); only committed batches count.
  *   4. However the run ends, its exit callback gives its entry back, under
  *      the lock.
+ *
+ * Review on a new major: the background worker API (connecting by OID, the
+ * signals), the transactions it runs by hand (StartTransactionCommand and
+ * its snapshot), and the catalog scan of pg_extension.
  */
 #include "postgres.h"
 

@@ -31,6 +31,11 @@
  *      path: the xact callback, the error cleanup, the exit callback.
  *   4. A database that DROP DATABASE removed is marked dropped: no run
  *      starts there again.
+ *
+ * Review on a new major: the ProcessUtility_hook's signature and the parse
+ * nodes of the commands that need a database to themselves (CreatedbStmt,
+ * DropdbStmt, RenameStmt, AlterDatabaseStmt), the per-backend index
+ * (compat.h), the database owner check, the xact callback's events.
  */
 #include "postgres.h"
 
@@ -57,6 +62,7 @@
 #include "utils/tuplestore.h"
 #include "utils/varlena.h"
 
+#include "compat.h"
 #include "bgw/sweeper/register.h"
 #include "bgw/sweeper/sweeper.h"
 #include "common/settings.h"
@@ -243,7 +249,7 @@ sweep_pause(Oid dboid)
 	bool		cancelled = false;
 
 	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
-	sweep_pauses[MyBackendId - 1] = dboid;
+	sweep_pauses[HC_MY_BACKEND_INDEX] = dboid;
 	LWLockRelease(hc_sweeper_shared->lock);
 	for (;;)
 	{
@@ -279,7 +285,7 @@ static void
 sweep_resume(int code, Datum arg)
 {
 	LWLockAcquire(hc_sweeper_shared->lock, LW_EXCLUSIVE);
-	sweep_pauses[MyBackendId - 1] = InvalidOid;
+	sweep_pauses[HC_MY_BACKEND_INDEX] = InvalidOid;
 	hc_sweeper_wake_launcher();
 	LWLockRelease(hc_sweeper_shared->lock);
 }
@@ -341,7 +347,7 @@ sweep_ddl_database(Node *parsetree, bool *drop)
 static bool
 sweep_may_pause(Node *parsetree, Oid dboid)
 {
-	bool		owner = pg_database_ownercheck(dboid, GetUserId());
+	bool		owner = hc_database_ownercheck(dboid, GetUserId());
 
 	if (IsA(parsetree, CreatedbStmt))
 	{

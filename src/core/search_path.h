@@ -1,0 +1,17 @@
+/*
+ * search_path.h
+ *		The search path of a call's statements (search_path.c).
+ */
+#ifndef HOLDCOMMIT_SEARCH_PATH_H
+#define HOLDCOMMIT_SEARCH_PATH_H
+
+/*
+ * Names resolve in pg_catalog, then the schema (found by OID; InvalidOid:
+ * pg_catalog alone), never in pg_temp nor the caller's path, until the
+ * matching pop, or until the (sub)transaction that pushed it ends on an
+ * error.  Push returns what pop takes.
+ */
+extern int	hc_search_path_push(Oid schema);
+extern void hc_search_path_pop(int pushed);
+
+#endif							/* HOLDCOMMIT_SEARCH_PATH_H */
