@@ -188,10 +188,12 @@ check "the package's extension installs as $version, with holdcommit preloaded" 
 t0=$(date +%s)
 (cd "$deb_dir/holdcommit-$version" && make -s installcheck PG_CONFIG="$bindir/pg_config") >"$root/installcheck.log" 2>&1
 installcheck_rc=$?
+# pg_regress's lines: "test NAME ... ok" up to 15, "ok 3 - NAME" (+ in a parallel group) from 16.
 sed -nE 's/^(test |     )? *([^ ]+) +\.\.\. ok.*/ok - package installcheck: \2/p
-         s/^(test |     )? *([^ ]+) +\.\.\. (FAILED|failed).*/not ok - package installcheck: \2/p' \
+         s/^(test |     )? *([^ ]+) +\.\.\. (FAILED|failed).*/not ok - package installcheck: \2/p
+         s/^(not )?ok +[0-9]+ +[-+] +([^ ]+).*/\1ok - package installcheck: \2/p' \
     "$root/installcheck.log"
-grep -qE '\.\.\. (ok|FAILED|failed)' "$root/installcheck.log" || {
+grep -qE '\.\.\. (ok|FAILED|failed)|^(not )?ok +[0-9]+ +[-+] ' "$root/installcheck.log" || {
     echo "not ok - package installcheck ran"; tail -20 "$root/installcheck.log" | sed 's/^/#   /'; }
 # A suite that stops half-way (a missing expected file, a crash) lists no
 # FAILED line for what it never ran: its exit status says so.
