@@ -63,7 +63,7 @@ RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
 BUILD_DIR = build
 
-.PHONY: run stop test check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version
+.PHONY: run stop test test-major check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version
 deps:
 	@test/harness/deps.sh
 
@@ -81,6 +81,11 @@ test:
 
 check-quick:
 	@TIER=quick test/harness/run-tests.sh
+
+# make test-major MAJOR=18: the suites make test runs on another major, alone, in its Debian
+# chroot (test/majors/run.sh; make test runs them for HC_MAJORS, by default 17 18 19).
+test-major:
+	@test/majors/run.sh $(MAJOR)
 
 # ASan and UBSan (test/packaging/sanitize.sh, also a suite of make test): the module built with the
 # sanitizers in build/sanitize, the regression and isolation suites against a throwaway server

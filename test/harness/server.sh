@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 server with holdcommit preloaded (HC_PRELOAD: the
+# A throwaway PostgreSQL server with holdcommit preloaded (HC_PRELOAD: the
 # shared_preload_libraries instead of holdcommit,pg_cron; empty: none;
 # HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32; HC_SEARCH_PATH:
 # the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default;
@@ -14,8 +14,10 @@ set -euo pipefail
 
 cmd=${1:?usage: server.sh start|stop PORT}
 port=${2:?usage: server.sh start|stop PORT}
-# HC_PGROOT: a private copy of the PostgreSQL tree (a developer's sandbox); default the system's.
-bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
+# The major of PG_CONFIG (default pg_config: the machine's newest, 15 here; a chroot's of
+# test/majors/run.sh sets it).  HC_PGROOT: a private copy of the PostgreSQL tree (a
+# developer's sandbox); default the system's.
+bin=$(realpath -ms "${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)")
 base=${TMPDIR:-/tmp}/holdcommit-$port
 data=$base/data
 
