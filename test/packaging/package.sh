@@ -6,9 +6,9 @@
 # (make installcheck) pass against exactly the files it installs.  On the machine nothing
 # goes into the system's PostgreSQL directories: the package is extracted (dpkg-deb -x)
 # over a private copy of the PostgreSQL tree of that major, with any holdcommit files of
-# that tree removed first, and a throwaway server runs from that copy.  In a major's
-# chroot (TIER=major, test/majors/run.sh), or with HC_PKG_SYSTEM=1 (as root), the package
-# is installed into the system (dpkg -i), the server runs from the system's tree, and
+# that tree removed first, and a throwaway server runs from that copy.  With
+# HC_PKG_SYSTEM=1 (as root; make test sets it in a major's chroot), the package is
+# installed into the system (dpkg -i), the server runs from the system's tree, and
 # afterwards the package is purged and any holdcommit files that were there before are put
 # back.  The package also ships the documentation and the examples (README.md and what it
 # links to, in the tree's layout), and its description, META.json's and debian/changelog
@@ -17,14 +17,14 @@
 # Prints "ok - ..." / "not ok - ..." lines and "# ..." figures; exits 0.
 #   test/packaging/package.sh [MAJOR]   the PostgreSQL major (default PG_CONFIG's)
 #   HC_PKG_PORT    the throwaway server's port (default 54337)
-#   HC_PKG_SYSTEM  1: install into the system's tree, as above (default: 1 if TIER=major)
+#   HC_PKG_SYSTEM  1: install into the system's tree, as above
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/harness/tap.bash
 
 major=${1:-$("${PG_CONFIG:-pg_config}" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')}
 port=${HC_PKG_PORT:-54337}
-system=${HC_PKG_SYSTEM:-$([ "${TIER:-}" = major ] && echo 1)}
+system=${HC_PKG_SYSTEM:-}
 version=$(make -s version)
 deb_dir=build/deb
 package=postgresql-$major-holdcommit
