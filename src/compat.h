@@ -31,6 +31,7 @@
 #include "access/tableam.h"
 #include "catalog/pg_database.h"
 #include "miscadmin.h"
+#include "parser/analyze.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/jsonb.h"
@@ -100,6 +101,13 @@ hc_lock_held_by_me(const LOCKTAG *tag, LOCKMODE mode)
 #include "utils/lsyscache.h"
 #else
 #include "commands/dbcommands.h"
+#endif
+
+/* 19: post_parse_analyze_hook's JumbleState became const. */
+#if PG_VERSION_NUM >= 190000
+typedef const JumbleState HcJumbleState;
+#else
+typedef JumbleState HcJumbleState;
 #endif
 
 /* 16: pg_database_ownercheck became object_ownercheck(DatabaseRelationId, ...). */

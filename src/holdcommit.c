@@ -14,10 +14,10 @@
  * caller's before_shmem_exit, a pause's PG_ENSURE_ERROR_CLEANUP, a cache's
  * invalidation callback on first use.
  *
- * Review on a new major: each hook's signature and when the server calls it
- * (emit_log_hook, shmem_request_hook and shmem_startup_hook,
- * ProcessUtility_hook, the xact callback), RegisterBackgroundWorker's
- * fields, and the module magic (compat.h).
+ * Review on a new major: each hook's signature and when the server calls
+ * it (emit_log_hook, post_parse_analyze_hook, shmem_request_hook and
+ * shmem_startup_hook, ProcessUtility_hook, the xact callback),
+ * RegisterBackgroundWorker's fields, and the module magic (compat.h).
  */
 #include "postgres.h"
 
@@ -27,6 +27,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "parser/analyze.h"
 #include "tcop/utility.h"
 
 #include "compat.h"
@@ -34,6 +35,7 @@
 #include "bgw/sweeper/register.h"
 #include "common/errors.h"
 #include "common/settings.h"
+#include "core/search_path.h"
 #include "scaleout/register.h"
 
 HC_MODULE_MAGIC;
@@ -44,6 +46,7 @@ static emit_log_hook_type prev_emit_log_hook = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility = NULL;
+static post_parse_analyze_hook_type prev_post_parse_analyze_hook = NULL;
 
 /* emit_log_hook: refusals stay out of the server log (common/errors.c). */
 static void
@@ -78,6 +81,18 @@ hc_shmem_startup(void)
 }
 
 /*
+ * post_parse_analyze_hook: a holdcommit statement (re)analysed reaches the
+ * tables of its call's schema only (core/search_path.c).
+ */
+static void
+hc_post_parse_analyze(ParseState *pstate, Query *query, HcJumbleState *jstate)
+{
+	if (prev_post_parse_analyze_hook)
+		prev_post_parse_analyze_hook(pstate, query, jstate);
+	hc_search_path_check(pstate, query);
+}
+
+/*
  * ProcessUtility_hook: a command that needs a database to itself pauses its
  * sweeping (bgw/sweeper) and lets its autonomous workers go (bgw/autonomous).
  */
@@ -91,7 +106,8 @@ hc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 }
 
 /*
- * Keep refusals out of the server log (errors.c).  Then, only while
+ * Keep refusals out of the server log (errors.c), check holdcommit's
+ * statements when they are analysed (core/search_path.c).  Then, only while
  * shared_preload_libraries is processed, set up the background sweeper
  * (bgw/sweeper) and the pool of workers for autonomous calls (bgw/autonomous).
  */
@@ -103,6 +119,8 @@ _PG_init(void)
 	hc_settings_define();
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = hc_emit_log;
+	prev_post_parse_analyze_hook = post_parse_analyze_hook;
+	post_parse_analyze_hook = hc_post_parse_analyze;
 	hc_scaleout_register();
 
 	if (!process_shared_preload_libraries_in_progress)

@@ -122,6 +122,7 @@ sweep_on_workers(HcCall *call, int batch_size, HcSweepCounts *counts)
 	values[0] = CStringGetTextDatum(psprintf(
 		"SELECT pg_catalog.format('%%s %%s %%s', expired_holds, expired_reservations, purged_keys)"
 		"  FROM %s.hc_sweep(%d)", quote_identifier(get_namespace_name(call->schema)), batch_size));
+	hc_call_search_path(call);
 	rc = SPI_execute_with_args("SELECT nodeport, success, result"
 							   "  FROM pg_catalog.run_command_on_workers($1)",
 							   1, types, values, NULL, false, 0);

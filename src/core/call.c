@@ -11,13 +11,15 @@
  *
  * Invariants:
  *   1. Nothing the caller or the owner of the extension's schema controls
- *      is reached by name: tables are looked up through an override search
- *      path made of schema OIDs (pg_catalog, then the extension's schema),
- *      so renaming the schema and creating look-alikes under its old name
- *      redirects nothing, even when a statement is re-planned; functions
- *      and operators are written pg_catalog-qualified (statement.h).  The
- *      point reads of the hot paths skip SPI altogether (fetch.c): they
- *      find the table in that schema by OID.
+ *      is reached by name: tables are looked up in pg_catalog, then the
+ *      extension's schema found by OID (core/search_path.c), pushed before
+ *      the call's first statement through SPI, so renaming the schema and
+ *      creating look-alikes under its old name redirects nothing, even when
+ *      a statement is re-planned; functions and operators are written
+ *      pg_catalog-qualified (statement.h).  The point reads of the hot
+ *      paths skip SPI altogether (fetch.c): they find the table in that
+ *      schema by OID, and a call that ends with them (a refusal) pushes no
+ *      search path.
  *   2. A call starts with no scope (call->scope NULL: the extension's own
  *      tables); only the placement (placement.h) sets one.
  */
@@ -37,8 +39,9 @@
 
 /*
  * Start a call: read the clock, become the extension's owner in a
- * security-restricted operation whose names resolve in pg_catalog and the
- * extension's schema only, connect SPI.  actor is who the ledger names.
+ * security-restricted operation, connect SPI (its statements' names resolve
+ * in pg_catalog and the extension's schema only: hc_call_search_path).
+ * actor is who the ledger names.
  */
 static void
 hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const char *actor,
@@ -58,7 +61,8 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	SetUserIdAndSecContext(owner, call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
-	call->search_path = hc_search_path_push(schema);
+	call->search_path_pushed = false;
+	call->xact_level = GetCurrentTransactionNestLevel();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -188,6 +192,19 @@ hc_actor(HcCall *call)
 }
 
 /*
+ * The call's search path, pushed at the call's own transaction level: a
+ * subtransaction's end would take it along (subxact.c pushes it first).
+ */
+void
+hc_call_push_search_path(HcCall *call)
+{
+	if (GetCurrentTransactionNestLevel() != call->xact_level)
+		elog(ERROR, "%s: the search path must be pushed outside a subtransaction", call->function);
+	call->search_path = hc_search_path_push(call->schema);
+	call->search_path_pushed = true;
+}
+
+/*
  * End a call normally.  On error, transaction abort undoes all of this.
  */
 void
@@ -195,7 +212,8 @@ hc_call_end(HcCall *call)
 {
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
-	hc_search_path_pop(call->search_path);
+	if (call->search_path_pushed)
+		hc_search_path_pop(call->search_path);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 }
 

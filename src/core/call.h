@@ -29,7 +29,10 @@ typedef struct HcCall
 	struct HcPlacementScope *scope;
 	Oid			save_userid;
 	int			save_sec_context;
+	/* the search path, pushed before the first statement through SPI */
+	bool		search_path_pushed;
 	int			search_path;	/* what hc_search_path_push returned */
+	int			xact_level;		/* the transaction nest level of the call */
 } HcCall;
 
 extern void hc_call_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function);
@@ -38,6 +41,19 @@ extern void hc_call_begin_read(HcCall *call, FunctionCallInfo fcinfo, const char
 extern void hc_call_begin_as(HcCall *call, Oid owner, Oid schema, const char *function,
 							 const char *actor);
 extern void hc_call_end(HcCall *call);
+extern void hc_call_push_search_path(HcCall *call);
+
+/*
+ * Before a statement through SPI: the call's search path (core/search_path.h),
+ * pushed by its first one.  A call that ends with point reads (fetch.c)
+ * never pushes it.
+ */
+static inline void
+hc_call_search_path(HcCall *call)
+{
+	if (!call->search_path_pushed)
+		hc_call_push_search_path(call);
+}
 
 /* The pg_proc row of the function being called; ReleaseSysCache() it. */
 extern HeapTuple hc_call_proc(FunctionCallInfo fcinfo);

@@ -5,6 +5,10 @@
 #ifndef HOLDCOMMIT_SEARCH_PATH_H
 #define HOLDCOMMIT_SEARCH_PATH_H
 
+#include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
+#include "parser/parse_node.h"
+
 /*
  * Names resolve in pg_catalog, then the schema (found by OID; InvalidOid:
  * pg_catalog alone), never in pg_temp nor the caller's path, until the
@@ -13,5 +17,13 @@
  */
 extern int	hc_search_path_push(Oid schema);
 extern void hc_search_path_pop(int pushed);
+
+/*
+ * The mark that starts the text of every statement a call runs in the
+ * schema: whenever the statement is (re)analysed, hc_search_path_check
+ * refuses a table it reaches outside that schema and pg_catalog.
+ */
+extern void hc_search_path_mark(StringInfo buf, Oid schema);
+extern void hc_search_path_check(ParseState *pstate, Query *query);
 
 #endif							/* HOLDCOMMIT_SEARCH_PATH_H */

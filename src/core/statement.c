@@ -34,6 +34,7 @@
 #include "utils/snapmgr.h"
 
 #include "core/placement.h"
+#include "core/search_path.h"
 #include "core/statement.h"
 
 /* The position of a parameter in the statement, or an error. */
@@ -70,17 +71,19 @@ hc_sql_quoted(char *quote, char c)
 }
 
 /*
- * The text as SPI takes it: every :name outside quotes becomes $n (a "::"
- * cast stays as it is).
+ * The text as SPI takes it: the mark of the call's schema
+ * (core/search_path.h), then the statement with every :name outside quotes
+ * made $n (a "::" cast stays as it is).
  */
 static char *
-statement_sql(HcStatement *stmt)
+statement_sql(HcCall *call, HcStatement *stmt)
 {
 	StringInfoData buf;
 	const char *p;
 	char		quote = '\0';
 
 	initStringInfo(&buf);
+	hc_search_path_mark(&buf, call->schema);
 	for (p = stmt->sql; *p != '\0'; p++)
 	{
 		if (hc_sql_quoted(&quote, *p))
@@ -172,7 +175,7 @@ statement_prepare(HcCall *call, HcStatement *stmt, bool one_shot)
 	for (stmt->nparams = 0; stmt->nparams < HC_MAX_PARAMS && stmt->params[stmt->nparams].name;
 		 stmt->nparams++)
 		argtypes[stmt->nparams] = stmt->params[stmt->nparams].type;
-	sql = statement_sql(stmt);
+	sql = statement_sql(call, stmt);
 	if (call->scope != NULL)
 	{
 		char	   *unscoped = sql;
@@ -257,10 +260,13 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 	HcStatement *stmt = args->stmt;
 	MemoryContext mine = CurrentMemoryContext;
 	bool		one_shot = statement_one_shot(call);
-	SPIPlanPtr	plan = statement_prepare(call, stmt, one_shot);
+	SPIPlanPtr	plan;
 	int			guc_level;
 	int			rc;
 	int			i;
+
+	hc_call_search_path(call);
+	plan = statement_prepare(call, stmt, one_shot);
 
 	for (i = 0; i < stmt->nparams; i++)
 	{

@@ -10,7 +10,8 @@
  * rolls the subtransaction back before it goes on, as PL/pgSQL's exception
  * blocks do: left open, it would leave an autocommit caller inside a
  * transaction it never began.  The try reads what its statements returned
- * before it returns.
+ * before it returns.  The call's search path is pushed before the
+ * subtransaction begins, so that its end does not take the path along.
  */
 #include "postgres.h"
 
@@ -21,12 +22,13 @@
 #include "core/subxact.h"
 
 bool
-hc_try_in_subxact(HcTry try, void *arg)
+hc_try_in_subxact(HcCall *call, HcTry try, void *arg)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner resowner = CurrentResourceOwner;
 	volatile bool done = false;
 
+	hc_call_search_path(call);
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();

@@ -525,7 +525,7 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 	hc_bind_null(&args, "ended_pid");
 	hc_bind_null(&args, "ended_started");
 	lease_bind_ended_session(call, &args, resource);
-	return hc_try_in_subxact(lease_take, &t);
+	return hc_try_in_subxact(call, lease_take, &t);
 }
 
 /*

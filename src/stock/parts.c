@@ -298,7 +298,7 @@ stock_try_part(HcCall *call, HcStatement *stmt, const char *product_id, int16 *p
 {
 	StockTry	t = {call, stmt, product_id, part, qty, reservation_id, buyer_id};
 
-	return hc_try_in_subxact(stock_try, &t);
+	return hc_try_in_subxact(call, stock_try, &t);
 }
 
 /*

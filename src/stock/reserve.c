@@ -239,11 +239,11 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	{
 		stock_bind_line(&args, &reserve_line_probe, r, key, fp);
 		hc_bind(&args, "part", Int16GetDatum(home));
-		if (!hc_try_in_subxact(stock_try_line, &t))
+		if (!hc_try_in_subxact(call, stock_try_line, &t))
 		{
 			stock_bind_line(&args, &reserve_line, r, key, fp);
 			hc_bind(&args, "part", Int16GetDatum(home));
-			if (!hc_try_in_subxact(stock_try_line, &t))
+			if (!hc_try_in_subxact(call, stock_try_line, &t))
 				return false;
 		}
 	}

@@ -315,8 +315,12 @@ CREATE SCHEMA holdcommit AUTHORIZATION regress_hc_squatter;
 SET SESSION AUTHORIZATION regress_hc_squatter;
 CREATE TABLE holdcommit.planted (x int);
 RESET SESSION AUTHORIZATION;
+-- The refusal's detail and hint, without its CONTEXT (from 18 on, the whole
+-- statement of the install script and its line).
 \set VERBOSITY default
+\set SHOW_CONTEXT never
 CREATE EXTENSION holdcommit;
+\set SHOW_CONTEXT errors
 \set VERBOSITY terse
 SELECT count(*) AS installed FROM pg_extension WHERE extname = 'holdcommit';
 ALTER SCHEMA holdcommit OWNER TO CURRENT_USER;

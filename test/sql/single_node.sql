@@ -29,8 +29,8 @@ SELECT status, replayed FROM hc_finalize(:'sp1');
 SELECT stock, reserved FROM hc_inventory WHERE product_id = 'SN-P';
 SELECT * FROM hc_check();
 -- Those reads ran as statements: their plans are in this backend's memory.
-SELECT ident FROM pg_backend_memory_contexts
- WHERE name = 'CachedPlanSource' AND ident ~ '^SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE'
+SELECT substring(ident FROM '^/\* holdcommit schema \d+ \*/ (.*)') AS ident FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident ~ '^/\* holdcommit schema \d+ \*/ SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE'
  ORDER BY ident;
 ROLLBACK;
 
@@ -56,8 +56,8 @@ SELECT reservation_id AS sn4 FROM hc_hold('SN-4', 'b1', 'sn-key-7') \gset
 SELECT status, replayed FROM hc_hold('SN-4', 'b1', 'sn-key-7');
 SELECT outcome($$SELECT hc_hold('SN-4', 'b2', 'sn-key-8')$$);
 SELECT status, replayed FROM hc_commit(:'sn4');
-SELECT ident FROM pg_backend_memory_contexts
- WHERE name = 'CachedPlanSource' AND ident ~ '^SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE'
+SELECT substring(ident FROM '^/\* holdcommit schema \d+ \*/ (.*)') AS ident FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident ~ '^/\* holdcommit schema \d+ \*/ SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE'
  ORDER BY ident;
 ROLLBACK;
 
@@ -68,4 +68,4 @@ SELECT reservation_id AS sn5 FROM hc_hold('SN-5', 'b1', 'sn-key-9') \gset
 SELECT outcome($$SELECT hc_hold('SN-5', 'b2', 'sn-key-10')$$);
 SELECT status, replayed FROM hc_commit(:'sn5');
 SELECT count(*) FROM pg_backend_memory_contexts
- WHERE name = 'CachedPlanSource' AND ident ~ '^SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE';
+ WHERE name = 'CachedPlanSource' AND ident ~ '^/\* holdcommit schema \d+ \*/ SELECT [a-z_, ]+ FROM hc_[a-z_]+ WHERE';
