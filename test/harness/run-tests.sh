@@ -261,7 +261,9 @@ suite full        exporter                  "${HC_PYTHON:-/usr/bin/python3}" exa
 suite full        clients/node              bash clients/node/test.sh
 suite full        citus                     test/citus/run.sh
 suite full        dist                      test/packaging/dist.sh
-suite full,major  package                   test/packaging/package.sh
+# In a major's chroot the package is installed into the system (dpkg -i), as a user would.
+suite full,major  package                   env HC_PKG_SYSTEM=$([ "$tier" = major ] && echo 1) \
+                                            test/packaging/package.sh "$major"
 suite full        sanitize                  test/packaging/sanitize.sh
 suite full        installcheck/no-preload   other_installcheck no-preload
 suite full        installcheck/sweeper-on   other_installcheck sweeper-on setup sweep_worker

@@ -44,7 +44,8 @@ if [ ! -x "$chroot/usr/lib/postgresql/$major/bin/pg_config" ]; then
     exit 0
 fi
 version=$(dpkg-query --admindir="$chroot/var/lib/dpkg" -W -f='${Version}' "postgresql-$major")
-lacking=$(sed -n "s/^$major [a-z]* *//p" "$chroot/etc/holdcommit-majors")
+# Its suite, and what the registry lacks for it (test/majors/chroot.sh).
+from=$(sed -n "s/^$major \([a-z]*\)/from \1/p" "$chroot/etc/holdcommit-majors")
 
 # This run's directory; one that no run holds any more (its lock free) is a leftover.
 runs=$cache/runs
@@ -63,7 +64,7 @@ git ls-files -z --cached --others --exclude-standard |
     while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
     tar --null -T - -cf - | tar -xf - -C "$run/upper/build/holdcommit" ||
     fail "copy the files into the chroot"
-printf '%-4s %-26s %s\n' ok "$name/chroot" "$(basename "$chroot") ($(cat "$chroot/etc/holdcommit-chroot")), postgresql-$major $version${lacking:+, without $lacking (not in the registry)}   $(($(date +%s) - t0)) s"
+printf '%-4s %-26s %s\n' ok "$name/chroot" "$(basename "$chroot") ($(cat "$chroot/etc/holdcommit-chroot")), postgresql-$major $version $from   $(($(date +%s) - t0)) s"
 
 # The port and those derived from it are the caller's (a chroot has its own /tmp, not its own
 # network): the suites' TCP ports must not meet the machine's.
