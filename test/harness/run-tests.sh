@@ -230,7 +230,7 @@ major_done() {
 . test/harness/tap.bash
 
 # The suites that check the project's files, whatever the server.
-project="layout released sqlstates versions source dist"
+project="layout released sqlstates versions source hosts dist"
 
 # TIERS           NAME                      COMMAND
 suite quick       layout                    test/project/layout.sh
@@ -242,6 +242,7 @@ suite quick       docs                      test/project/docs.sh
 suite quick       sqlstates                 bash test/project/sqlstates.sh
 suite quick       versions                  test/project/versions.sh
 suite quick       source                    test/project/source.sh
+suite quick       hosts                     test/project/hosts.sh
 suite quick,major upgrade                   test/upgrade/upgrade.sh
 suite quick,major upgrade-0.2.0             test/upgrade/upgrade-0.2.0.sh
 suite quick,major move                      test/upgrade/move.sh
