@@ -1,32 +1,36 @@
 #!/usr/bin/env bash
-# The Debian package of one PostgreSQL major (run by make test: 15 on the machine, and
-# pgNN/package in the chroot of each other major): make deb builds
+# The Debian package of one PostgreSQL major (run by make test: the machine's 15, and
+# pgN/package in the chroot of each other major): make deb builds
 # postgresql-MAJOR-holdcommit with pg_buildext; the package holds the module, the control
 # file and every install and upgrade script; and the regression and isolation suites
 # (make installcheck) pass against exactly the files it installs.  On the machine nothing
 # goes into the system's PostgreSQL directories: the package is extracted (dpkg-deb -x)
 # over a private copy of the PostgreSQL tree of that major, with any holdcommit files of
 # that tree removed first, and a throwaway server runs from that copy.  With
-# HC_PKG_SYSTEM=1 (as root in a chroot of that major) the package is installed into the
-# system (dpkg -i), the server runs from the system's tree, and afterwards the package is
-# purged and any holdcommit files that were there before are put back.  The package also
-# ships the documentation and the examples (README.md and what it links to, in the tree's
-# layout), and its description, META.json's and debian/changelog name every family of
-# functions; debian/control has a package for every major of debian/pgversions.
+# HC_PKG_SYSTEM=1 (as root; make test sets it in a major's chroot), the package is
+# installed into the system (dpkg -i), the server runs from the system's tree, and
+# afterwards the package is purged and any holdcommit files that were there before are put
+# back.  The package also ships the documentation and the examples (README.md and what it
+# links to, in the tree's layout), and its description, META.json's and debian/changelog
+# name every family of functions; debian/control has a package for every major of
+# debian/pgversions.
 # Prints "ok - ..." / "not ok - ..." lines and "# ..." figures; exits 0.
-#   test/packaging/package.sh [MAJOR]   the PostgreSQL major (default 15)
+#   test/packaging/package.sh [MAJOR]   the PostgreSQL major (default PG_CONFIG's)
 #   HC_PKG_PORT    the throwaway server's port (default 54337)
 #   HC_PKG_SYSTEM  1: install into the system's tree, as above
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/harness/tap.bash
 
-major=${1:-15}
+major=${1:-$("${PG_CONFIG:-pg_config}" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')}
 port=${HC_PKG_PORT:-54337}
 system=${HC_PKG_SYSTEM:-}
 version=$(make -s version)
 deb_dir=build/deb
 package=postgresql-$major-holdcommit
+# That major's programs: the server's (test/harness/server.sh, under HC_PGROOT if given),
+# and the clients of make installcheck (pg_regress, pg_isolation_regress).
+export PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config
 . test/packaging/private-tree.bash
 # The tree the server runs from: the private copy, or the system's.
 if [ -n "$system" ]; then
@@ -42,8 +46,6 @@ if [ -n "$system" ]; then
 else
     tree=$root
 fi
-# The client programs (pg_regress, pg_isolation_regress) are the system's.
-bindir=/usr/lib/postgresql/$major/bin
 # What the extension does today, family by family: each must be named (case-insensitive
 # extended regular expressions) by every text that describes it.
 families=("holds:\\bholds?\\b" "stock reservations:stock reservations?" "idempotency keys:idempotency keys?"
@@ -180,13 +182,13 @@ check "that server is PostgreSQL $major and runs from the $where tree" \
     "$major $tree/usr/lib/postgresql/$major/lib"
 check "the package's extension installs as $version, with holdcommit preloaded" \
     "$(psql -X -qAt -d postgres -c "CREATE EXTENSION holdcommit" \
-            -c "SELECT extversion || ' ' || current_setting('shared_preload_libraries')
+            -c "SELECT extversion, 'holdcommit' = ANY (string_to_array(replace(current_setting('shared_preload_libraries'), ' ', ''), ','))
                   FROM pg_extension WHERE extname = 'holdcommit'" -c "DROP EXTENSION holdcommit" 2>&1)" \
-    "$version ${HC_PRELOAD-holdcommit$([ -e "/usr/lib/postgresql/$major/lib/pg_cron.so" ] && echo ,pg_cron)}"
+    "$version|t"
 
 # The regression and isolation suites of the packaged tree, against that server.
 t0=$(date +%s)
-(cd "$deb_dir/holdcommit-$version" && make -s installcheck PG_CONFIG="$bindir/pg_config") >"$root/installcheck.log" 2>&1
+(cd "$deb_dir/holdcommit-$version" && make -s installcheck) >"$root/installcheck.log" 2>&1
 installcheck_rc=$?
 # pg_regress's lines: "test NAME ... ok" up to 15, "ok 3 - NAME" (+ in a parallel group) from 16.
 sed -nE 's/^(test |     )? *([^ ]+) +\.\.\. ok.*/ok - package installcheck: \2/p
