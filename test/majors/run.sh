@@ -31,7 +31,7 @@ fail() {
 }
 
 [ "$(id -u)" -eq 0 ] ||
-    fail "PostgreSQL $major's suites run in a Debian chroot, which needs root (debootstrap, unshare, chroot): run 'sudo make test', or 'HC_MAJORS= make test' for the machine's PostgreSQL alone"
+    fail "PostgreSQL $major's suites run in a Debian chroot, which needs root (debootstrap, unshare, chroot): run it with sudo, or 'HC_MAJORS= make test' for the machine's PostgreSQL alone"
 t0=$(date +%s)
 chroot=$(test/majors/chroot.sh "$major" 2>"$out/chroot.log") || fail "its chroot (test/majors/chroot.sh)" "$out/chroot.log"
 # The chroot stays while this run uses it (test/majors/chroot.sh removes old ones).
