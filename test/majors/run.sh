@@ -80,13 +80,18 @@ unshare -m sh -ec '
     HC_TEST_PORT="${HC_TEST_PORT:-54330}" \
     bash -c 'cd /build/holdcommit && git init -q && git add -A &&
              git -c user.name=make-test -c user.email=make-test@localhost commit -qm "make test copy" &&
-             exec test/harness/run-tests.sh' 2>&1 | tee "$run/out"
+             exec test/harness/run-tests.sh' 2>&1 | tee "$run/out" | head -n -1
 rc=$?
-cp -a "$run/upper/build/holdcommit/test/tmp/." "$out/" 2>/dev/null
+cp -a "$run/upper/build/holdcommit/test/tmp/$name/." "$out/" 2>/dev/null
 # run-tests.sh ends with the counts; if it did not get there, one failure.
 if ! tail -1 "$run/out" | grep -qE '^[0-9]+ passed, [0-9]+ failed$'; then
+    tail -1 "$run/out"
     printf '%-4s %-26s %s\n' FAIL "$name" "the chroot's run ended (exit $rc) before its counts"
     echo "0 passed, 1 failed"
     exit 1
 fi
+# The major's figures, on a line of its own before the counts (which stay last).
+counts=$(tail -1 "$run/out")
+echo "     $name: $counts, $(($(date +%s) - t0)) s in all"
+echo "$counts"
 exit $rc
