@@ -5,14 +5,15 @@
 #                                 missing or older than HC_CHROOT_DAYS days (default 7)
 # One chroot per Debian suite: trixie has 17; sid has 18, and 19 from experimental (its
 # release candidate; its final release once sid has it); any other major is looked for in
-# sid and experimental (test/majors/run.sh says SKIP when it is in neither).  A major the
-# registry no longer carries is left out of the chroot, not an error.
-# The chroots live in HC_CHROOT_CACHE (default /var/cache/holdcommit/chroots) as SUITE-HASH,
-# HASH of the mirror and the packages, so that a changed list builds a new one.  Each is built
-# in a temporary directory and renamed into place, under a lock (flock) that a second make
-# test waits on; once built it is never written again: test/majors/run.sh runs in an overlay
-# of it that each run removes.  The mirror is the machine's own (its apt sources' entry for its
-# own release), or HC_DEBIAN_MIRROR.  Needs root (debootstrap, chroot, unshare).
+# sid and experimental, in a sid chroot of its own with 18 and 19.  A major the registry does
+# not carry is left out of the chroot and recorded (test/majors/run.sh says SKIP), not an error.
+# The chroots live in HC_CHROOT_CACHE (default /var/cache/holdcommit/chroots) as
+# SUITE-MAJORS-HASH, HASH of the mirror and the packages, so that a changed list builds a new
+# one (and the old one goes once no run uses it).  Each is built in a temporary directory and
+# renamed into place, under a lock (flock) that a second make test waits on; once built it is
+# never written again: test/majors/run.sh runs in an overlay of it.  The mirror is the
+# machine's own (its apt sources' entry for its own release), or HC_DEBIAN_MIRROR.  Needs root
+# (debootstrap, chroot, unshare).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -57,25 +58,26 @@ packages=$(for m in $majors; do test/harness/deps.sh --major "$m"; done | sort -
 # Bumped when the steps below change what a chroot holds.
 steps=2
 hash=$(echo "$steps $mirror $suite $majors $packages" | md5sum | cut -c1-12)
-dir=$cache/$suite-$hash
+name=$suite-${majors// /-}
+dir=$cache/$name-$hash
 
 fresh() { [ -f "$dir/etc/holdcommit-chroot" ] && [ -n "$(find "$dir/etc/holdcommit-chroot" -mtime -"$days")" ]; }
 if fresh; then echo "$dir"; exit 0; fi
 
 [ "$(id -u)" -eq 0 ] || { echo "building a chroot needs root (debootstrap, chroot)" >&2; exit 1; }
 mkdir -p "$cache"
-exec 9>"$cache/$suite.lock"
+exec 9>"$cache/$name.lock"
 flock 9
 if fresh; then echo "$dir"; exit 0; fi
 
 t0=$(date +%s)
 # What an interrupted build left (this lock is free only when no build runs).
-rm -rf "$cache/$suite".build.*
-tmp=$(mktemp -d "$cache/$suite.build.XXXXXX")
+rm -rf "$cache/$name".build.*
+tmp=$(mktemp -d "$cache/$name.build.XXXXXX")
 chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 # apt's and dpkg's output goes to the log, shown if a step fails.
-log=$cache/$suite.log
+log=$cache/$name.log
 : >"$log"
 step() { "$@" >>"$log" 2>&1 || { echo "failed: $*" >&2; tail -25 "$log" >&2; exit 1; }; }
 echo "debootstrap --variant=minbase $suite from $mirror" >&2
@@ -132,7 +134,7 @@ step in_chroot apt-get clean
 echo "built $(date -u +%FT%TZ) in $(($(date +%s) - t0)) s" >"$tmp/etc/holdcommit-chroot"
 # Older chroots of the suite go (once no run uses them: test/majors/run.sh holds NAME.use);
 # the new one takes their place.
-for old in "$cache/$suite"-*/; do
+for old in "$cache/$name"-*/; do
     old=${old%/}
     flock -n "$old.use" rm -rf "$old" "$old.use" || true
 done
