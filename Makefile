@@ -63,7 +63,7 @@ RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
 BUILD_DIR = build
 
-.PHONY: run stop test check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version
+.PHONY: run stop test test-major check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version
 deps:
 	@test/harness/deps.sh
 
@@ -81,6 +81,11 @@ test:
 
 check-quick:
 	@TIER=quick test/harness/run-tests.sh
+
+# make test-major MAJOR=18: the suites make test runs on another major, alone, in its Debian
+# chroot (test/majors/run.sh; make test runs them for HC_MAJORS, by default 17 18 19).
+test-major:
+	@test/majors/run.sh $(MAJOR)
 
 # ASan and UBSan (test/packaging/sanitize.sh, also a suite of make test): the module built with the
 # sanitizers in build/sanitize, the regression and isolation suites against a throwaway server
@@ -108,17 +113,23 @@ bench-notify:
 version:
 	@echo $(EXTVERSION)
 
-# The Debian package postgresql-15-holdcommit, built by pg_buildext (debian/rules) in a copy of
-# the working tree (the files git tracks or would track), so the tree stays clean; the .deb
-# lands in build/deb/.
+# The Debian packages postgresql-MAJOR-holdcommit, built by pg_buildext (debian/rules) for each
+# major of debian/pgversions whose server headers are installed (postgresql-server-dev-MAJOR),
+# or for PG_MAJOR alone (make deb PG_MAJOR=17): pg_buildext updatecontrol writes debian/control
+# for those majors in a copy of the working tree (the files git tracks or would track; without
+# git, as in make test's chroots, every file but build/, and dh_clean's make clean removes what
+# a build left), so the tree stays clean.  The .debs land in build/deb/.
 deb: SHELL = /bin/bash
 deb: .SHELLFLAGS = -o pipefail -ec
 deb:
 	rm -rf $(BUILD_DIR)/deb && mkdir -p $(BUILD_DIR)/deb/$(EXTENSION)-$(EXTVERSION)
-	git ls-files -z --cached --others --exclude-standard | \
+	{ git ls-files -z --cached --others --exclude-standard 2>/dev/null || \
+	    find . -path ./$(BUILD_DIR) -prune -o ! -type d -print0; } | \
 	    while IFS= read -r -d '' f; do [ -e "$$f" ] && printf '%s\0' "$$f"; done | \
 	    tar --null -T - -cf - | tar -xf - -C $(BUILD_DIR)/deb/$(EXTENSION)-$(EXTVERSION)
-	cd $(BUILD_DIR)/deb/$(EXTENSION)-$(EXTVERSION) && dpkg-buildpackage -us -uc -b
+	cd $(BUILD_DIR)/deb/$(EXTENSION)-$(EXTVERSION) && \
+	    export PG_SUPPORTED_VERSIONS=$(or $(PG_MAJOR),installed) && \
+	    pg_buildext updatecontrol && dpkg-buildpackage -us -uc -b
 	@ls $(BUILD_DIR)/deb/*.deb
 
 # The PGXN release archive of the committed tree (HEAD): build/holdcommit-VERSION.zip.

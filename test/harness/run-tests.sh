@@ -5,6 +5,10 @@
 # "FAIL NAME   N passed, N failed   T s" followed by that suite's log), and
 # ends with "N passed, N failed" alone on the last line.  Exits non-zero on
 # any failure.  Every suite's log stays in test/tmp/NAME.log.
+# TIER=full then runs the suites of the other majors (HC_MAJORS, default
+# "17 18 19"; empty: none), each in its Debian chroot (test/majors/run.sh),
+# their lines named pgN/NAME and counted in the total.  TIER=major is what
+# runs there: the suites of the tier "major", with PG_MAJOR's PG_CONFIG.
 #
 # The unit counted is the assertion: every "ok" / "not ok" line of a TAP
 # script (test/harness/tap.bash, test/harness/tap.py, pgTAP's pg_prove -v), and every test
@@ -19,9 +23,23 @@ cd "$(dirname "$0")/../.."
 
 tier=${TIER:-full}
 case $tier in
-quick | full) ;;
-*) echo "TIER is quick or full, not '$tier'" >&2; exit 2 ;;
+quick | full | major) ;;
+*) echo "TIER is quick, full or major, not '$tier'" >&2; exit 2 ;;
 esac
+# In a major's chroot the suites are named pgN/NAME and their lines name the package tested;
+# on the machine, those that the majors do not run say "15 only" (its major) when majors run.
+major=$("${PG_CONFIG:-pg_config}" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+majors=
+prefix=
+out=test/tmp
+if [ "$tier" = major ]; then
+    major=${PG_MAJOR:?TIER=major runs in a chroot of test/majors/run.sh}
+    prefix=pg$major/
+    out=test/tmp/pg$major
+    package="postgresql-$major $(dpkg-query -W -f='${Version}' "postgresql-$major")"
+elif [ "$tier" = full ]; then
+    majors=${HC_MAJORS-17 18 19}
+fi
 
 port=${HC_TEST_PORT:-54330}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
@@ -35,15 +53,17 @@ export HC_PKG_PORT=${HC_PKG_PORT:-$((port + 7))} HC_EXPORTER_PORT=${HC_EXPORTER_
 # The server with the sanitizers' runtime (test/packaging/sanitize.sh).
 export HC_SANITIZE_PORT=${HC_SANITIZE_PORT:-$((port + 16))}
 other_port=$((port + 9))
-out=test/tmp
 passed=0
 failed=0
 
-fail_setup() { echo "FAIL setup   $1" >&2; echo "0 passed, 1 failed"; exit 1; }
+fail_setup() { echo "FAIL ${prefix}setup   $1" >&2; echo "0 passed, 1 failed"; exit 1; }
 
 t0=$(date +%s)
 rm -rf "$out" results output_iso regression.diffs regression.out && mkdir -p "$out"
-test/harness/deps.sh >"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "missing packages"; }
+# A major's chroot has its packages (test/majors/chroot.sh).
+if [ "$tier" != major ]; then
+    test/harness/deps.sh >"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "missing packages"; }
+fi
 make -s WERROR=-Werror >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "build failed"; }
 if [ -n "${HC_PGROOT:-}" ]; then
     make -s install DESTDIR="$HC_PGROOT" >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "install failed"; }
@@ -53,15 +73,31 @@ fi
 test/harness/server.sh start "$port" >>"$out/setup.log" 2>&1 || { cat "$out/setup.log"; fail_setup "server did not start"; }
 # The server's log is kept with the suites' logs.
 trap 'cp "$PGHOST/server.log" "$out/server.log" 2>/dev/null; test/harness/server.sh stop "$port"' EXIT
-printf '%-4s %-26s %s\n' ok setup "build, install, server on port $port   $(($(date +%s) - t0)) s"
+printf '%-4s %-26s %s\n' ok "${prefix}setup" \
+    "build, install, server on port $port${package:+ ($package)}   $(($(date +%s) - t0)) s"
+# The chroots of the other majors are built (or found in their cache) while the machine's
+# suites run; their suites run after (run_majors, below).
+if [ -n "$majors" ] && [ "$(id -u)" -eq 0 ]; then
+    for m in $majors; do
+        test/majors/chroot.sh "$m" >/dev/null 2>"$out/chroot-$m.log" &
+    done
+fi
 
-# suite TIER NAME COMMAND...: run COMMAND if TIER is in this run's tier, its
-# output in test/tmp/NAME.log; count its assertions and print one line, and
-# the log if anything failed.
+# suite TIERS NAME COMMAND...: run COMMAND if this run's tier is one of
+# TIERS (comma-separated; full runs quick and full), its output in
+# test/tmp/NAME.log; count its assertions and print one line, and the log if
+# anything failed.
 suite() {
-    local suite_tier=$1 name=$2 log=$out/$2.log rc ok bad start
+    local tiers=,$1, name=$prefix$2 log=$out/$2.log rc ok bad start note=${package:-}
     shift 2
-    [ "$tier" = full ] || [ "$suite_tier" = "$tier" ] || return 0
+    case $tier,$tiers in
+    full,*,quick,* | full,*,full,* | quick,*,quick,* | major,*,major,*) ;;
+    *) return 0 ;;
+    esac
+    # What the majors do not run, and depends on the server's, ran on the machine's only.
+    if [ -n "$majors" ] && [ "$tiers" = "${tiers/,major,/}" ] && ! grep -qw -- "$name" <<<"$project"; then
+        note="$major only"
+    fi
     mkdir -p "$(dirname "$log")"
     start=$(date +%s)
     "$@" >"$log" 2>&1
@@ -79,11 +115,11 @@ suite() {
     passed=$((passed + ok))
     failed=$((failed + bad))
     if [ "$bad" -eq 0 ]; then
-        printf '%-4s %-26s %5d assertions %5d s\n' ok "$name" "$ok" $(($(date +%s) - start))
+        printf '%-4s %-26s %5d assertions %5d s%s\n' ok "$name" "$ok" $(($(date +%s) - start)) "${note:+   $note}"
         # A suite that could not run here says so on a line of its own.
         grep -h -m1 -o '^ok - # SKIP .*' "$log" | sed "s|^ok - # |     $name: |"
     else
-        printf '%-4s %-26s %5d passed, %d failed %5d s\n' FAIL "$name" "$ok" "$bad" $(($(date +%s) - start))
+        printf '%-4s %-26s %5d passed, %d failed %5d s%s\n' FAIL "$name" "$ok" "$bad" $(($(date +%s) - start)) "${note:+   $note}"
         echo "--- $log"
         cat "$log"
         echo "--- end of $log"
@@ -161,38 +197,78 @@ other_installcheck() {
     return $rc
 }
 
+# The other majors (HC_MAJORS), each in its chroot (test/majors/run.sh), on
+# ports of their own (port + 25, + 50, + 75: test/README.md), two at a time
+# (HC_MAJORS_JOBS); their lines printed in order, their counts added.
+run_majors() {
+    local m i=0 jobs=${HC_MAJORS_JOBS:-2} list=() pids=()
+    for m in $majors; do
+        list+=("$m")
+        HC_TEST_PORT=$((port + 25 * (i + 1))) test/majors/run.sh "$m" >"$out/pg$m.out" 2>&1 &
+        pids+=($!)
+        i=$((i + 1))
+        [ "$i" -ge "$jobs" ] && major_done "${list[i - jobs]}" "${pids[i - jobs]}"
+    done
+    for ((j = (i >= jobs ? i - jobs + 1 : 0); j < i; j++)); do
+        major_done "${list[j]}" "${pids[j]}"
+    done
+}
+major_done() {
+    local counts
+    wait "$2"
+    head -n -1 "$out/pg$1.out"
+    counts=$(tail -1 "$out/pg$1.out")
+    if [[ $counts =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        passed=$((passed + BASH_REMATCH[1]))
+        failed=$((failed + BASH_REMATCH[2]))
+    else
+        echo "FAIL pg$1   test/majors/run.sh ended without its counts"
+        failed=$((failed + 1))
+    fi
+}
+
 . test/harness/tap.bash
 
-# TIER     NAME                      COMMAND
-suite quick layout                   test/project/layout.sh
-suite quick released                 test/project/released.sh
-suite quick regression               regression
-suite quick isolation                isolation
-suite quick snippets                 test/project/snippets.sh
-suite quick docs                     test/project/docs.sh
-suite quick sqlstates                bash test/project/sqlstates.sh
-suite quick versions                 test/project/versions.sh
-suite quick source                   test/project/source.sh
-suite quick upgrade                  test/upgrade/upgrade.sh
-suite quick upgrade-0.2.0            test/upgrade/upgrade-0.2.0.sh
-suite quick move                     test/upgrade/move.sh
+# The suites that check the project's files, whatever the server.
+project="layout released sqlstates versions source hosts dist"
+
+# TIERS           NAME                      COMMAND
+suite quick       layout                    test/project/layout.sh
+suite quick       released                  test/project/released.sh
+suite quick,major regression                regression
+suite quick,major isolation                 isolation
+suite quick       snippets                  test/project/snippets.sh
+suite quick       docs                      test/project/docs.sh
+suite quick       sqlstates                 bash test/project/sqlstates.sh
+suite quick       versions                  test/project/versions.sh
+suite quick       source                    test/project/source.sh
+suite quick       hosts                     test/project/hosts.sh
+suite quick,major upgrade                   test/upgrade/upgrade.sh
+suite quick,major upgrade-0.2.0             test/upgrade/upgrade-0.2.0.sh
+suite quick,major move                      test/upgrade/move.sh
 for f in test/pgtap/*.sql; do
-    suite quick "pgtap/$(basename "$f" .sql)" pgtap "$f"
+    suite quick,major "pgtap/$(basename "$f" .sql)" pgtap "$f"
 done
+# The load suites that the other majors run too.
+major_load="autonomous cron hostile lease sweep sweepers"
 for f in test/load/*.sh; do
-    suite full "load/$(basename "$f" .sh)" bash "$f"
+    f=$(basename "$f" .sh)
+    suite "full$(grep -qw "$f" <<<"$major_load" && echo ,major)" "load/$f" bash "test/load/$f.sh"
 done
-suite full  http                     examples/http/test.sh
-suite full  clients/python           bash clients/python/test.sh
-suite full  exporter                 "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
-                                     --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
-suite full  clients/node             bash clients/node/test.sh
-suite full  citus                    test/citus/run.sh
-suite full  dist                     test/packaging/dist.sh
-suite full  package                  test/packaging/package.sh
-suite full  sanitize                 test/packaging/sanitize.sh
-suite full  installcheck/no-preload  other_installcheck no-preload
-suite full  installcheck/sweeper-on  other_installcheck sweeper-on setup sweep_worker
+suite full        http                      examples/http/test.sh
+suite full        clients/python            bash clients/python/test.sh
+suite full        exporter                  "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
+                                            --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"
+suite full        clients/node              bash clients/node/test.sh
+suite full        citus                     test/citus/run.sh
+suite full        dist                      test/packaging/dist.sh
+# In a major's chroot the package is installed into the system (dpkg -i), as a user would.
+suite full,major  package                   env HC_PKG_SYSTEM=$([ "$tier" = major ] && echo 1) \
+                                            test/packaging/package.sh "$major"
+suite full        sanitize                  test/packaging/sanitize.sh
+suite full        installcheck/no-preload   other_installcheck no-preload
+suite full        installcheck/sweeper-on   other_installcheck sweeper-on setup sweep_worker
+[ -n "$majors" ] && run_majors
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

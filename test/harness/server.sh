@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 server with holdcommit preloaded (HC_PRELOAD: the
-# shared_preload_libraries instead of holdcommit,pg_cron; empty: none;
+# A throwaway PostgreSQL server with holdcommit preloaded (HC_PRELOAD: the
+# shared_preload_libraries instead of holdcommit,pg_cron, or holdcommit where
+# the major has no pg_cron (19 in its chroot: test/majors/chroot.sh); empty: none;
 # HC_MAX_WORKER_PROCESSES: max_worker_processes instead of 32; HC_SEARCH_PATH:
 # the server's search_path instead of 'public, holdcommit'; empty: PostgreSQL's default;
 # HC_LISTEN_ADDRESSES: listen_addresses instead of none, the socket only;
@@ -14,8 +15,10 @@ set -euo pipefail
 
 cmd=${1:?usage: server.sh start|stop PORT}
 port=${2:?usage: server.sh start|stop PORT}
-# HC_PGROOT: a private copy of the PostgreSQL tree (a developer's sandbox); default the system's.
-bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
+# The major of PG_CONFIG (default pg_config: the machine's newest, 15 here; a chroot's of
+# test/majors/run.sh sets it).  HC_PGROOT: a private copy of the PostgreSQL tree (a
+# developer's sandbox); default the system's.
+bin=$(realpath -ms "${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)")
 base=${TMPDIR:-/tmp}/holdcommit-$port
 data=$base/data
 
@@ -37,11 +40,12 @@ start)
     # The suites call the functions unqualified, with the extension's schema on the
     # search_path, after public (their own tables stay there); make run's server has none.
     search_path=${HC_SEARCH_PATH-public, holdcommit}
+    cron=$(ls "${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --pkglibdir)/pg_cron.so" 2>/dev/null || true)
     as_server tee -a "$data/postgresql.conf" >/dev/null <<CONF
 port = $port
 listen_addresses = '${HC_LISTEN_ADDRESSES:-}'
 unix_socket_directories = '$base'
-shared_preload_libraries = '${HC_PRELOAD-holdcommit,pg_cron}'
+shared_preload_libraries = '${HC_PRELOAD-holdcommit${cron:+,pg_cron}}'
 max_connections = 250
 max_worker_processes = ${HC_MAX_WORKER_PROCESSES:-32}
 # The background sweeper is off unless a test turns it on for its own

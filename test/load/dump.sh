@@ -7,7 +7,8 @@
 # superuser with pg_restore.
 set -uo pipefail
 
-bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
+# The programs of the server's major (PG_CONFIG, as test/harness/server.sh).
+bin=${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)
 src=hc_dump_src
 dst=hc_dump_dst
 q() { psql -qXAt -v ON_ERROR_STOP=1 -d "$@"; }

@@ -7,7 +7,8 @@
 #   check_outcomes ...     the outcomes of a flash sale in load_results (below)
 set -uo pipefail
 
-bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
+# pgbench of the server's major (PG_CONFIG, as test/harness/server.sh).
+bin=$(realpath -ms "${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)")
 pgbench=$bin/pgbench
 [ -x "$pgbench" ] || pgbench=$(command -v pgbench)
 work=$(mktemp -d)

@@ -3,7 +3,8 @@
 # make sanitize): the module is built with -fsanitize=address,undefined in a
 # copy of the sources (build/sanitize/clean: the tree's own objects and
 # holdcommit.so stay as they are), installed into a private copy of the
-# PostgreSQL 15 tree, and a throwaway server of that tree runs with the
+# machine's PostgreSQL tree (15; make test runs it there only, not in the
+# chroots of the other majors), and a throwaway server of that tree runs with the
 # sanitizers' runtime preloaded (holdcommit and pg_cron in
 # shared_preload_libraries, as on the test server).  Against it: make
 # installcheck (regression and isolation), test/load/hostile.sh (hostile
@@ -25,6 +26,8 @@ cd "$(dirname "$0")/../.."
 port=${HC_SANITIZE_PORT:-54346}
 export PGHOST=${TMPDIR:-/tmp}/holdcommit-$port PGPORT=$port PGUSER=postgres
 build=build/sanitize
+# The machine's major, whose tree the server runs from (test/harness/server.sh: PG_CONFIG).
+major=$("${PG_CONFIG:-pg_config}" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 . test/packaging/private-tree.bash
 
 # -fno-sanitize-recover=all: a UBSan finding ends the process, as an ASan one
@@ -46,8 +49,8 @@ preload=$libasan:$root/sanitize-init.so
 status_before=$(git status --porcelain --untracked-files=all)
 objects_before=$(md5sum holdcommit.so $(find src -name '*.o' | sort) 2>/dev/null)
 
-# The private tree: the system's PostgreSQL 15, minus any holdcommit files.
-private_tree
+# The private tree: the system's PostgreSQL, minus any holdcommit files.
+private_tree "$major"
 
 # ASan's reports are written by the server's processes (postgres, when we are
 # root): into $root/reports/NAME, which that user can reach and write whatever
@@ -106,7 +109,7 @@ sanitized() {
     rm -f "$root/reports/$name/probe"
     check "$name: the postmaster has libasan mapped" "$(grep -c '/libasan\.so' "/proc/$pid/maps" | grep -c '^[1-9]')" "1"
     check "$name: the postmaster has the sanitized holdcommit.so mapped" \
-        "$(grep -c "$root/usr/lib/postgresql/15/lib/holdcommit.so" "/proc/$pid/maps" | grep -c '^[1-9]')" "1"
+        "$(grep -c "$root/usr/lib/postgresql/$major/lib/holdcommit.so" "/proc/$pid/maps" | grep -c '^[1-9]')" "1"
 }
 
 # installcheck NAME ARGS...: make installcheck ARGS in build/sanitize/NAME against

@@ -12,7 +12,8 @@
 # Needs PGHOST, PGPORT, PGUSER (a superuser).
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../harness/tap.bash"
-upgrade_bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
+# pg_dump of the server's major (PG_CONFIG, as test/harness/server.sh).
+upgrade_bin=${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)
 work=$(mktemp -d)
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
 
