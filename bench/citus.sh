@@ -17,7 +17,7 @@
 # Needs Citus in the PostgreSQL tree (HC_PGROOT or the system's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-lib=${HC_PGROOT:-}/usr/lib/postgresql/15/lib
+lib=${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --pkglibdir)
 [ -f "$lib/citus.so" ] || { echo "bench-citus: Citus is not installed in $lib" >&2; exit 2; }
 port=${HC_CITUS_BENCH_PORT:-54740}
 rounds=${HC_CITUS_BENCH_ROUNDS:-3}

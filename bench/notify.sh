@@ -11,7 +11,7 @@
 set -euo pipefail
 
 db=hc_bench_notify
-bin=${HC_PGROOT:-}/usr/lib/postgresql/15/bin
+bin=${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)
 pgbench=$bin/pgbench
 [ -x "$pgbench" ] || pgbench=$(command -v pgbench)
 secs=${HC_BENCH_SECONDS:-10}

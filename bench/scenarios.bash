@@ -48,7 +48,7 @@ bench_sold_out_timeout=${HC_BENCH_SOLD_OUT_TIMEOUT:-120}
 
 bench_build_driver() {
     cc -O2 -Wall -Wextra -o "$1" "$bench_dir/driver.c" \
-        -I"$(pg_config --includedir)" -L"$(pg_config --libdir)" -lpq -pthread
+        -I"$("${PG_CONFIG:-pg_config}" --includedir)" -L"$("${PG_CONFIG:-pg_config}" --libdir)" -lpq -pthread
 }
 
 # bq: run the SQL on stdin in the benchmark database, print rows unaligned.

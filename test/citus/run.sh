@@ -25,7 +25,8 @@ cd "$(dirname "$0")/../.."
 . test/harness/tap.bash
 
 port=${HC_CITUS_PORT:-$((${PGPORT:-54330} + 20))}
-lib=${HC_PGROOT:-}/usr/lib/postgresql/15/lib
+# The major of PG_CONFIG, as test/harness/server.sh's.
+lib=${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --pkglibdir)
 if [ ! -f "$lib/citus.so" ]; then
     echo "ok - # SKIP Citus is not installed in $lib (doc/scale-out.md: how to run this suite)"
     exit 0
@@ -331,7 +332,7 @@ $(w $((port + 2)) -c "SELECT runs > 0 AND last_error IS NULL FROM hc_sweeper_sta
 # after Citus' PREPARE TRANSACTION and before its COMMIT PREPARED (the
 # coordinator held there under gdb): the commit stands, and Citus' recovery
 # commits the prepared transaction once the worker is back.
-bin=$(realpath -ms "${HC_PGROOT:-}/usr/lib/postgresql/15/bin")
+bin=$(realpath -ms "${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)")
 # As postgres, from / (test/harness/server.sh says why).
 as_server() { if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 w2data=${TMPDIR:-/tmp}/holdcommit-$((port + 2))/data
