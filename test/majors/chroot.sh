@@ -47,7 +47,7 @@ machine_mirror() {
                   }
                   if (enabled != "no" && (" " types " ") ~ / deb / && (" " suites " ") ~ (" " c " ")) {
                       split(uris, u, " "); print u[1] } }'
-    } | head -1
+    } | head -1 || true
 }
 
 mirror=${HC_DEBIAN_MIRROR:-$(machine_mirror)}
@@ -136,7 +136,12 @@ echo "built $(date -u +%FT%TZ) in $(($(date +%s) - t0)) s" >"$tmp/etc/holdcommit
 # the new one takes their place.
 for old in "$cache/$name"-*/; do
     old=${old%/}
-    flock -n "$old.use" rm -rf "$old" "$old.use" || true
+    if [ "$old" = "$dir" ]; then
+        # One of the same name, expired: once the runs that use it end.
+        flock "$old.use" rm -rf "$old"
+    else
+        flock -n "$old.use" rm -rf "$old" "$old.use" || true
+    fi
 done
 mv "$tmp" "$dir"
 trap - EXIT
