@@ -37,6 +37,18 @@ load_setup() {
     fi
 }
 
+# SQL that takes the extension's tables out of autovacuum's reach: an ANALYZE
+# during a run would make the plan cache analyse holdcommit's statements again.
+no_autovacuum_sql="DO \$\$
+DECLARE t regclass;
+BEGIN
+    FOR t IN SELECT c.oid::regclass FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+              WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'holdcommit')
+                AND d.classid = 'pg_class'::regclass AND c.relkind = 'r' LOOP
+        EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = off)', t);
+    END LOOP;
+END \$\$;"
+
 q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
 
 . "$(dirname "${BASH_SOURCE[0]}")/../harness/tap.bash"

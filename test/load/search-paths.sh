@@ -20,19 +20,10 @@
 load_setup hc_load_paths 2
 rounds=${HC_PATHS_ROUNDS:-20}
 
-# The extension in its own schema, its tables out of autovacuum's reach (an ANALYZE
-# during the run would make the plan cache analyse its statements again); two schemas
-# the caller switches between, each with a look-alike hc_assets.
+# The extension in its own schema, its tables out of autovacuum's reach (lib.bash); two
+# schemas the caller switches between, each with a look-alike hc_assets.
 q "CREATE EXTENSION holdcommit;
-   DO \$\$
-   DECLARE t regclass;
-   BEGIN
-       FOR t IN SELECT c.oid::regclass FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
-                 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'holdcommit')
-                   AND d.classid = 'pg_class'::regclass AND c.relkind = 'r' LOOP
-           EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = off)', t);
-       END LOOP;
-   END \$\$;
+   $no_autovacuum_sql
    CREATE SCHEMA a; CREATE SCHEMA b;
    CREATE TABLE a.hc_assets (id text); CREATE TABLE b.hc_assets (id text);
    SELECT count(holdcommit.hc_asset_add(t || '-' || p || i))

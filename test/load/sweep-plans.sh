@@ -61,15 +61,7 @@ install() {
              \$\$ SELECT m[1]::bigint + m[2]::bigint
                   FROM regexp_match(pg_read_file('/proc/self/stat'), '\\) \\S+ (?:\\S+ ){10}(\\d+) (\\d+)') m \$\$;
              CREATE EXTENSION holdcommit;
-             DO \$\$
-             DECLARE t regclass;
-             BEGIN
-                 FOR t IN SELECT c.oid::regclass FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
-                           WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'holdcommit')
-                             AND d.classid = 'pg_class'::regclass AND c.relkind = 'r' LOOP
-                     EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = off)', t);
-                 END LOOP;
-             END \$\$;" >/dev/null
+             $no_autovacuum_sql" >/dev/null
 }
 
 # age DB: what the calls made, as if made two hours ago (a superuser's shortcut).
