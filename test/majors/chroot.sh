@@ -73,7 +73,8 @@ if fresh; then echo "$dir"; exit 0; fi
 t0=$(date +%s)
 # What an interrupted build left (this lock is free only when no build runs).
 rm -rf "$cache/$name".build.*
-tmp=$(mktemp -d "$cache/$name.build.XXXXXX")
+tmp=$cache/$name.build.$$
+mkdir "$tmp"
 chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 # apt's and dpkg's output goes to the log, shown if a step fails.

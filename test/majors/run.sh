@@ -53,7 +53,9 @@ mkdir -p "$runs"
 for d in "$runs"/*/; do
     [ -d "$d" ] && flock -n "$d/lock" rm -rf "$d"
 done
-run=$(mktemp -d "$runs/$name.XXXXXX")
+# Unique while this run lives; a leftover of the same name went with the loop above.
+run=$runs/$name.$$
+mkdir "$run"
 chmod 755 "$run"
 exec 8>"$run/lock"
 flock 8
