@@ -14,9 +14,8 @@ OBJS = $(SOURCES:.c=.o)
 # from the last released full script and the update scripts after it
 # (FULL_SCRIPT_CHAIN), so fresh and updated installs have one source, and
 # make dist and make deb ship the made file (MADE_SCRIPT).  Empty while the
-# version is a released one: 0.4.0 starts it again with
-# sql/holdcommit--0.3.0.sql sql/holdcommit--0.3.0--0.4.0.sql.
-FULL_SCRIPT_CHAIN =
+# version is a released one; 0.4.0 is in the making.
+FULL_SCRIPT_CHAIN = sql/holdcommit--0.3.0.sql sql/holdcommit--0.3.0--0.4.0.sql
 FULL_SCRIPT = sql/$(EXTENSION)--$(EXTVERSION).sql
 MADE_SCRIPT = $(if $(FULL_SCRIPT_CHAIN),$(FULL_SCRIPT))
 DATA = $(sort $(wildcard sql/holdcommit--*.sql) $(MADE_SCRIPT))

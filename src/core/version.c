@@ -12,7 +12,7 @@
  * pg_proc (an update script always creates, replaces or drops a function;
  * PostgreSQL 15 has no cache of pg_extension to listen to).
  *
- * This library serves 0.2.0 and 0.3.0, which have the same tables: a
+ * This library serves 0.2.0, 0.3.0 and 0.4.0, which have the same tables: a
  * database can be updated at any time after the new files are installed.
  * 0.1.0 is refused until it is updated.
  *
@@ -36,7 +36,7 @@
 
 bool		hc_preloaded = false;
 
-static const char *const served_versions[] = {"0.2.0", "0.3.0", NULL};
+static const char *const served_versions[] = {"0.2.0", "0.3.0", "0.4.0", NULL};
 
 /* The installed version was served when last checked; which one it was. */
 static bool served = false;

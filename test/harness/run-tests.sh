@@ -246,6 +246,7 @@ suite quick       source                    test/project/source.sh
 suite quick       hosts                     test/project/hosts.sh
 suite quick,major upgrade                   test/upgrade/upgrade.sh
 suite quick,major upgrade-0.2.0             test/upgrade/upgrade-0.2.0.sh
+suite quick,major upgrade-0.3.0             test/upgrade/upgrade-0.3.0.sh
 suite quick,major move                      test/upgrade/move.sh
 for f in test/pgtap/*.sql; do
     suite quick,major "pgtap/$(basename "$f" .sql)" pgtap "$f"

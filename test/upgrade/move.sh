@@ -6,7 +6,7 @@
 # install gives.
 #   hc_move_old: 0.2.0, moved into public (what a 0.2.0 install there is),
 #                data made by its calls, an application role;
-#   hc_move_new: CREATE EXTENSION holdcommit (0.3.0).
+#   hc_move_new: CREATE EXTENSION holdcommit (the control file's version).
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 cd "$(dirname "$0")/../.."
 . test/upgrade/upgrade-lib.bash
@@ -109,7 +109,7 @@ check "the move ran none of the database owner's code" \
     "$(q $old -c "SELECT rolsuper FROM pg_roles WHERE rolname = '${app}_owner'")" "f"
 check "moved and updated" \
     "$(q $old -c "SELECT extversion, extnamespace::regnamespace FROM pg_extension WHERE extname = 'holdcommit'")" \
-    "0.3.0|holdcommit"
+    "$current|holdcommit"
 check "nothing of it is left in public" \
     "$(q $old -c "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'hc\_%'")|$(
        q $old -c "SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'hc\_%'")" "0|0"
@@ -135,7 +135,7 @@ check "the application role's grants work in the new schema" \
 q $old -c "DROP OPERATOR public.<> (oid, integer)" -c "DROP FUNCTION public.oid_ne_int(oid, integer)" \
     -c "REVOKE USAGE ON SCHEMA public FROM $app" >/dev/null
 q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app')" >/dev/null 2>&1 ||
-    echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
+    echo "not ok - CREATE EXTENSION holdcommit ($current)"
 check_same_schema $old $new "the moved 0.2.0"
 check_same_grants $old $new $app
 check_tour $old $new

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Updating from 0.2.0, installed as it recommended (its own schema), gives what
-# installing 0.3.0 gives, and keeps the data, keys, ledger and grants.
+# installing the current version gives, and keeps the data, keys, ledger and grants.
 #   hc_up2_old: CREATE EXTENSION holdcommit VERSION '0.2.0', data in every
 #               state made by 0.2.0's own calls (this library serves 0.2.0),
 #               an application, an operator role; then ALTER EXTENSION
 #               holdcommit UPDATE;
-#   hc_up2_new: CREATE EXTENSION holdcommit (0.3.0), the same roles granted.
+#   hc_up2_new: CREATE EXTENSION holdcommit (the control file's version), the same roles granted.
 # (From 0.1.0: test/upgrade/upgrade.sh; 0.2.0 in public: test/upgrade/move.sh.)
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server.
 cd "$(dirname "$0")/../.."
@@ -180,11 +180,11 @@ check "the update stops at an object that depends on hc_attempt_begin's 0.2.0 si
     "2/0.2.0 in holdcommit"
 q $old -c "DROP FUNCTION public.u2_begin_wrapper()" >/dev/null
 if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update.log" 2>&1; then
-    echo "not ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to 0.3.0)"
+    echo "not ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to $current)"
     sed 's/^/#   /' "$work/update.log"
     exit 0
 fi
-echo "ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to 0.3.0)"
+echo "ok - ALTER EXTENSION holdcommit UPDATE (0.2.0 to $current)"
 check "... names the role that cannot reach the schema" \
     "$(grep -o 'cannot reach schema holdcommit: .*' "$work/update.log")" "cannot reach schema holdcommit: $lost"
 check "... names the operator that lacks 0.3.0's additions" \
@@ -193,7 +193,7 @@ check "... which the operator lacks" \
     "$(q $old -c "SET ROLE $ops" -v VERBOSITY=sqlstate -c "SELECT count(*) FROM hc_sweeper_databases" 2>&1)" "ERROR:  42501"
 if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
         >"$work/create.log" 2>&1; then
-    echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
+    echo "not ok - CREATE EXTENSION holdcommit ($current)"
     sed 's/^/#   /' "$work/create.log"
     exit 0
 fi
@@ -220,8 +220,8 @@ q $old -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
     -c "REVOKE ALL ON FUNCTION hc_attempt_begin(text, text, bigint, interval, integer, text) FROM $svc CASCADE" \
     -c "REVOKE ALL ON SCHEMA holdcommit FROM $svc" \
     -c "DROP OWNED BY $svc" >/dev/null
-check "the update gives 0.3.0 in its schema" "$(q $old -c "$version")" "0.3.0 in holdcommit"
-check "... as a fresh install does" "$(q $new -c "$version")" "0.3.0 in holdcommit"
+check "the update gives $current in its schema" "$(q $old -c "$version")" "$current in holdcommit"
+check "... as a fresh install does" "$(q $new -c "$version")" "$current in holdcommit"
 
 check_same_schema $old $new "0.2.0 updated"
 check_same_grants $old $new $app
@@ -272,6 +272,6 @@ seqs_after=$(q $old -c "$seqs")
 check "each entity's ledger order continues after the update" \
     "$(for b in $seqs_before; do a=$(tr ' ' '\n' <<<"$seqs_after" | grep "^${b%:*}:"); \
          [ "${a##*:}" -ge "${b##*:}" ] || echo -n "${b%:*} "; done)" ""
-check "hc_check() is empty after calls under 0.3.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+check "hc_check() is empty after calls under $current" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
 check_tour $old $new
 exit 0

@@ -16,6 +16,8 @@ set -uo pipefail
 upgrade_bin=${HC_PGROOT:-}$("${PG_CONFIG:-pg_config}" --bindir)
 work=$(mktemp -d)
 q() { local d=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" "$@"; }
+# The version an update ends at and a fresh install gives: the control file's.
+current=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$(dirname "${BASH_SOURCE[0]}")/../../holdcommit.control")
 
 # upgrade_scratch OLD NEW ROLE... [-- LATER...]: the databases $old and $new
 # and the ROLEs are dropped (left over from an earlier run) and created, and

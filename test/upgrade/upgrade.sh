@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Updating from 0.1.0 gives what installing 0.3.0 gives, and keeps the data.
+# Updating from 0.1.0 gives what installing the current version (holdcommit.control) gives, and keeps the data.
 #   hc_upgrade_old: CREATE EXTENSION holdcommit VERSION '0.1.0', data in every
 #                   state, refused by this library (55000) until it is
 #                   updated; ALTER EXTENSION holdcommit UPDATE TO '0.2.0',
-#                   which this library serves, then UPDATE to 0.3.0;
-#   hc_upgrade_new: CREATE EXTENSION holdcommit (0.3.0 directly).
+#                   which this library serves, then UPDATE to the current one;
+#   hc_upgrade_new: CREATE EXTENSION holdcommit (the current version directly).
 # (From 0.2.0: test/upgrade/upgrade-0.2.0.sh; 0.2.0 in public: test/upgrade/move.sh; what is
 # compared: test/upgrade/upgrade-lib.bash.)  Then the data made under 0.1.0 must work
-# under 0.3.0, and every function as in a fresh install.
+# under the current version, and every function as in a fresh install.
 # Both grant hc_upgrade_app with hc_grant_app and hc_upgrade_ops with
 # hc_grant_operator (old: before the update and, as CHANGELOG.md's 0.2.0 notes
 # say to, again after it), so the privileges existing roles end up with are
@@ -177,11 +177,11 @@ fi
 echo "ok - ALTER EXTENSION holdcommit UPDATE TO '0.2.0'"
 check "this library serves 0.2.0" "$(q $old -c 'SELECT count(*) FROM hc_check()' 2>&1)" "0"
 if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update3.log" 2>&1; then
-    echo "not ok - ALTER EXTENSION holdcommit UPDATE (to 0.3.0)"
+    echo "not ok - ALTER EXTENSION holdcommit UPDATE (to $current)"
     sed 's/^/#   /' "$work/update3.log"
     exit 0
 fi
-echo "ok - ALTER EXTENSION holdcommit UPDATE (to 0.3.0)"
+echo "ok - ALTER EXTENSION holdcommit UPDATE (to $current)"
 check "... which names the operator to grant again" \
     "$(grep -o 'cannot read hc_sweeper_databases or hc_workers until they are granted again: .*' "$work/update3.log")" "cannot read hc_sweeper_databases or hc_workers until they are granted again: $ops"
 check "... and the roles that read the table hc_inventory was" \
@@ -190,14 +190,14 @@ check "... and the roles that read the table hc_inventory was" \
 q $old -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" >/dev/null
 if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
         >"$work/create.log" 2>&1; then
-    echo "not ok - CREATE EXTENSION holdcommit (0.3.0)"
+    echo "not ok - CREATE EXTENSION holdcommit ($current)"
     sed 's/^/#   /' "$work/create.log"
     exit 0
 fi
 
 version="SELECT extversion FROM pg_extension WHERE extname = 'holdcommit'"
-check "extversion after the update" "$(q $old -c "$version")" "0.3.0"
-check "extversion of a fresh install" "$(q $new -c "$version")" "0.3.0"
+check "extversion after the update" "$(q $old -c "$version")" "$current"
+check "extversion of a fresh install" "$(q $new -c "$version")" "$current"
 
 check_same_schema $old $new "0.1.0 updated"
 check_same_grants $old $new $app
@@ -242,6 +242,6 @@ seq_after=$(q $old -c "$last_seq")
 check "each entity's ledger order continues after the update" \
     "$(for b in $seq_before; do a=$(tr ' ' '\n' <<<"$seq_after" | grep "^${b%%:*}:"); \
          [ "${a##*:}" -gt "${b##*:}" ] && echo -n "${b%%:*} "; done)" "UP-HELD UP-P1 UP-P2 "
-check "hc_check() is empty after calls under 0.3.0" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
+check "hc_check() is empty after calls under $current" "$(q $old -c 'SELECT count(*) FROM hc_check()')" "0"
 check_tour $old $new
 exit 0
