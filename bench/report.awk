@@ -1,7 +1,7 @@
 #!/usr/bin/awk -f
 # bench/report.awk: make bench's raw runs (TSV: round, scenario, variant,
 # synchronous_commit, server log bytes written, driver line) as markdown:
-# the targets of issues 9 and 17 and those of issue 20, every variant's
+# the targets of issues 9 and 17 and those of issue 36, every variant's
 # median over the rounds, backend memory.  Writes the targets' ratios to
 # chart_data for bench/chart.gp.
 # Variables: commit, date, cores, pg, rounds, seconds, elapsed, chart_data.
@@ -20,15 +20,11 @@ BEGIN {
     # target(ISSUES, SCENARIO, VARIANT, GOAL_OFF, GOAL_ON): holdcommit ÷ this
     # variant at least GOAL_OFF with synchronous_commit off, GOAL_ON with it
     # on; "" for no goal with that setting (the figure is shown without one).
-    # Issue 9's goals:
+    # Issue 9's goals (the hold of an available asset against the PL/pgSQL
+    # port and a bare UPDATE; the hot product against the port):
     target("9 and 17", "hold", "plpgsql", 1.0, 1.0)
     target("9 and 17", "hold", "bare_update", 0.4, 0.4)
-    target("9 and 17", "refusal", "point_select", 0.7, 0.7)
     target("9 and 17", "hot_product", "plpgsql", 1.2, 1.2)
-    target("9 and 17", "commit", "plpgsql", 1.0, 1.0)
-    target("9 and 17", "release", "plpgsql", 1.0, 1.0)
-    target("9 and 17", "finalize", "plpgsql", 1.0, 1.0)
-    target("9 and 17", "unreserve", "plpgsql", 1.0, 1.0)
     # issue 17: the lease and attempt calls, autonomous, against the PL/pgSQL
     # port that is not, with synchronous_commit on (each call pays its own
     # commit in its worker); off, the figures are shown without a goal
@@ -36,17 +32,26 @@ BEGIN {
     target("9 and 17", "lease_heartbeat", "plpgsql", "", 0.7)
     target("9 and 17", "lease_release", "plpgsql", "", 0.7)
     target("9 and 17", "lease_begin", "plpgsql", "", 0.7)
-    target("9 and 17", "first_call", "after_analyze", 0.9, 0.9)   # after_create ÷ after_analyze: full speed at once
-    # issue 20: one hot product as fast as 64 distinct ones (CPU-bound on 2
-    # cores with synchronous_commit off, hence less), well past one WAL flush
-    # per sale under the row lock (a bare one-row UPDATE) when commits wait
-    # for their flush; on distinct products at least the seed's SQL in
-    # PL/pgSQL; the sell-out's rate against the seed's (no goal; its
-    # exactness is a target of its own, below)
-    target("20", "hot_product", "holdcommit_distinct", 0.6, 0.8)
-    target("20", "hot_product", "bare_update", "", 2.5)
-    target("20", "distinct_products", "seed_plpgsql", 1.0, 1.0)
-    target("20", "sold_out", "seed_plpgsql", "", "")
+    # issue 36 (0.4.0), which takes over the goals of issues 9 and 20 that it
+    # raises or keeps: a reserve on distinct products and a hold that
+    # reclaims an expired one past the seed's SQL; a refusal near a point
+    # SELECT; the hot product as a user creates it (hc_stock_set alone) as
+    # fast as 64 distinct ones, well past one WAL flush per sale under the
+    # row lock (a bare one-row UPDATE) when commits wait for their flush; the
+    # sell-out exact (below); the other calls at least the PL/pgSQL port; full
+    # speed at once after the install
+    target("36", "distinct_products", "seed_plpgsql", 1.2, 1.2)
+    target("36", "hold_reclaim", "seed_update_insert", 1.2, 1.2)
+    target("36", "hold_reclaim", "bare_update", 0.6, 0.6)
+    target("36", "refusal", "point_select", 0.8, 0.8)
+    target("36", "hot_product", "holdcommit_distinct", 0.6, 0.8)
+    target("36", "hot_product", "bare_update", "", 2.5)
+    target("36", "sold_out", "seed_plpgsql", "", "")
+    target("36", "commit", "plpgsql", 1.0, 1.0)
+    target("36", "release", "plpgsql", 1.0, 1.0)
+    target("36", "finalize", "plpgsql", 1.0, 1.0)
+    target("36", "unreserve", "plpgsql", 1.0, 1.0)
+    target("36", "first_call", "after_analyze", 0.9, 0.9)   # after_create ÷ after_analyze
     nsc = 0
 }
 
@@ -194,7 +199,7 @@ function goal_cells(sc, va, sy, r) {
     return sprintf("≥ %.1f | %s", goal[sc, va, sy], (r >= goal[sc, va, sy]) ? "yes" : "**no**")
 }
 
-# the targets of ISSUES ("9 and 17", "20"): one row per target and
+# the targets of ISSUES ("9 and 17", "36"): one row per target and
 # synchronous_commit; chart_data gets "label" ratio-off ratio-on goal-off
 # goal-on (NaN: none) for the targets with a goal
 function targets_table(issues,    s, v, y, sc, va, sy, lbl, r, grow, k, i, n, ok) {
@@ -221,8 +226,8 @@ function targets_table(issues,    s, v, y, sc, va, sy, lbl, r, grow, k, i, n, ok
                     ((sc, va, "on") in goal) ? goal[sc, va, "on"] : "NaN" > chart_data
         }
     }
-    # issue 20: holdcommit sells out exactly, in every round
-    if (issues == "20" && (("sold_out", "holdcommit") in seen_va)) {
+    # holdcommit sells out exactly, in every round
+    if (issues == target_of["sold_out", "seed_plpgsql"] && (("sold_out", "holdcommit") in seen_va)) {
         for (y = 1; y <= nsy["sold_out"]; y++) {
             sy = sys["sold_out", y]
             k = "sold_out" SUBSEP "holdcommit" SUBSEP sy
@@ -237,7 +242,7 @@ function targets_table(issues,    s, v, y, sc, va, sy, lbl, r, grow, k, i, n, ok
                 so_stock, clients[k], sy, fmt_rate(med[k]), stat_of(k, so_s), ok, n, lo_hi(k), (ok == n) ? "yes" : "**no**"
         }
     }
-    if (issues == "9 and 17" && memline != "") {
+    if (issues == "36" && memline != "") {
         grow = kv(memline, "mem_end") - kv(memline, "mem_warm")
         printf "| backend memory over %d calls | off | %+.0f kB after warm-up | | flat | %s |\n",
             2 * kv(memline, "calls"), grow / 1024, (grow <= 1048576) ? "yes" : "**no**"

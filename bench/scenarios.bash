@@ -33,6 +33,9 @@ bench_driver=${bench_driver:-$bench_work/driver}
 # Distinct assets per hold client; a pool's reservations or leases per client
 # (sized for runs of a few seconds: a pool's run ends when it is used up).
 bench_assets=${HC_BENCH_ASSETS:-12000}
+# hold_reclaim (issue 36): the assets per client, each held by a hold that
+# has expired, so that every hold reclaims one.
+bench_reclaim_assets=${HC_BENCH_RECLAIM_ASSETS:-20000}
 bench_pool=${HC_BENCH_POOL:-3000}
 # The sweep scenario: the expired holds of its backlog, the live clients'
 # calls per second in all (0: flat out), the most seconds its sweep may take
@@ -63,9 +66,11 @@ bench_install() {
         bq <"$bench_dir/seed.sql" >/dev/null 2>&1
 }
 
-# The parts a hot product's stock is kept in (hc_stock_spread, issue 20),
-# where the extension has them: one per client, as doc/reference.md advises.
-bench_hot_parts=${HC_BENCH_HOT_PARTS:-64}
+# The parts an operator keeps a hot product's stock in before the sale
+# (hc_stock_spread, issue 20; 64: one per client, as doc/reference.md
+# advised).  0: none, the product as a user creates it with hc_stock_set
+# alone, which is how issue 36 judges it.
+bench_hot_parts=${HC_BENCH_HOT_PARTS:-0}
 bench_has_parts() {
     [ "$(echo "SELECT to_regprocedure('hc_stock_spread(text,integer)') IS NOT NULL" | bq)" = t ]
 }
@@ -75,7 +80,7 @@ bench_has_leases() {
 }
 
 bench_scenarios() {
-    local s="hold refusal hot_product distinct_products sold_out commit release finalize unreserve"
+    local s="hold hold_reclaim refusal hot_product distinct_products sold_out commit release finalize unreserve"
     bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release lease_begin"
     echo "$s first_call sweep"
 }
@@ -83,6 +88,7 @@ bench_scenarios() {
 bench_variants() {
     case $1 in
     hold)        echo "holdcommit plpgsql seed_update_insert bare_update" ;;
+    hold_reclaim) echo "holdcommit seed_update_insert bare_update" ;;
     refusal)     echo "holdcommit plpgsql point_select" ;;
     # hot_product's last three are issue 20's yardsticks: the seed's SQL as a
     # PL/pgSQL function, a bare one-row UPDATE of the product (one WAL flush
@@ -148,6 +154,12 @@ asset_ids() {
                    generate_series(0, $bench_assets - 1) i) ids"
 }
 
+# hold_reclaim's asset ids a-{c}-{i} of CLIENTS clients, as a FROM item.
+reclaim_ids() {
+    echo "(SELECT 'a-' || c || '-' || i AS id FROM generate_series(0, $1 - 1) c,
+                   generate_series(0, $bench_reclaim_assets - 1) i) ids"
+}
+
 # fill_pool CLIENTS ROWS COLUMNS VALUES: a fresh bench_pool (c, n, COLUMNS)
 # with ROWS rows per client, made by CLIENTS clients at once through the
 # driver (as fast as the calls go); VALUES is the SQL of the columns, with the
@@ -210,6 +222,31 @@ STEPS
         echo "INSERT INTO bench_seed.assets (id) SELECT id FROM $(asset_ids "$clients")" | bq || return 1
         echo "rows:RS006 UPDATE bench_seed.assets SET status = 'HELD', hold_expires_at = now() + interval '10 minutes', version = version + 1 WHERE id = :'a-{c}-{i%$bench_assets}'" ;;
 
+    # Every asset held by a hold that expired an hour ago (a superuser's
+    # shortcut for "its buyer walked away", as in the sweep scenario), so
+    # that every hold reclaims one; the new holds live 1 microsecond.
+    hold_reclaim/holdcommit)
+        echo "INSERT INTO hc_assets (id, status, hold_expires_at, current_reservation_id)
+              SELECT id, 'HELD', now() - interval '1 hour', 'old-' || id FROM $(reclaim_ids "$clients");
+              INSERT INTO hc_reservations (id, asset_id, buyer_id, status, expires_at, created_at)
+              SELECT 'old-' || id, id, 'gone', 'HELD', now() - interval '1 hour', now() - interval '2 hours'
+                FROM $(reclaim_ids "$clients")" | bq || return 1
+        echo "- SELECT hc_hold(:'a-{c}-{i}', :'buyer-{c}', :'key-{c}-{i}', :'1 microsecond')" ;;
+    hold_reclaim/seed_update_insert)
+        echo "INSERT INTO bench_seed.assets (id, status, hold_expires_at, current_reservation_id)
+              SELECT id, 'HELD', now() - interval '1 hour', 'old-' || id FROM $(reclaim_ids "$clients")" |
+            bq || return 1
+        cat <<'STEPS' ;;
+- BEGIN
+rows:RS001 UPDATE bench_seed.assets SET status = 'HELD', hold_expires_at = now() + interval '1 microsecond', current_reservation_id = :'res-{c}-{i}', version = version + 1 WHERE id = :'a-{c}-{i}' AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at < now()))
+- INSERT INTO bench_seed.reservations (id, asset_id, buyer_id, idempotency_key, status, expires_at, created_at) VALUES (:'res-{c}-{i}', :'a-{c}-{i}', :'buyer-{c}', :'key-{c}-{i}', 'HELD', now() + interval '1 microsecond', now())
+- COMMIT
+STEPS
+    hold_reclaim/bare_update)
+        echo "INSERT INTO bench_seed.assets (id, status, hold_expires_at)
+              SELECT id, 'HELD', now() - interval '1 hour' FROM $(reclaim_ids "$clients")" | bq || return 1
+        echo "rows:RS006 UPDATE bench_seed.assets SET status = 'HELD', hold_expires_at = now() + interval '1 microsecond', version = version + 1 WHERE id = :'a-{c}-{i%$bench_reclaim_assets}'" ;;
+
     refusal/holdcommit | refusal/point_select)
         echo "INSERT INTO hc_assets (id) VALUES ('held');
               SELECT count(hc_hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
@@ -225,7 +262,7 @@ STEPS
 
     hot_product/holdcommit | sold_out/holdcommit)
         echo "SELECT count(hc_stock_set('hot', $stock))" | bq >/dev/null || return 1
-        if bench_has_parts; then
+        if [ "$bench_hot_parts" -gt 0 ] && bench_has_parts; then
             echo "SELECT count(hc_stock_spread('hot', $bench_hot_parts))" | bq >/dev/null || return 1
         fi
         echo "- SELECT hc_reserve(:'hot', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;

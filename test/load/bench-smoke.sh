@@ -6,14 +6,15 @@
 # 00000 otherwise); the sold_out scenario sells a small product out exactly
 # (and its check would see an oversold one); the sweep scenario sweeps a small
 # backlog of its own while its live clients succeed, and times out when told
-# to; the PL/pgSQL port keeps its idempotency promises.
+# to; every hold of hold_reclaim reclaims an expired one; the PL/pgSQL port
+# keeps its idempotency promises.
 # Prints "ok - ..." / "not ok - ..." per assertion; exits 0.
 # Needs PGHOST, PGPORT, PGUSER (a superuser) for a running server; creates and
 # drops its own database.
 . "$(dirname "$0")/lib.bash"
 load_setup hc_bench_smoke 10
 
-export HC_BENCH_ASSETS=300 HC_BENCH_POOL=250
+export HC_BENCH_ASSETS=300 HC_BENCH_POOL=250 HC_BENCH_RECLAIM_ASSETS=300
 bench_db=$db
 bench_work=$work
 . "$(dirname "$0")/../../bench/scenarios.bash"
@@ -76,6 +77,12 @@ for scenario in $(bench_scenarios); do
     done
 done
 run_smoke hold holdcommit on -n "$calls"
+# hold_reclaim: every hold took its asset from an expired hold, which it ended.
+run_smoke hold_reclaim holdcommit off -n "$calls"
+check "hold_reclaim: each of the $calls holds reclaimed an expired one" \
+    "$(echo "SELECT count(*) FILTER (WHERE status = 'EXPIRED' AND id LIKE 'old-%'),
+                   count(*) FILTER (WHERE status = 'HELD' AND id LIKE 'old-%') = count(*) - 2 * $calls
+              FROM hc_reservations" | bq)" "$calls|t"
 check "synchronous_commit = on reaches the session" \
     "$(psql -X -qAt -d "dbname=$db options='-c synchronous_commit=on'" -c "SHOW synchronous_commit")" "on"
 
