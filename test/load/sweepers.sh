@@ -142,6 +142,8 @@ psql -X -q -d hc_shop_last -c "CREATE EXTENSION holdcommit" -c "SELECT hc_asset_
 took=$(all_swept L-1 $((3 * bound)) hc_shop_last)
 check "a shop created last, after $plain + $shops databases, is swept within $bound s (${took} s)" \
     "$(within "$took" $bound)" "yes"
+[ "$(within "$took" $bound)" = yes ] ||
+    psql -X -qAt -d hc_shop_last -c "SELECT * FROM hc_sweeper_databases WHERE database = 'hc_shop_last'" | sed 's/^/# /'
 
 ##############################################################################
 # no worker slot: parallel query takes them all

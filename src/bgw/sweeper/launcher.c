@@ -298,11 +298,17 @@ launcher_start(int i, TimestampTz now)
 	return true;
 }
 
-/* Does entry i wait for a sweep (rank 0) rather than a look (rank 1)? */
+/*
+ * Does entry i wait for (or run) a sweep (rank 0) rather than a look (rank
+ * 1)?  A look that CREATE or ALTER EXTENSION asked for counts as a sweep,
+ * also while it runs: stopping it would leave the database to its next
+ * look, ten intervals away.
+ */
 static int
 launcher_rank(const SweepDb *db)
 {
-	return (db->kind == KIND_INSTALLED || db->kind == KIND_UNKNOWN || db->look_now) ? 0 : 1;
+	return (db->kind == KIND_INSTALLED || db->kind == KIND_UNKNOWN ||
+			db->look_now || db->look_asked) ? 0 : 1;
 }
 
 /*

@@ -88,6 +88,8 @@ sweeper_leave(int code, Datum arg)
 			{
 				db->outcome = OUTCOME_NONE;
 				db->last_end = GetCurrentTimestamp();
+				/* Stopped before its look: the extension's command still asks. */
+				db->look_now |= db->look_asked;
 			}
 			else
 			{
@@ -99,6 +101,7 @@ sweeper_leave(int code, Datum arg)
 						SWEEP_ERROR_LEN);
 			}
 		}
+		db->look_asked = false;
 		hc_sweeper_wake_launcher();
 	}
 	LWLockRelease(hc_sweeper_shared->lock);
@@ -120,6 +123,7 @@ sweeper_claim(Oid dboid)
 		db->pid = MyProcPid;
 		db->connected = false;
 		db->stop_asked = false;
+		db->look_asked = db->look_now;
 		db->look_now = false;
 		db->outcome = OUTCOME_RUNNING;
 		db->last_start = GetCurrentTimestamp();

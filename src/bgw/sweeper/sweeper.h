@@ -60,6 +60,7 @@ typedef struct SweepDb
 	NameData	datname;
 	bool		dropped;		/* DROP DATABASE succeeded: start nothing */
 	bool		look_now;		/* CREATE or ALTER EXTENSION ran there */
+	bool		look_asked;		/* the run on now was started by look_now */
 	SweepKind	kind;
 	TimestampTz start_requested;	/* a run started that has not claimed the entry yet; 0: none */
 	bool		preempted;		/* a look the launcher stopped to make room for a sweep */
