@@ -289,7 +289,13 @@ hc_writer_begin(HcCall *call, HcWriter *writer, HcWrite *const *writes, int nwri
 	}
 	MemoryContextSwitchTo(old);
 
-	/* As SPI does for each statement: see what this call has written so far. */
+	/*
+	 * What the statement runs in, for what the writes run of a user's
+	 * (triggers, constraints, index expressions): the call's search path,
+	 * and as SPI does for each statement, a snapshot that sees what this
+	 * call has written so far.
+	 */
+	hc_call_search_path(call);
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	writer->estate->es_snapshot = GetActiveSnapshot();
