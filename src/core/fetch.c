@@ -40,6 +40,10 @@
  * Outside READ COMMITTED, or in a read-only transaction, the lock is
  * refused as the statement would refuse it.
  *
+ * A locked fetch can hand the TID of the version it locked to an update of
+ * that row without the executor (hc_fetch_tid, write.c): the newest
+ * version, which nobody else can change until the transaction ends.
+ *
  * Review on a new major: what ExecLockRows, EvalPlanQual and an index scan
  * do for such a statement (heap_lock_tuple's flags, table_tuple_lock's
  * results, index_beginscan's arguments: compat.h), and the relcache

@@ -15,7 +15,11 @@
  * when the writes are done, as at a statement's end (AfterTriggerBeginQuery
  * / AfterTriggerEndQuery).  The writes of a writer are one statement's
  * worth: hc_writer_begin, hc_write_insert / hc_write_update, hc_writer_end,
- * which bumps the command counter so the call sees what it wrote.
+ * which bumps the command counter so the call sees what it wrote.  They run
+ * as the statement would: as the extension's owner in the call's
+ * security-restricted operation, with the call's search path and a fresh
+ * snapshot (for what of a user's they run: triggers, constraints, index
+ * expressions).
  *
  * What still applies, and what sends a write back to its statement
  * (hc_writer_begin returns false, and the caller runs the statement):
@@ -38,6 +42,8 @@
  *     generated column that is not stored: the statement (it fills them);
  *   - Citus in the database: the statement, as for fetch.c's reads (the
  *     rows are in the shards; the table here may be a shell).
+ * So each choice is the statement's behaviour, or the statement itself
+ * (doc/architecture.md has the table; test/sql/hold_writes.sql tests it).
  *
  * Locks, in the order they are taken, after the row locks of fetch.c the
  * caller holds (the row an update replaces must be one, locked by
@@ -70,6 +76,7 @@
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
+#include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -213,6 +220,9 @@ hc_writer_begin(HcCall *call, HcWriter *writer, HcWrite *const *writes, int nwri
 	int			i;
 	int			t;
 
+	/* What a statement that writes refuses, so does this. */
+	PreventCommandIfReadOnly("a holdcommit write");
+	PreventCommandIfParallelMode("a holdcommit write");
 	writer->call = call;
 	writer->ntables = 0;
 	for (i = 0; i < nwrites; i++)

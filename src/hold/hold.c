@@ -9,9 +9,10 @@
  *   2. Every call that changes a reservation first locks its asset row, so
  *      the asset row serialises everything that happens to the asset; locks
  *      are always taken asset first, then reservation.
- *   3. Each change is one statement that moves the asset and the
- *      reservation and writes the ledger row, whose seq is the asset's new
- *      version.
+ *   3. Each change moves the asset and the reservation and writes the
+ *      ledger row, whose seq is the asset's new version: without the
+ *      executor (direct.c), or where the tables need it (core/write.c) as
+ *      one statement.
  *   4. Each call routes by its asset (HC_ROUTE, hc_route_reservation:
  *      core/placement.h) before it reads anything.
  */
