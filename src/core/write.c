@@ -78,8 +78,10 @@
 #include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
+#include "optimizer/optimizer.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
@@ -93,6 +95,28 @@ static HcWrite *writes_found[HC_MAX_WRITES];
 static int	nwrites_found = 0;
 static bool write_callback = false;
 
+/*
+ * The partial indexes' predicates, compiled once per index rather than for
+ * each writer as ExecInsertIndexTuples would (ExecPrepareQual: a tenth of a
+ * hold's writes), each in a context of its own, until a relcache
+ * invalidation of the index or its table.  An invalidation only marks an
+ * entry stale (a writer in progress may be using it); a writer that starts
+ * with none in progress frees the stale ones.  A transaction's end ends
+ * every writer, the ones an error left too.
+ */
+#define HC_MAX_PREDICATES 32
+typedef struct WritePredicate
+{
+	Oid			indexid;
+	Oid			relid;			/* the index's table */
+	bool		stale;
+	MemoryContext context;
+	ExprState  *state;
+} WritePredicate;
+static WritePredicate predicates[HC_MAX_PREDICATES];
+static int	npredicates = 0;
+static int	writers_open = 0;
+
 static void
 write_invalidate(Datum arg, Oid relid)
 {
@@ -101,6 +125,79 @@ write_invalidate(Datum arg, Oid relid)
 	for (i = 0; i < nwrites_found; i++)
 		if (!OidIsValid(relid) || relid == writes_found[i]->relid)
 			writes_found[i]->relid = InvalidOid;
+	for (i = 0; i < npredicates; i++)
+		if (!OidIsValid(relid) || relid == predicates[i].relid || relid == predicates[i].indexid)
+			predicates[i].stale = true;
+}
+
+static void
+write_xact_end(XactEvent event, void *arg)
+{
+	writers_open = 0;
+}
+
+/* Free the stale predicates, with no writer in progress to use them. */
+static void
+predicates_sweep(void)
+{
+	int			i = 0;
+
+	if (writers_open > 0)
+		return;
+	while (i < npredicates)
+	{
+		if (predicates[i].stale)
+		{
+			MemoryContextDelete(predicates[i].context);
+			predicates[i] = predicates[--npredicates];
+		}
+		else
+			i++;
+	}
+}
+
+/*
+ * Give each partial index of the table open in rri its predicate, compiled
+ * as ExecPrepareQual compiles it, from the cache (or into it, if there is
+ * room; otherwise ExecInsertIndexTuples compiles it as usual).
+ */
+static void
+predicates_install(ResultRelInfo *rri)
+{
+	Oid			relid = RelationGetRelid(rri->ri_RelationDesc);
+	int			i;
+	int			j;
+
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
+		Oid			indexid = RelationGetRelid(rri->ri_IndexRelationDescs[i]);
+		MemoryContext old;
+
+		if (info->ii_Predicate == NIL)
+			continue;
+		for (j = 0; j < npredicates; j++)
+			if (predicates[j].indexid == indexid && !predicates[j].stale)
+				break;
+		if (j == npredicates)
+		{
+			if (npredicates == HC_MAX_PREDICATES)
+				continue;
+			predicates[j].context = AllocSetContextCreate(CacheMemoryContext,
+														  "holdcommit index predicate",
+														  ALLOCSET_SMALL_SIZES);
+			old = MemoryContextSwitchTo(predicates[j].context);
+			predicates[j].state =
+				ExecInitQual((List *) expression_planner((Expr *) copyObject(info->ii_Predicate)),
+							 NULL);
+			MemoryContextSwitchTo(old);
+			predicates[j].indexid = indexid;
+			predicates[j].relid = relid;
+			predicates[j].stale = false;
+			npredicates++;
+		}
+		info->ii_PredicateState = predicates[j].state;
+	}
 }
 
 static void
@@ -111,6 +208,7 @@ write_register(HcWrite *write)
 	if (!write_callback)
 	{
 		CacheRegisterRelcacheCallback(write_invalidate, (Datum) 0);
+		RegisterXactCallback(write_xact_end, NULL);
 		write_callback = true;
 	}
 	for (i = 0; i < nwrites_found; i++)
@@ -298,6 +396,11 @@ hc_writer_begin(HcCall *call, HcWriter *writer, HcWrite *const *writes, int nwri
 		ExecOpenIndices(table->rri, false);
 	}
 	MemoryContextSwitchTo(old);
+	/* The indexes are locked: the invalidations of their predicates have arrived. */
+	predicates_sweep();
+	for (t = 0; t < writer->ntables; t++)
+		predicates_install(writer->tables[t].rri);
+	writers_open++;
 
 	/*
 	 * What the statement runs in, for what the writes run of a user's
@@ -426,6 +529,7 @@ hc_writer_end(HcWriter *writer)
 	int			t;
 
 	AfterTriggerEndQuery(estate);
+	writers_open--;
 	/* The indexes, and the tables the triggers' queue opened. */
 	ExecCloseResultRelations(estate);
 	for (t = 0; t < writer->ntables; t++)
