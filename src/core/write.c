@@ -323,6 +323,16 @@ hc_writer_begin(HcCall *call, HcWriter *writer, HcWrite *const *writes, int nwri
 	PreventCommandIfParallelMode("a holdcommit write");
 	writer->call = call;
 	writer->ntables = 0;
+	/*
+	 * A call with a scope runs on Citus' shards, and a table found on Citus
+	 * stays so: no lock on a table the statement does not write.
+	 */
+	if (call->scope != NULL)
+		return false;
+	for (i = 0; i < nwrites; i++)
+		if (OidIsValid(writes[i]->relid) && writes[i]->schema == call->schema &&
+			!writes[i]->direct)
+			return false;
 	for (i = 0; i < nwrites; i++)
 	{
 		HcWrite    *write = writes[i];
