@@ -58,11 +58,14 @@
  *
  * Review on a new major: ExecSimpleRelationInsert and
  * ExecSimpleRelationUpdate (execReplication.c) and the apply worker's EState
- * (create_edata_for_relation in worker.c) against write_insert,
- * write_update and hc_writer_begin; the signatures in compat.h
+ * (create_edata_for_relation in worker.c) against hc_write_insert,
+ * hc_write_update and hc_writer_begin; the signatures in compat.h
  * (ExecInitRangeTable, the permission check, ExecInsertIndexTuples,
  * simple_table_tuple_update); the trigger descriptor's flags that send a
- * write to its statement; and the relcache callback that forgets the OIDs.
+ * write to its statement; that ExecInsertIndexTuples still compiles a
+ * partial index's predicate only where IndexInfo's ii_PredicateState is
+ * unset (predicates_install gives it the one kept); and the relcache
+ * callback that forgets the OIDs and the predicates.
  */
 #include "postgres.h"
 
