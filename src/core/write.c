@@ -286,16 +286,20 @@ write_allowed(Relation rel, bool insert, bool update)
 		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) != RLS_ENABLED;
 }
 
-/* The writer's entry for the table of write (opened by hc_writer_begin). */
+/*
+ * The writer's entry for the table of write, as hc_writer_begin opened it:
+ * not by write->relid, which an invalidation arriving meanwhile (at a later
+ * table's or index's lock) may have cleared.
+ */
 static HcWriterTable *
 writer_table(HcWriter *writer, HcWrite *write)
 {
 	int			i;
 
-	for (i = 0; i < writer->ntables; i++)
-		if (RelationGetRelid(writer->tables[i].rel) == write->relid)
-			return &writer->tables[i];
-	elog(ERROR, "holdcommit writer has no table %s", write->table);
+	for (i = 0; i < writer->nwrites; i++)
+		if (writer->writes[i] == write)
+			return &writer->tables[writer->write_table[i]];
+	elog(ERROR, "holdcommit writer was not begun with a write to %s", write->table);
 	return NULL;				/* keep the compiler quiet */
 }
 
@@ -326,6 +330,9 @@ hc_writer_begin(HcCall *call, HcWriter *writer, HcWrite *const *writes, int nwri
 	PreventCommandIfParallelMode("a holdcommit write");
 	writer->call = call;
 	writer->ntables = 0;
+	writer->nwrites = 0;
+	if (nwrites > HC_WRITER_MAX_WRITES)
+		elog(ERROR, "too many writes in a holdcommit writer");
 	/*
 	 * A call with a scope runs on Citus' shards, and a table found on Citus
 	 * stays so: no lock on a table the statement does not write.
@@ -366,6 +373,8 @@ hc_writer_begin(HcCall *call, HcWriter *writer, HcWrite *const *writes, int nwri
 			write->schema = call->schema;
 			write_find(write, writer->tables[t].rel);
 		}
+		writer->writes[writer->nwrites] = write;
+		writer->write_table[writer->nwrites++] = t;
 		direct &= write->direct;
 		perms[t] |= write->kind == HC_WRITE_INSERT ? ACL_INSERT : ACL_UPDATE | ACL_SELECT;
 		for (int c = 0; c < write->ncolumns; c++)

@@ -52,12 +52,17 @@ typedef struct HcWriterTable
 	TupleTableSlot *old;		/* the row an update replaces */
 } HcWriterTable;
 
+#define HC_WRITER_MAX_WRITES 8
 typedef struct HcWriter
 {
 	HcCall	   *call;
 	EState	   *estate;
 	int			ntables;
 	HcWriterTable tables[HC_WRITER_MAX_TABLES];
+	/* the writes begun with, each with its table (an invalidation may clear its relid) */
+	int			nwrites;
+	HcWrite    *writes[HC_WRITER_MAX_WRITES];
+	int			write_table[HC_WRITER_MAX_WRITES];
 } HcWriter;
 
 extern bool hc_writer_begin(HcCall *call, HcWriter *writer, HcWrite *const *writes, int nwrites);
