@@ -14,6 +14,7 @@
  *   holdcommit.c                    the hooks, the module magic
  *   common/errors.c                 emit_log_hook
  *   core/fetch.c                    row reads and locks without the executor
+ *   core/write.c                    row inserts and updates without the executor
  *   core/search_path.c              the search path of a call's statements
  *   core/version.c                  a catalog scan, a syscache callback
  *   lease/lease.c                   the lock manager, by hand
@@ -30,6 +31,7 @@
 #include "access/genam.h"
 #include "access/tableam.h"
 #include "catalog/pg_database.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "parser/analyze.h"
 #include "storage/lock.h"
@@ -181,6 +183,117 @@ hc_numeric_int4(Numeric num, bool *overflow)
 #else
 	*overflow = false;
 	return numeric_int4_opt_error(num, overflow);
+#endif
+}
+
+/*
+ * The range table of an EState that core/write.c makes by hand, one entry
+ * per table written (relation i is entry i + 1), with what the statement
+ * would need of each: privileges (perms, checked here as the executor
+ * checks a statement's, its hook too), the columns inserted and updated
+ * (an update's decide the UPDATE OF triggers, the generated columns to
+ * compute, the indexes' unchanged hint).  16 moved these from the
+ * RangeTblEntry into an RTEPermissionInfo and renamed ExecCheckRTPerms
+ * ExecCheckPermissions; 18 gave ExecInitRangeTable the entries left after
+ * pruning (all of them).
+ */
+#if PG_VERSION_NUM >= 160000
+#include "parser/parse_relation.h"
+#endif
+static inline void
+hc_exec_range_table(EState *estate, int n, const Oid *relids, const char *relkinds,
+					const AclMode *perms, Bitmapset *const *inserted, Bitmapset *const *updated)
+{
+	List	   *rtable = NIL;
+	List	   *perminfos = NIL;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		RangeTblEntry *rte = makeNode(RangeTblEntry);
+#if PG_VERSION_NUM >= 160000
+		RTEPermissionInfo *perm;
+#endif
+
+		rte->rtekind = RTE_RELATION;
+		rte->relid = relids[i];
+		rte->relkind = relkinds[i];
+		rte->rellockmode = RowExclusiveLock;
+#if PG_VERSION_NUM >= 160000
+		perm = addRTEPermissionInfo(&perminfos, rte);
+		perm->requiredPerms = perms[i];
+		perm->insertedCols = inserted[i];
+		perm->updatedCols = updated[i];
+#else
+		rte->requiredPerms = perms[i];
+		rte->insertedCols = inserted[i];
+		rte->updatedCols = updated[i];
+#endif
+		rtable = lappend(rtable, rte);
+	}
+#if PG_VERSION_NUM >= 180000
+	(void) ExecCheckPermissions(rtable, perminfos, true);
+	ExecInitRangeTable(estate, rtable, perminfos, bms_add_range(NULL, 1, n));
+#elif PG_VERSION_NUM >= 160000
+	(void) ExecCheckPermissions(rtable, perminfos, true);
+	ExecInitRangeTable(estate, rtable, perminfos);
+#else
+	(void) perminfos;
+	(void) ExecCheckRTPerms(rtable, true);
+	ExecInitRangeTable(estate, rtable);
+#endif
+}
+
+/*
+ * The index entries of a row written (core/write.c), unique and exclusion
+ * constraints checked: 16 added onlySummarizing (an update the heap made
+ * HOT still owes the summarizing indexes, BRIN, an entry), 19 made the
+ * booleans flags.
+ */
+static inline List *
+hc_insert_index_tuples(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate, bool update,
+					   bool only_summarizing)
+{
+#if PG_VERSION_NUM >= 190000
+	return ExecInsertIndexTuples(rri, estate,
+								 (update ? EIIT_IS_UPDATE : 0) |
+								 (only_summarizing ? EIIT_ONLY_SUMMARIZING : 0),
+								 slot, NIL, NULL);
+#elif PG_VERSION_NUM >= 160000
+	return ExecInsertIndexTuples(rri, slot, estate, update, false, NULL, NIL, only_summarizing);
+#else
+	Assert(!only_summarizing);
+	return ExecInsertIndexTuples(rri, slot, estate, update, false, NULL, NIL);
+#endif
+}
+
+/*
+ * The update of a row by its TID (core/write.c), and which indexes need an
+ * entry for the new version: 16 made simple_table_tuple_update's answer
+ * TU_UpdateIndexes (none, all, or the summarizing ones only) from a bool.
+ */
+typedef enum HcIndexUpdate
+{
+	HC_INDEXES_NONE,
+	HC_INDEXES_ALL,
+	HC_INDEXES_SUMMARIZING
+} HcIndexUpdate;
+
+static inline HcIndexUpdate
+hc_simple_table_tuple_update(Relation rel, ItemPointer tid, TupleTableSlot *slot,
+							 Snapshot snapshot)
+{
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes update;
+
+	simple_table_tuple_update(rel, tid, slot, snapshot, &update);
+	return update == TU_None ? HC_INDEXES_NONE :
+		update == TU_Summarizing ? HC_INDEXES_SUMMARIZING : HC_INDEXES_ALL;
+#else
+	bool		update;
+
+	simple_table_tuple_update(rel, tid, slot, snapshot, &update);
+	return update ? HC_INDEXES_ALL : HC_INDEXES_NONE;
 #endif
 }
 

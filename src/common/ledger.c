@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/json.h"
 
 #include "common/ledger.h"
@@ -38,6 +39,46 @@ hc_ledger_append(HcCall *call, const HcLedgerEntry *entry)
 	hc_bind(&args, "stock_delta", Int32GetDatum(entry->stock_delta));
 	hc_bind_text(&args, "detail", entry->detail);
 	hc_run(call, &args, SPI_OK_INSERT);
+}
+
+/*
+ * The ledger row written without the executor (core/write.c), by a writer
+ * whose writes include it: every column set, as append_entry sets them.
+ */
+HcWrite		hc_ledger_row = {"hc_ledger", HC_WRITE_INSERT, 13,
+	{"kind", "entity_id", "seq", "event", "source", "reservation_id", "buyer_id",
+	 "reserved_delta", "stock_delta", "detail", "at", "function", "actor"}};
+
+/* A text column's value: NULL for a null. */
+static void
+ledger_text(Datum *value, bool *null, const char *s)
+{
+	*null = s == NULL;
+	*value = s == NULL ? (Datum) 0 : CStringGetTextDatum(s);
+}
+
+/* Append one entry as hc_ledger_append does, through the writer. */
+void
+hc_ledger_write(HcWriter *writer, const HcLedgerEntry *entry)
+{
+	HcCall	   *call = writer->call;
+	Datum		values[13];
+	bool		nulls[13] = {false};
+
+	ledger_text(&values[0], &nulls[0], entry->kind);
+	ledger_text(&values[1], &nulls[1], entry->entity_id);
+	values[2] = Int64GetDatum(entry->seq);
+	ledger_text(&values[3], &nulls[3], entry->event);
+	ledger_text(&values[4], &nulls[4], entry->source);
+	ledger_text(&values[5], &nulls[5], entry->reservation_id);
+	ledger_text(&values[6], &nulls[6], entry->buyer_id);
+	values[7] = Int32GetDatum(entry->reserved_delta);
+	values[8] = Int32GetDatum(entry->stock_delta);
+	ledger_text(&values[9], &nulls[9], entry->detail);
+	values[10] = TimestampTzGetDatum(call->now);
+	ledger_text(&values[11], &nulls[11], call->function);
+	ledger_text(&values[12], &nulls[12], hc_actor(call));
+	hc_write_insert(writer, &hc_ledger_row, values, nulls);
 }
 
 /*

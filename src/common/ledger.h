@@ -8,6 +8,7 @@
 #include "lib/stringinfo.h"
 
 #include "core/statement.h"
+#include "core/write.h"
 
 /*
  * The ledger rows of a statement that writes them itself, one per row of
@@ -43,6 +44,13 @@ typedef struct HcLedgerEntry
 } HcLedgerEntry;
 
 extern void hc_ledger_append(HcCall *call, const HcLedgerEntry *entry);
+
+/*
+ * The same row written without the executor, by a writer (core/write.h)
+ * whose writes include hc_ledger_row.
+ */
+extern HcWrite hc_ledger_row;
+extern void hc_ledger_write(HcWriter *writer, const HcLedgerEntry *entry);
 
 /* The detail of a lease or attempt row: a small JSON object. */
 extern void hc_detail_init(StringInfo buf);

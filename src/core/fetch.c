@@ -40,6 +40,10 @@
  * Outside READ COMMITTED, or in a read-only transaction, the lock is
  * refused as the statement would refuse it.
  *
+ * A locked fetch can hand the TID of the version it locked to an update of
+ * that row without the executor (hc_fetch_tid, write.c): the newest
+ * version, which nobody else can change until the transaction ends.
+ *
  * Review on a new major: what ExecLockRows, EvalPlanQual and an index scan
  * do for such a statement (heap_lock_tuple's flags, table_tuple_lock's
  * results, index_beginscan's arguments: compat.h), and the relcache
@@ -339,7 +343,7 @@ fetch_columns(HcCall *call, HcFetch *fetch, TupleTableSlot *slot, Datum *values,
  */
 static bool
 fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit admit, void *arg,
-		  Datum *values, bool *nulls)
+		  Datum *values, bool *nulls, ItemPointer tid)
 {
 	Relation	heap;
 	Relation	index;
@@ -356,6 +360,8 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 		if (IsolationUsesXactSnapshot())
 			elog(ERROR, "a holdcommit row lock needs READ COMMITTED");
 	}
+	if (tid != NULL)
+		ItemPointerSetInvalid(tid);
 	heap = fetch_open(call, fetch);
 	if (!OidIsValid(fetch->indexid))
 	{
@@ -392,6 +398,9 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 		if (found)
 			fetch_columns(call, fetch, slot, values, nulls);
 	}
+	/* The version locked: the one a write (write.c) replaces. */
+	if (found && tid != NULL && fetch->lock != HC_FETCH_READ)
+		*tid = slot->tts_tid;
 	ExecDropSingleTupleTableSlot(slot);
 	PopActiveSnapshot();
 	index_close(index, NoLock);
@@ -403,7 +412,20 @@ bool
 hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls)
 {
 	Assert(fetch->part == NULL && fetch->lock != HC_FETCH_SKIP_SEEN);
-	return fetch_row(call, fetch, key, 0, NULL, NULL, values, nulls);
+	return fetch_row(call, fetch, key, 0, NULL, NULL, values, nulls, NULL);
+}
+
+/*
+ * The same, and the TID of the row locked, for an update of it by write.c;
+ * an invalid TID if the read ran as a statement (then so must the write).
+ */
+bool
+hc_fetch_tid(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls,
+			 ItemPointer tid)
+{
+	Assert(fetch->part == NULL && fetch->lock != HC_FETCH_READ &&
+		   fetch->lock != HC_FETCH_SKIP_SEEN);
+	return fetch_row(call, fetch, key, 0, NULL, NULL, values, nulls, tid);
 }
 
 /* The same for a fetch by key and part. */
@@ -411,7 +433,16 @@ bool
 hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *values, bool *nulls)
 {
 	Assert(fetch->part != NULL && fetch->lock != HC_FETCH_SKIP_SEEN);
-	return fetch_row(call, fetch, key, part, NULL, NULL, values, nulls);
+	return fetch_row(call, fetch, key, part, NULL, NULL, values, nulls, NULL);
+}
+
+bool
+hc_fetch_part_tid(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum *values,
+				  bool *nulls, ItemPointer tid)
+{
+	Assert(fetch->part != NULL && fetch->lock != HC_FETCH_READ &&
+		   fetch->lock != HC_FETCH_SKIP_SEEN);
+	return fetch_row(call, fetch, key, part, NULL, NULL, values, nulls, tid);
 }
 
 /* The same, HC_FETCH_SKIP_SEEN: locked only if admit says so of what it read. */
@@ -420,5 +451,5 @@ hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAd
 				 void *arg, Datum *values, bool *nulls)
 {
 	Assert(fetch->part != NULL && fetch->lock == HC_FETCH_SKIP_SEEN);
-	return fetch_row(call, fetch, key, part, admit, arg, values, nulls);
+	return fetch_row(call, fetch, key, part, admit, arg, values, nulls, NULL);
 }

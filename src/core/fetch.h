@@ -5,6 +5,8 @@
 #ifndef HOLDCOMMIT_FETCH_H
 #define HOLDCOMMIT_FETCH_H
 
+#include "storage/itemptr.h"
+
 #include "core/statement.h"
 
 /* How a fetch locks the row it finds. */
@@ -54,6 +56,10 @@ typedef struct HcFetch
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
 extern bool hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part,
 						  Datum *values, bool *nulls);
+extern bool hc_fetch_tid(HcCall *call, HcFetch *fetch, const char *key, Datum *values,
+						 bool *nulls, ItemPointer tid);
+extern bool hc_fetch_part_tid(HcCall *call, HcFetch *fetch, const char *key, int16 part,
+							  Datum *values, bool *nulls, ItemPointer tid);
 extern bool hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part,
 							 HcAdmit admit, void *arg, Datum *values, bool *nulls);
 

@@ -9,9 +9,10 @@
  *   2. Every call that changes a reservation first locks its asset row, so
  *      the asset row serialises everything that happens to the asset; locks
  *      are always taken asset first, then reservation.
- *   3. Each change is one statement that moves the asset and the
- *      reservation and writes the ledger row, whose seq is the asset's new
- *      version.
+ *   3. Each change moves the asset and the reservation and writes the
+ *      ledger row, whose seq is the asset's new version: without the
+ *      executor (direct.c), or where the tables need it (core/write.c) as
+ *      one statement.
  *   4. Each call routes by its asset (HC_ROUTE, hc_route_reservation:
  *      core/placement.h) before it reads anything.
  */
@@ -31,6 +32,7 @@
 #include "common/validate.h"
 #include "core/fetch.h"
 #include "core/placement.h"
+#include "hold/hold.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
 PG_FUNCTION_INFO_V1(hc_hold);
@@ -40,21 +42,6 @@ PG_FUNCTION_INFO_V1(hc_extend);
 PG_FUNCTION_INFO_V1(hc_commit_asset);
 PG_FUNCTION_INFO_V1(hc_release_asset);
 PG_FUNCTION_INFO_V1(hc_extend_asset);
-
-/* A reservation of an asset, as the functions return it (hc_reservation). */
-typedef struct HoldReservation
-{
-	char	   *id;
-	char	   *asset_id;
-	char	   *buyer_id;
-	char	   *status;
-	TimestampTz expires_at;
-	TimestampTz created_at;
-	bool		replayed;
-	/* the asset, as locked */
-	char	   *asset_status;
-	char	   *asset_reservation_id;
-} HoldReservation;
 
 static HcStatement add_asset = {
 	"WITH a AS ("
@@ -79,8 +66,8 @@ static HcFetch peek_asset = {"hc_assets", "id", HC_FETCH_READ, 2, {"status", "ho
  * for another call in flight.  Locked, the newest version says whether the
  * asset can still be taken.
  */
-static HcFetch take_asset = {"hc_assets", "id", HC_FETCH_SKIP, 3,
-{"status", "current_reservation_id", "hold_expires_at"}};
+static HcFetch take_asset = {"hc_assets", "id", HC_FETCH_SKIP, 4,
+{"status", "current_reservation_id", "hold_expires_at", "version"}};
 
 /*
  * The hold itself, under the asset's lock, for a new key (which the key's
@@ -129,8 +116,8 @@ static HcStatement end_expired_hold = {
 
 /* A reservation's asset, and the asset, locked FOR NO KEY UPDATE. */
 static HcFetch reservation_asset = {"hc_reservations", "id", HC_FETCH_READ, 1, {"asset_id"}};
-static HcFetch lock_asset = {"hc_assets", "id", HC_FETCH_WAIT, 3,
-{"status", "current_reservation_id", "hold_expires_at"}};
+static HcFetch lock_asset = {"hc_assets", "id", HC_FETCH_WAIT, 4,
+{"status", "current_reservation_id", "hold_expires_at", "version"}};
 
 /* The reservation as it is under its asset's lock. */
 static HcFetch read_reservation = {"hc_reservations", "id", HC_FETCH_READ, 4,
@@ -369,6 +356,42 @@ hold_can_take(HcCall *call, const char *status, TimestampTz until)
 }
 
 /*
+ * The hold's statements, where direct.c cannot write it: the asset taken
+ * (locked, and free), the reservation, the ledger; and if expired_id, the
+ * expired hold taken over ends.
+ */
+static void
+hold_take(HcCall *call, const HoldReservation *r, const char *key, HcFingerprint *fp,
+		  const char *expired_id)
+{
+	HcArgs		args;
+	int64		seq;
+
+	hc_args(&args, &hold_asset);
+	hc_bind_text(&args, "asset_id", r->asset_id);
+	hc_bind_text(&args, "reservation_id", r->id);
+	hc_bind(&args, "expires_at", TimestampTzGetDatum(r->expires_at));
+	hc_bind_text(&args, "buyer_id", r->buyer_id);
+	hc_bind_text(&args, "key", key);
+	hc_bind(&args, "fingerprint", PointerGetDatum(hc_fingerprint_digest(fp)));
+	hc_bind(&args, "version_step", Int32GetDatum(expired_id != NULL ? 2 : 1));
+	if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) != 1)
+		elog(ERROR, "hold of locked asset \"%s\" changed no row", r->asset_id);
+	seq = hc_int64(0, "seq");
+	if (expired_id != NULL)
+	{
+		/* Passive reclamation: the expired hold just taken over ends. */
+		hc_args(&args, &end_expired_hold);
+		hc_bind_text(&args, "asset_id", r->asset_id);
+		hc_bind_text(&args, "reservation_id", expired_id);
+		hc_bind(&args, "seq", Int64GetDatum(seq - 1));
+		if (hc_run(call, &args, SPI_OK_INSERT_RETURNING) != 1)
+			elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"",
+				 r->asset_id, expired_id);
+	}
+}
+
+/*
  * hc_hold(asset_id, buyer_id, idempotency_key, ttl): hold an asset for a
  * buyer, reclaiming an expired hold; RS001 at once if it is not free.
  */
@@ -407,12 +430,11 @@ hc_hold(PG_FUNCTION_ARGS)
 	}
 	else
 	{
-		Datum		asset[3];
-		bool		nulls[3];
+		Datum		asset[4];
+		bool		nulls[4];
 		char	   *status = NULL;
+		char	   *expired_id;
 		TimestampTz until = 0;
-		int64		seq;
-		HcArgs		args;
 
 		if (hc_fetch(&call, &peek_asset, asset_id, asset, nulls))
 		{
@@ -421,51 +443,24 @@ hc_hold(PG_FUNCTION_ARGS)
 		}
 		if (status == NULL || !hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
-		if (!hc_fetch(&call, &take_asset, asset_id, asset, nulls))
+		if (!hc_fetch_tid(&call, &take_asset, asset_id, asset, nulls, &r.asset_tid))
 			hold_refuse(&call, asset_id, "LOCKED", 0);
 		status = TextDatumGetCString(asset[0]);
 		until = nulls[2] ? 0 : DatumGetTimestampTz(asset[2]);
 		if (!hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
+		if (strcmp(status, "HELD") == 0 && nulls[1])
+			elog(ERROR, "held asset \"%s\" names no hold", asset_id);
 
 		r.id = hc_new_reservation_id(call.now);
-		hc_args(&args, &hold_asset);
-		hc_bind_text(&args, "asset_id", asset_id);
-		hc_bind_text(&args, "reservation_id", r.id);
-		hc_bind(&args, "expires_at", TimestampTzGetDatum(r.expires_at));
-		hc_bind_text(&args, "buyer_id", buyer_id);
-		hc_bind_text(&args, "key", key);
-		hc_bind(&args, "fingerprint", PointerGetDatum(hc_fingerprint_digest(&fp)));
-		hc_bind(&args, "version_step", Int32GetDatum(strcmp(status, "HELD") == 0 ? 2 : 1));
-		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
-			elog(ERROR, "hold of locked asset \"%s\" changed no row", asset_id);
-		seq = hc_int64(0, "seq");
-		if (strcmp(status, "HELD") == 0)
-		{
-			if (nulls[1])
-				elog(ERROR, "held asset \"%s\" names no hold", asset_id);
-
-			/* Passive reclamation: the expired hold just taken over ends. */
-			hc_args(&args, &end_expired_hold);
-			hc_bind_text(&args, "asset_id", asset_id);
-			hc_bind(&args, "reservation_id", asset[1]);
-			hc_bind(&args, "seq", Int64GetDatum(seq - 1));
-			if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
-				elog(ERROR, "held asset \"%s\" has no held reservation \"%s\"",
-					 asset_id, TextDatumGetCString(asset[1]));
-		}
+		r.asset_version = DatumGetInt32(asset[3]);
+		expired_id = strcmp(status, "HELD") == 0 ? TextDatumGetCString(asset[1]) : NULL;
+		if (!hc_hold_write_take(&call, &r, key, PointerGetDatum(hc_fingerprint_digest(&fp)),
+								expired_id))
+			hold_take(&call, &r, key, &fp, expired_id);
 	}
 	hc_call_end(&call);
 	PG_RETURN_DATUM(hold_result(fcinfo, &r));
-}
-
-/* Is this reservation what currently holds its asset? */
-static bool
-hold_is_current(const HoldReservation *r)
-{
-	return strcmp(r->asset_status, "HELD") == 0 &&
-		r->asset_reservation_id != NULL &&
-		strcmp(r->asset_reservation_id, r->id) == 0;
 }
 
 /* RS006 for a hold that is not there (or not of asset_id, if given). */
@@ -498,10 +493,11 @@ hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldRe
 		hold_not_found(asset_id, reservation_id);
 	r->id = pstrdup(reservation_id);
 	r->asset_id = TextDatumGetCString(values[0]);
-	if (!hc_fetch(call, &lock_asset, r->asset_id, values, nulls))
+	if (!hc_fetch_tid(call, &lock_asset, r->asset_id, values, nulls, &r->asset_tid))
 		elog(ERROR, "asset \"%s\" of reservation \"%s\" vanished", r->asset_id, r->id);
 	r->asset_status = TextDatumGetCString(values[0]);
 	r->asset_reservation_id = nulls[1] ? NULL : TextDatumGetCString(values[1]);
+	r->asset_version = DatumGetInt32(values[3]);
 	r->replayed = false;
 	if (hold_is_current(r) && !whole && !nulls[2])
 	{
@@ -558,15 +554,18 @@ hold_free(HcCall *call, HoldReservation *r, const char *status, const char *even
 {
 	HcArgs		args;
 
-	hc_args(&args, &free_asset);
-	hc_bind_text(&args, "asset_id", r->asset_id);
-	hc_bind_text(&args, "reservation_id", r->id);
-	hc_bind_text(&args, "status", status);
-	hc_bind_text(&args, "event", event);
-	hc_bind_text(&args, "source", source);
-	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
-		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
-	hold_written(call, r);
+	if (!hc_hold_write_free(call, r, status, event, source))
+	{
+		hc_args(&args, &free_asset);
+		hc_bind_text(&args, "asset_id", r->asset_id);
+		hc_bind_text(&args, "reservation_id", r->id);
+		hc_bind_text(&args, "status", status);
+		hc_bind_text(&args, "event", event);
+		hc_bind_text(&args, "source", source);
+		if (hc_run(call, &args, SPI_OK_SELECT) != 1)
+			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
+		hold_written(call, r);
+	}
 	r->status = pstrdup(status);
 	hc_notify("asset", r->asset_id, "AVAILABLE");
 }
@@ -629,14 +628,17 @@ hold_commit(FunctionCallInfo fcinfo, int first)
 				hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
 		}
 
-		hc_args(&args, &sell_asset);
-		hc_bind_text(&args, "asset_id", r.asset_id);
-		hc_bind_text(&args, "reservation_id", r.id);
-		hc_bind_text(&args, "status", r.status);
-		hc_bind(&args, "reserved_delta", Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0));
-		if (hc_run(&call, &args, SPI_OK_SELECT) != 1)
-			elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
-		hold_written(&call, &r);
+		if (!hc_hold_write_sell(&call, &r, strcmp(r.status, "HELD") == 0 ? -1 : 0))
+		{
+			hc_args(&args, &sell_asset);
+			hc_bind_text(&args, "asset_id", r.asset_id);
+			hc_bind_text(&args, "reservation_id", r.id);
+			hc_bind_text(&args, "status", r.status);
+			hc_bind(&args, "reserved_delta", Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0));
+			if (hc_run(&call, &args, SPI_OK_SELECT) != 1)
+				elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
+			hold_written(&call, &r);
+		}
 		r.status = "COMMITTED";
 		hc_notify("asset", r.asset_id, "SOLD");
 	}
@@ -711,17 +713,21 @@ hold_extend(FunctionCallInfo fcinfo, int first)
 	if (until > r.expires_at)
 	{
 		HcArgs		args;
-
-		hc_args(&args, &extend_hold);
-		hc_bind_text(&args, "asset_id", r.asset_id);
-		hc_bind_text(&args, "reservation_id", r.id);
-		hc_bind(&args, "until", TimestampTzGetDatum(until));
 		/* timestamptz_to_str() returns a static buffer: copy the first. */
-		hc_bind_text(&args, "detail", psprintf("expires_at %s -> %s",
-											   pstrdup(timestamptz_to_str(r.expires_at)),
-											   timestamptz_to_str(until)));
-		if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
-			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
+		char	   *detail = psprintf("expires_at %s -> %s",
+									  pstrdup(timestamptz_to_str(r.expires_at)),
+									  timestamptz_to_str(until));
+
+		if (!hc_hold_write_extend(&call, &r, until, detail))
+		{
+			hc_args(&args, &extend_hold);
+			hc_bind_text(&args, "asset_id", r.asset_id);
+			hc_bind_text(&args, "reservation_id", r.id);
+			hc_bind(&args, "until", TimestampTzGetDatum(until));
+			hc_bind_text(&args, "detail", detail);
+			if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
+				elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
+		}
 		r.expires_at = until;
 	}
 	hc_call_end(&call);

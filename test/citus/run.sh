@@ -418,6 +418,16 @@ as_server "$bin/pg_ctl" -D "$w3data" -l "$w3data/../server.log" -w start >/dev/n
 c -c "SELECT citus_remove_node('127.0.0.1', $((port + 3)))" >/dev/null
 test/harness/server.sh stop $((port + 3)) >/dev/null 2>&1
 
+# Every row written, by statements or without the executor, is in a shard: the
+# tables of the extension themselves (the coordinator's, and the workers' shells)
+# are as empty as hc_distribute() left them.
+shells="SELECT sum(pg_relation_size(c.oid)) FROM pg_class c
+         WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relkind = 'r'
+           AND c.relname IN ('hc_assets', 'hc_reservations', 'hc_ledger', 'hc_stock_parts',
+               'hc_stock_reservations', 'hc_stock_reservation_lines', 'hc_locks', 'hc_attempts')"
+check "no row is in a table on the coordinator or a worker's shell, only in the shards" \
+    "$(c -c "$shells") $(w $((port + 1)) -c "$shells") $(w $((port + 2)) -c "$shells")" "0 0 0"
+
 # hc_check on the coordinator: every worker checks its shards.
 check "hc_check() on the coordinator is empty after all of it" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
 shard=$(w $((port + 1)) -c "SET citus.override_table_visibility = off" \
