@@ -24,8 +24,8 @@
 #include "scaleout/shard_plans.h"
 
 const char *const hc_distributed_tables[HC_DISTRIBUTED_TABLES] = {
-	"hc_assets", "hc_reservations", "hc_ledger", "hc_stock_parts", "hc_stock_reservations",
-	"hc_stock_reservation_lines", "hc_locks", "hc_attempts"
+	"hc_assets", "hc_reservations", "hc_ledger", "hc_stock_parts", "hc_stock_orders",
+	"hc_stock_order_lines", "hc_locks", "hc_attempts"
 };
 
 /*

@@ -69,8 +69,8 @@ age() {
     qd "$1" "UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours';
              UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours',
                                         created_at = created_at - interval '2 hours';
-             UPDATE hc_stock_reservation_lines SET expires_at = expires_at - interval '2 hours';
-             UPDATE hc_stock_reservations SET expires_at = expires_at - interval '2 hours',
+             UPDATE hc_stock_order_lines SET expires_at = expires_at - interval '2 hours';
+             UPDATE hc_stock_orders SET expires_at = expires_at - interval '2 hours',
                                               created_at = created_at - interval '2 hours';" >/dev/null
 }
 
