@@ -476,7 +476,11 @@ order_finish_here(HcCall *call, const char *product_id, char **a, int na, int *n
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a line cannot end as \"%s\"", status)));
 	if (!order_lock_line(call, product_id, r.id, strcmp(order_arg(a, na, 3), "retake") == 0, &line))
+	{
+		/* No such line here: an order of one product, or none (22023), or a line gone. */
+		order_require_row(call, product_id, r.id, false);
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, r.id);
+	}
 	if (strcmp(hc_text(call, 0, "scope_id"), product_id) == 0)
 		order_require_row(call, product_id, r.id, true);
 	r.buyer_id = hc_text(call, 0, "buyer_id");
