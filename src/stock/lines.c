@@ -14,9 +14,6 @@
  *      (hc_stock_spread, a late finalize) is 40001: the caller retries.  A
  *      line that no longer counts is locked at part 0 if its part is gone
  *      (stock.h's 2): nothing of it counts in any part.
- *   5. An order of one product (r->single) is its own line: its row is
- *      locked and read once, and a move of its line is the move of the
- *      order, in one statement.
  *   3. A move takes a line from the status it had under the lock to its new
  *      one, with its part's stock and reserved and its ledger row, in one
  *      statement (the last line's with the reservation's end): a line that
@@ -24,6 +21,9 @@
  *   4. An order of several products on Citus (r->spread) is locked, moved
  *      and ended by the operations the scale-out layer registered
  *      (orders.h), step by step on the nodes of its rows.
+ *   5. An order of one product (r->single) is its own line: its row is
+ *      locked and read once, and a move of its line is the move of the
+ *      order, in one statement.
  */
 #include "postgres.h"
 
@@ -184,12 +184,6 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
  * change its product's stock by :stock_delta and reserved by
  * :reserved_delta, and write the ledger row (:event from :source).
  */
-#define MOVE_LINE_CTES \
-	"WITH l AS (" \
-	"  UPDATE hc_stock_order_lines SET status = :status" \
-	"   WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id" \
-	"     AND status" EQ ":line_status" " RETURNING buyer_id)," \
-	MOVE_PART_CTE
 #define MOVE_PART_CTE \
 	" i AS (" \
 	"  UPDATE hc_stock_parts" \
@@ -197,6 +191,12 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	"         version = version" PLUS "1, updated_at = :now" \
 	"   WHERE product_id" EQ ":product_id" " AND part" EQ ":part" " AND EXISTS (SELECT FROM l)" \
 	"  RETURNING part, version)"
+#define MOVE_LINE_CTES \
+	"WITH l AS (" \
+	"  UPDATE hc_stock_order_lines SET status = :status" \
+	"   WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id" \
+	"     AND status" EQ ":line_status" " RETURNING buyer_id)," \
+	MOVE_PART_CTE
 #define MOVE_LINE_LEDGER \
 	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("i.part", "i.version"), ":event", \
 				   ":source", ":reservation_id", "l.buyer_id", ":reserved_delta", ":stock_delta", \
