@@ -137,7 +137,6 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	locked = palloc0(sizeof(int32) * n);
 	for (i = 0; i < n; i++)
 	{
-		bool		isnull;
 		Datum		may_retake = hc_datum((int) i, "may_retake", &isnull);
 
 		products[i] = hc_text(call, (int) i, "product_id");
