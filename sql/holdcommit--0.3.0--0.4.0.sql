@@ -3,6 +3,400 @@
 -- written here runs on a fresh install too, on empty tables.
 \echo Use "ALTER EXTENSION holdcommit UPDATE TO '0.4.0'" to load this file. \quit
 
--- A library running in other sessions learns of an update from a change to
--- pg_proc (src/core/version.c): this one changes nothing else.
-ALTER FUNCTION @extschema@.hc_check() VOLATILE;
+------------------------------------------------------------------------------
+-- A reservation of one product is one row
+------------------------------------------------------------------------------
+
+-- A reserve of one product wrote four rows with eleven index entries: its
+-- part, its order, the order's one line and its ledger row.  An order of one
+-- product now carries its line itself (qty and part, its product being its
+-- scope_id), so such a reserve writes three rows; only an order of several
+-- products has a row per product in hc_stock_order_lines.  The tables are
+-- renamed to say what they hold, and hc_stock_reservations and
+-- hc_stock_reservation_lines become views with 0.3.0's columns and meaning
+-- (doc/architecture.md, "The stock tables and their readers").
+ALTER TABLE @extschema@.hc_stock_reservations RENAME TO hc_stock_orders;
+ALTER TABLE @extschema@.hc_stock_reservation_lines RENAME TO hc_stock_order_lines;
+ALTER TABLE @extschema@.hc_stock_orders ALTER COLUMN products DROP NOT NULL,
+    ADD COLUMN qty integer, ADD COLUMN part smallint;
+COMMENT ON TABLE @extschema@.hc_stock_orders IS
+    'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED; an order of one product carries its line (qty, part).';
+COMMENT ON COLUMN @extschema@.hc_stock_orders.products IS
+    'An order of several products: its products, in lock order (bytewise), the first its scope_id; NULL for an order of one product.';
+COMMENT ON COLUMN @extschema@.hc_stock_orders.qty IS
+    'An order of one product (its scope_id): the units of its one line, which has the order''s status; NULL for an order of several.';
+COMMENT ON COLUMN @extschema@.hc_stock_orders.part IS
+    'An order of one product: the part its units are counted in (while RESERVED), or were counted in last.';
+COMMENT ON TABLE @extschema@.hc_stock_order_lines IS
+    'The lines of the orders of several products, one per product.';
+ALTER TABLE @extschema@.hc_stock_order_lines
+    RENAME CONSTRAINT hc_stock_reservation_lines_qty_check TO hc_stock_order_lines_qty_check;
+
+-- The indexes of the orders: dropped before the conversion below, made
+-- after it (a sort each, faster than an entry per row).  Each one's reader:
+--   the primary key, id (0.3.0's unique index on id; its primary key
+--     (scope_id, id) served nothing that index did not): every call given a
+--     reservation id;
+--   the key: a key's lookup, one key space for holds and stock;
+--   the key's age: the sweep that forgets keys past retention;
+--   the live orders of one product by expiry: the reclaim of a product's
+--     expired units by a call that finds too little, and the sweeper;
+--   the live orders of several products by expiry: the sweeper's end of
+--     those a reclaim left RESERVED.
+-- The lines of orders of several products keep theirs (a line by product
+-- and order, an order's lines, a product's live lines by expiry); the
+-- ledger loses its index by reservation, which nothing read.  On a
+-- distributed setup (hc_distribute() replaced the unique indexes of 0.3.0)
+-- the indexes it made stay, renamed.
+DROP INDEX @extschema@.hc_stock_reservations_expiry;
+DROP INDEX @extschema@.hc_ledger_reservation;
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('@extschema@.hc_stock_reservations_id') IS NOT NULL THEN
+        ALTER TABLE @extschema@.hc_stock_orders DROP CONSTRAINT hc_stock_reservations_pkey;
+        DROP INDEX @extschema@.hc_stock_reservations_id, @extschema@.hc_stock_reservations_key,
+                   @extschema@.hc_stock_reservations_key_age;
+    ELSE
+        ALTER TABLE @extschema@.hc_stock_orders
+            RENAME CONSTRAINT hc_stock_reservations_pkey TO hc_stock_orders_pkey;
+        ALTER INDEX @extschema@.hc_stock_reservations_key_age RENAME TO hc_stock_orders_key_age;
+        ALTER INDEX IF EXISTS @extschema@.hc_stock_reservations_by_id RENAME TO hc_stock_orders_by_id;
+        ALTER INDEX IF EXISTS @extschema@.hc_stock_reservations_scope_key RENAME TO hc_stock_orders_scope_key;
+        ALTER INDEX IF EXISTS @extschema@.hc_stock_reservations_by_key RENAME TO hc_stock_orders_by_key;
+    END IF;
+END
+$$;
+
+-- Each order of one product takes in its line, which goes.  In 0.3.0 a
+-- reclaim could expire such a line and leave its order RESERVED (the order's
+-- row was locked): one row has one status, so that order ends EXPIRED now,
+-- as the sweeper would have ended it.  The two tables are written anew, in
+-- one pass each (a copy of what they keep, emptied, filled), rather than
+-- updated and deleted row by row: on a large history that takes a third of
+-- the time under the update's locks, and leaves no dead rows
+-- (doc/operations.md, "Updating").  A fresh install has nothing to convert.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM @extschema@.hc_stock_orders) THEN
+        RETURN;
+    END IF;
+    CREATE UNLOGGED TABLE @extschema@.hc_convert_orders AS
+    SELECT o.scope_id, o.id, o.buyer_id, o.idempotency_key,
+           CASE WHEN o.status OPERATOR(pg_catalog.=) 'RESERVED' AND l.status OPERATOR(pg_catalog.=) 'EXPIRED'
+                THEN 'EXPIRED' ELSE o.status END AS status,
+           o.expires_at, o.created_at,
+           CASE WHEN o.status OPERATOR(pg_catalog.=) 'RESERVED' AND l.status OPERATOR(pg_catalog.=) 'EXPIRED'
+                THEN pg_catalog.now() ELSE o.ended_at END AS ended_at,
+           o.fingerprint, CASE WHEN l.qty IS NULL THEN o.products END AS products, l.qty, l.part
+      FROM @extschema@.hc_stock_orders o
+      LEFT JOIN @extschema@.hc_stock_order_lines l
+        ON pg_catalog.cardinality(o.products) OPERATOR(pg_catalog.=) 1
+       AND l.reservation_id OPERATOR(pg_catalog.=) o.id AND l.product_id OPERATOR(pg_catalog.=) o.scope_id;
+    CREATE UNLOGGED TABLE @extschema@.hc_convert_lines AS
+    SELECT l.product_id, l.reservation_id, l.qty, l.status, l.expires_at, l.buyer_id, l.part, l.scope_id
+      FROM @extschema@.hc_stock_order_lines l
+     WHERE NOT EXISTS (SELECT FROM @extschema@.hc_convert_orders o
+                        WHERE o.id OPERATOR(pg_catalog.=) l.reservation_id AND o.qty IS NOT NULL);
+    TRUNCATE @extschema@.hc_stock_orders, @extschema@.hc_stock_order_lines;
+    INSERT INTO @extschema@.hc_stock_orders (scope_id, id, buyer_id, idempotency_key, status, expires_at,
+                                             created_at, ended_at, fingerprint, products, qty, part)
+    SELECT * FROM @extschema@.hc_convert_orders;
+    INSERT INTO @extschema@.hc_stock_order_lines (product_id, reservation_id, qty, status, expires_at,
+                                                  buyer_id, part, scope_id)
+    SELECT * FROM @extschema@.hc_convert_lines;
+    DROP TABLE @extschema@.hc_convert_orders, @extschema@.hc_convert_lines;
+END
+$$;
+
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('@extschema@.hc_stock_orders_pkey') IS NULL THEN
+        ALTER TABLE @extschema@.hc_stock_orders ADD CONSTRAINT hc_stock_orders_pkey PRIMARY KEY (id);
+        CREATE UNIQUE INDEX hc_stock_orders_key ON @extschema@.hc_stock_orders (idempotency_key);
+        CREATE INDEX hc_stock_orders_key_age ON @extschema@.hc_stock_orders (created_at)
+            WHERE idempotency_key IS NOT NULL;
+    END IF;
+END
+$$;
+CREATE INDEX hc_stock_orders_expiry ON @extschema@.hc_stock_orders (scope_id, expires_at)
+    WHERE status = 'RESERVED' AND qty IS NOT NULL;
+CREATE INDEX hc_stock_orders_open ON @extschema@.hc_stock_orders (expires_at)
+    WHERE status = 'RESERVED' AND qty IS NULL;
+ALTER TABLE @extschema@.hc_stock_order_lines
+    RENAME CONSTRAINT hc_stock_reservation_lines_pkey TO hc_stock_order_lines_pkey;
+ALTER INDEX @extschema@.hc_stock_reservation_lines_reservation RENAME TO hc_stock_order_lines_reservation;
+ALTER INDEX @extschema@.hc_stock_reservation_lines_expiry RENAME TO hc_stock_order_lines_expiry;
+
+-- The documented read surfaces, with 0.3.0's columns and meaning.
+CREATE VIEW @extschema@.hc_stock_reservations AS
+    SELECT o.scope_id, o.id, o.buyer_id, o.idempotency_key, o.status, o.expires_at, o.created_at,
+           o.ended_at, o.fingerprint, COALESCE(o.products, ARRAY[o.scope_id]) AS products
+      FROM @extschema@.hc_stock_orders o;
+COMMENT ON VIEW @extschema@.hc_stock_reservations IS
+    'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED.';
+CREATE VIEW @extschema@.hc_stock_reservation_lines AS
+    SELECT o.scope_id AS product_id, o.id AS reservation_id, o.qty, o.status, o.expires_at,
+           o.buyer_id, o.part, o.scope_id
+      FROM @extschema@.hc_stock_orders o
+     WHERE o.qty IS NOT NULL
+    UNION ALL
+    SELECT l.product_id, l.reservation_id, l.qty, l.status, l.expires_at, l.buyer_id, l.part,
+           l.scope_id
+      FROM @extschema@.hc_stock_order_lines l;
+COMMENT ON VIEW @extschema@.hc_stock_reservation_lines IS
+    'One line per product of a stock reservation.';
+
+-- The roles granted the tables keep them (their grants stay on the renamed
+-- tables) and are granted the views alike, by the same grantors, as
+-- hc_grant_app and hc_grant_operator grant them in a fresh install: the
+-- columns a role may read of an order it may read of the view, and of the
+-- new qty and part.  Those grants stay out of the extension's initial
+-- privileges, so that pg_dump keeps them.  A grant its grantor cannot make
+-- again is named in a WARNING.
+DO $$
+DECLARE
+    s text := '@extschema@';
+    updater text := current_user;
+    pair record;
+    g record;
+    missing text;
+BEGIN
+    FOR pair IN SELECT * FROM (VALUES
+            ('hc_stock_orders', 'hc_stock_reservations'),
+            ('hc_stock_order_lines', 'hc_stock_reservation_lines')) AS v(tab, view)
+    LOOP
+        FOR g IN SELECT * FROM (
+            SELECT a.grantor, a.grantee, a.privilege_type, a.is_grantable, NULL::text AS col,
+                   c.relowner AS owner
+              FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+             WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.format('%I.%I', s, pair.tab)::pg_catalog.regclass
+               AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+            UNION ALL
+            SELECT a.grantor, a.grantee, a.privilege_type, a.is_grantable, t.attname, c.relowner
+              FROM pg_catalog.pg_class c
+              JOIN pg_catalog.pg_attribute t ON t.attrelid OPERATOR(pg_catalog.=) c.oid
+             CROSS JOIN LATERAL pg_catalog.aclexplode(t.attacl) a
+             WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.format('%I.%I', s, pair.tab)::pg_catalog.regclass
+               AND a.grantee OPERATOR(pg_catalog.<>) c.relowner AND t.attnum OPERATOR(pg_catalog.>) 0
+               AND EXISTS (SELECT FROM pg_catalog.pg_attribute v
+                            WHERE v.attrelid OPERATOR(pg_catalog.=)
+                                  pg_catalog.format('%I.%I', s, pair.view)::pg_catalog.regclass
+                              AND v.attname OPERATOR(pg_catalog.=) t.attname)) x
+            ORDER BY x.grantor OPERATOR(pg_catalog.<>) x.owner, x.is_grantable DESC
+        LOOP
+            IF g.grantor OPERATOR(pg_catalog.<>) g.owner THEN
+                EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
+            END IF;
+            EXECUTE pg_catalog.format('GRANT %s%s ON TABLE %I.%I TO %s%s', g.privilege_type,
+                                      CASE WHEN g.col IS NULL THEN '' ELSE pg_catalog.format(' (%I)', g.col) END,
+                                      s, pair.view,
+                                      CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                           ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+                                      CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            -- Of an order's columns, who may read its buyer may read its line.
+            IF pair.tab OPERATOR(pg_catalog.=) 'hc_stock_orders' AND g.col OPERATOR(pg_catalog.=) 'buyer_id' THEN
+                EXECUTE pg_catalog.format('GRANT %s (qty, part) ON TABLE %I.hc_stock_orders TO %s%s',
+                                          g.privilege_type, s,
+                                          CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                               ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+                                          CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            END IF;
+            EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
+        END LOOP;
+        -- A fresh install records no initial privileges for a table or view.
+        DELETE FROM pg_catalog.pg_init_privs i
+         WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND i.objoid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                   pg_catalog.format('%I.%I', s, pair.tab)::pg_catalog.regclass,
+                   pg_catalog.format('%I.%I', s, pair.view)::pg_catalog.regclass]::pg_catalog.oid[]);
+        SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO missing
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.format('%I.%I', s, pair.tab)::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner AND a.grantee OPERATOR(pg_catalog.<>) 0
+           AND NOT pg_catalog.has_table_privilege(a.grantee,
+                   pg_catalog.format('%I.%I', s, pair.view)::pg_catalog.regclass, a.privilege_type);
+        IF missing IS NOT NULL THEN
+            RAISE WARNING 'these roles cannot read % until they are granted again: %', pair.view, missing
+                  USING HINT = 'For each: SELECT hc_grant_app(''role'') or hc_grant_operator(''role''), as it was granted.';
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- hc_metrics read 0.3.0's lines table for the overdue stock: it reads the
+-- view of every line now (the same figures).
+CREATE OR REPLACE VIEW @extschema@.hc_metrics AS
+    WITH t AS (SELECT pg_catalog.clock_timestamp() AS now)
+    SELECT 'assets'::text AS metric, s.status AS label,
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_assets a, t
+             WHERE CASE WHEN a.status OPERATOR(pg_catalog.=) 'HELD'
+                         AND a.hold_expires_at OPERATOR(pg_catalog.<=) t.now
+                        THEN 'HELD_EXPIRED' ELSE a.status END OPERATOR(pg_catalog.=) s.status
+           )::pg_catalog.float8 AS value
+      FROM (VALUES ('AVAILABLE'::text), ('HELD'), ('HELD_EXPIRED'), ('SOLD')) s (status)
+    UNION ALL
+    SELECT 'holds', s.status,
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_reservations r
+             WHERE r.status OPERATOR(pg_catalog.=) s.status)::pg_catalog.float8
+      FROM (VALUES ('HELD'::text), ('COMMITTED'), ('RELEASED'), ('EXPIRED')) s (status)
+    UNION ALL
+    SELECT 'holds_overdue', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.min(r.expires_at)), 0) AS oldest
+              FROM @extschema@.hc_reservations r
+             WHERE r.status OPERATOR(pg_catalog.=) 'HELD'
+               AND r.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
+     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('oldest_seconds', o.oldest)) m (label, value)
+    UNION ALL
+    SELECT 'stock', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS products,
+                   COALESCE(pg_catalog.sum(i.stock), 0)::pg_catalog.float8 AS stock,
+                   COALESCE(pg_catalog.sum(i.reserved), 0)::pg_catalog.float8 AS reserved,
+                   (pg_catalog.count(*) FILTER (WHERE i.stock OPERATOR(pg_catalog.=) i.reserved))::pg_catalog.float8 AS sold_out
+              FROM @extschema@.hc_inventory i) o
+     CROSS JOIN LATERAL (VALUES ('products'::text, o.products), ('stock_units', o.stock),
+                                ('reserved_units', o.reserved),
+                                ('available_units', o.stock OPERATOR(pg_catalog.-) o.reserved),
+                                ('sold_out_products', o.sold_out)) m (label, value)
+    UNION ALL
+    SELECT 'stock_overdue', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
+                   COALESCE(pg_catalog.sum(l.qty), 0)::pg_catalog.float8 AS units,
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.min(l.expires_at)), 0) AS oldest
+              FROM @extschema@.hc_stock_reservation_lines l
+             WHERE l.status OPERATOR(pg_catalog.=) 'RESERVED'
+               AND l.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
+     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('units', o.units),
+                                ('oldest_seconds', o.oldest)) m (label, value)
+    UNION ALL
+    SELECT 'leases', m.label, m.value
+      FROM (SELECT (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL))::pg_catalog.float8 AS held,
+                   (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL
+                       AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after
+                           OPERATOR(pg_catalog.<=) (SELECT now FROM t)))::pg_catalog.float8 AS stale
+              FROM @extschema@.hc_locks l) o
+     CROSS JOIN LATERAL (VALUES ('held'::text, o.held), ('stale', o.stale)) m (label, value)
+    UNION ALL
+    SELECT 'attempts', 'manual_review',
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_attempts a
+             WHERE a.status OPERATOR(pg_catalog.=) 'MANUAL_REVIEW')::pg_catalog.float8
+    UNION ALL
+    SELECT 'sweeper', m.label, m.value
+      FROM (SELECT COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.max(s.last_end)), -1) AS since,
+                   COALESCE(pg_catalog.sum(s.expired_holds), 0)::pg_catalog.float8 AS holds,
+                   COALESCE(pg_catalog.sum(s.expired_reservations), 0)::pg_catalog.float8 AS reservations,
+                   (pg_catalog.count(*) FILTER (WHERE s.last_error_at OPERATOR(pg_catalog.>=) s.last_start))::pg_catalog.float8 AS failing
+              FROM @extschema@.hc_sweeper_status s) o
+     CROSS JOIN LATERAL (VALUES ('seconds_since_last_run'::text, o.since),
+                                ('last_expired_holds', o.holds),
+                                ('last_expired_reservations', o.reservations),
+                                ('failing', o.failing)) m (label, value);
+
+-- hc_distribute() knows the tables by their new names.  On Citus the
+-- orders' primary key must hold their routing id: (scope_id, id), with a
+-- plain index on id for the lookups by reservation id alone.
+CREATE OR REPLACE FUNCTION @extschema@.hc_distribute(shard_count integer DEFAULT NULL)
+RETURNS SETOF text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $distribute$
+DECLARE
+    s text := '@extschema@';
+    t record;
+    f record;
+    first_table text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+        RAISE EXCEPTION 'hc_distribute needs Citus in this database'
+              USING ERRCODE = 'object_not_in_prerequisite_state',
+                    HINT = 'CREATE EXTENSION citus, add the workers with citus_add_node(), then call hc_distribute().';
+    END IF;
+    IF NOT pg_catalog.citus_is_coordinator() THEN
+        RAISE EXCEPTION 'hc_distribute runs on the coordinator'
+              USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- Unique indexes without the routing id: Citus refuses them.  A lookup
+    -- by reservation id alone keeps a plain index on each shard.
+    IF (SELECT i.indnatts FROM pg_catalog.pg_index i
+         WHERE i.indexrelid OPERATOR(pg_catalog.=)
+               pg_catalog.to_regclass(pg_catalog.format('%I.hc_stock_orders_pkey', s))) OPERATOR(pg_catalog.=) 1 THEN
+        EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS hc_stock_orders_by_id ON %I.hc_stock_orders (id)', s);
+        EXECUTE pg_catalog.format('ALTER TABLE %I.hc_stock_orders DROP CONSTRAINT hc_stock_orders_pkey,'
+                                  ' ADD CONSTRAINT hc_stock_orders_pkey PRIMARY KEY (scope_id, id)', s);
+        RETURN NEXT 'primary key hc_stock_orders_pkey made (scope_id, id), with hc_stock_orders_by_id';
+    END IF;
+    FOR t IN SELECT * FROM (VALUES
+            ('hc_reservations', 'hc_reservations_id', 'hc_reservations_by_id', 'id', 'hc_reservations_key',
+             'hc_reservations_scope_key', 'asset_id', 'hc_reservations_by_key'),
+            ('hc_stock_orders', NULL, NULL, NULL, 'hc_stock_orders_key', 'hc_stock_orders_scope_key',
+             'scope_id', 'hc_stock_orders_by_key'))
+            AS v(tab, id_index, by_id, id_column, key_index, scope_key, scope_column, by_key)
+    LOOP
+        IF t.id_index IS NOT NULL
+           AND pg_catalog.to_regclass(pg_catalog.format('%I.%I', s, t.id_index)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (%I)',
+                                      t.by_id, s, t.tab, t.id_column);
+            EXECUTE pg_catalog.format('DROP INDEX %I.%I', s, t.id_index);
+            RETURN NEXT pg_catalog.format('index %s replaced by %s', t.id_index, t.by_id);
+        END IF;
+        -- The key's lookup, which a plan kept for every routing id reads by
+        -- the key alone; the unique index keeps a key to one request per
+        -- routing id.
+        IF pg_catalog.to_regclass(pg_catalog.format('%I.%I', s, t.key_index)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE UNIQUE INDEX IF NOT EXISTS %I ON %I.%I (%I, idempotency_key)',
+                                      t.scope_key, s, t.tab, t.scope_column);
+            EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (idempotency_key)',
+                                      t.by_key, s, t.tab);
+            EXECUTE pg_catalog.format('DROP INDEX %I.%I', s, t.key_index);
+            RETURN NEXT pg_catalog.format('index %s replaced by %s and %s', t.key_index, t.scope_key, t.by_key);
+        END IF;
+    END LOOP;
+
+    FOR t IN SELECT * FROM (VALUES
+            (1, 'hc_assets', 'id'), (2, 'hc_reservations', 'asset_id'), (3, 'hc_ledger', 'entity_id'),
+            (4, 'hc_stock_parts', 'product_id'), (5, 'hc_stock_orders', 'scope_id'),
+            (6, 'hc_stock_order_lines', 'product_id'), (7, 'hc_locks', 'resource'),
+            (8, 'hc_attempts', 'resource'), (9, 'hc_routes', 'routing_id')) AS v(n, tab, routing) ORDER BY n
+    LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+                        WHERE logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass) THEN
+            IF first_table IS NULL THEN
+                PERFORM pg_catalog.create_distributed_table(pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass,
+                        t.routing, colocate_with => 'none', shard_count => shard_count);
+            ELSE
+                PERFORM pg_catalog.create_distributed_table(pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass,
+                        t.routing, colocate_with => first_table);
+            END IF;
+            RETURN NEXT pg_catalog.format('table %s distributed by %s', t.tab, t.routing);
+        END IF;
+        first_table := COALESCE(first_table, pg_catalog.format('%I.%I', s, t.tab));
+    END LOOP;
+
+    -- The calls Citus sends to the node of their first argument's rows.
+    FOR f IN SELECT p.oid::pg_catalog.regprocedure AS proc, p.proname AS name
+               FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) s::pg_catalog.regnamespace
+                AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[
+                    'hc_asset_add', 'hc_hold', 'hc_commit', 'hc_release', 'hc_extend',
+                    'hc_stock_set', 'hc_stock_adjust', 'hc_stock_spread', 'hc_reserve',
+                    'hc_finalize', 'hc_unreserve', 'hc_lock_acquire', 'hc_lock_heartbeat',
+                    'hc_lock_release', 'hc_attempt_begin', 'hc_attempt_complete', 'hc_attempt_reset'])
+                AND p.proargnames[1] OPERATOR(pg_catalog.=) ANY (ARRAY['id', 'asset_id', 'product_id', 'resource'])
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object o
+                                 WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                   AND o.objid OPERATOR(pg_catalog.=) p.oid
+                                   AND o.distribution_argument_index IS NOT NULL)
+              ORDER BY 1::pg_catalog.text
+    LOOP
+        -- A call on an order may have to reach the nodes of its other
+        -- products, which Citus allows a delegated call only outside a
+        -- transaction block when it is not forced.
+        PERFORM pg_catalog.create_distributed_function(f.proc, '$1', colocate_with => first_table,
+                force_delegation => f.name OPERATOR(pg_catalog.<>) ALL (ARRAY['hc_finalize', 'hc_unreserve']::pg_catalog.name[]));
+        RETURN NEXT pg_catalog.format('function %s sent to the node of its first argument', f.proc);
+    END LOOP;
+END
+$distribute$;

@@ -74,9 +74,9 @@ def set_up(admin_dsn):
                   " WHERE current_reservation_id = %s", [late])
     admin.execute("UPDATE hc_reservations SET expires_at = expires_at - interval '1 hour',"
                   " created_at = created_at - interval '1 hour' WHERE id = %s", [late])
-    admin.execute("UPDATE hc_stock_reservation_lines SET expires_at = expires_at - interval '1 hour'"
+    admin.execute("UPDATE hc_stock_order_lines SET expires_at = expires_at - interval '1 hour'"
                   " WHERE reservation_id = %s", [gone])
-    admin.execute("UPDATE hc_stock_reservations SET expires_at = expires_at - interval '1 hour',"
+    admin.execute("UPDATE hc_stock_orders SET expires_at = expires_at - interval '1 hour',"
                   " created_at = created_at - interval '1 hour' WHERE id = %s", [gone])
     return admin
 

@@ -31,6 +31,21 @@
 PG_FUNCTION_INFO_V1(hc_check);
 
 
+/*
+ * The orders and their lines as 0.3.0's tables had them (the views
+ * hc_stock_reservations and hc_stock_reservation_lines): the checks read the
+ * tables themselves, which on Citus are named by their shards.
+ */
+#define STOCK_ORDERS \
+	"(SELECT scope_id, id, buyer_id, status, expires_at, created_at, ended_at," \
+	"        COALESCE(products, ARRAY[scope_id]) AS products FROM hc_stock_orders)"
+#define STOCK_LINES \
+	"(SELECT scope_id AS product_id, id AS reservation_id, qty, status, expires_at, buyer_id, part," \
+	"        scope_id FROM hc_stock_orders WHERE qty IS NOT NULL" \
+	" UNION ALL" \
+	" SELECT product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id" \
+	"   FROM hc_stock_order_lines)"
+
 static HcStatement checks[] = {
 	/*
 	 * Each row has the shape of its status.  (No CHECK constraints say so:
@@ -57,13 +72,13 @@ static HcStatement checks[] = {
 	{{"now", TIMESTAMPTZOID}}},
 	{"SELECT 'stock reservation has the shape of its status', r.id,"
 	 "       pg_catalog.format('status %s, ended_at %s', r.status, r.ended_at)"
-	 "  FROM hc_stock_reservations r"
+	 "  FROM " STOCK_ORDERS " r"
 	 " WHERE NOT COALESCE(r.status" EQ "ANY ('{RESERVED,FINALIZED,RELEASED,EXPIRED}'::pg_catalog.text[])"
 	 "        AND (r.status" EQ "'RESERVED')" EQ "(r.ended_at IS NULL), false)",
 	{{"now", TIMESTAMPTZOID}}},
 	{"SELECT 'line has a known status', l.reservation_id,"
 	 "       pg_catalog.format('line of %s is %s', l.product_id, l.status)"
-	 "  FROM hc_stock_reservation_lines l"
+	 "  FROM " STOCK_LINES " l"
 	 " WHERE l.status" NE "ALL ('{RESERVED,FINALIZED,RELEASED,EXPIRED}'::pg_catalog.text[])",
 	{{"now", TIMESTAMPTZOID}}},
 	{"SELECT 'lease has the shape of its owner', l.resource,"
@@ -182,7 +197,7 @@ static HcStatement checks[] = {
 	 "  FROM (SELECT i.product_id, i.part, i.reserved, NULL::pg_catalog.int4 AS qty"
 	 "          FROM hc_stock_parts i"
 	 "        UNION ALL"
-	 "        SELECT l.product_id, l.part, NULL, l.qty FROM hc_stock_reservation_lines l"
+	 "        SELECT l.product_id, l.part, NULL, l.qty FROM " STOCK_LINES " l"
 	 "         WHERE l.status" EQ "'RESERVED') u"
 	 " GROUP BY u.product_id, u.part"
 	 " HAVING pg_catalog.count(u.reserved)" EQ "1"
@@ -220,7 +235,7 @@ static HcStatement checks[] = {
 	 "                         COALESCE(pg_catalog.sum(u.stock), 0))"
 	 "  FROM (SELECT l.product_id, l.reservation_id, l.qty, l.status,"
 	 "               NULL::pg_catalog.int4 AS reserved, NULL::pg_catalog.int4 AS stock"
-	 "          FROM hc_stock_reservation_lines l"
+	 "          FROM " STOCK_LINES " l"
 	 "        UNION ALL"
 	 "        SELECT g.entity_id, g.reservation_id, NULL, NULL, g.reserved_delta, g.stock_delta"
 	 "          FROM hc_ledger g"
@@ -245,11 +260,11 @@ static HcStatement checks[] = {
 	 "                       NULL::pg_catalog.text AS status,"
 	 "                       NULL::pg_catalog.timestamptz AS expires_at, true AS reservation,"
 	 "                       o.status AS reservation_status, o.expires_at AS reservation_expires_at"
-	 "                  FROM hc_stock_reservations o"
+	 "                  FROM " STOCK_ORDERS " o"
 	 "                UNION ALL"
 	 "                SELECT l.reservation_id, l.product_id, l.status, l.expires_at, false,"
 	 "                       NULL, NULL"
-	 "                  FROM hc_stock_reservation_lines l) u"
+	 "                  FROM " STOCK_LINES " l) u"
 	 "        WINDOW r AS (PARTITION BY u.id)) w"
 	 " WHERE NOT w.reservation AND w.reservation_exists"
 	 "   AND ((w.reservation_status" EQ "ANY ('{FINALIZED,RELEASED}'::pg_catalog.text[])"
@@ -270,17 +285,40 @@ static HcStatement checks[] = {
 	 "        WINDOW a AS (PARTITION BY u.asset_id)) w"
 	 " WHERE w.id IS NOT NULL AND NOT w.asset_exists",
 	{{"now", TIMESTAMPTZOID}}},
-	/* Every line belongs to a part of a product (no foreign key says so). */
+	/*
+	 * Every line belongs to a product, and a line that counts to a part of
+	 * it (no foreign key says so).  A line that no longer counts keeps the
+	 * part it was counted in last, which hc_stock_spread may have merged
+	 * away since.
+	 */
 	{"SELECT 'line has its product', w.reservation_id,"
-	 "       pg_catalog.format('product %s has no part %s', w.product_id, w.part)"
-	 "  FROM (SELECT u.product_id, u.part, u.reservation_id,"
-	 "               pg_catalog.bool_or(u.reservation_id IS NULL) OVER p AS part_exists"
-	 "          FROM (SELECT i.product_id, i.part, NULL::pg_catalog.text AS reservation_id"
+	 "       CASE WHEN w.product_exists"
+	 "            THEN pg_catalog.format('product %s has no part %s', w.product_id, w.part)"
+	 "            ELSE pg_catalog.format('product %s does not exist', w.product_id) END"
+	 "  FROM (SELECT u.product_id, u.part, u.reservation_id, u.counts,"
+	 "               pg_catalog.bool_or(u.reservation_id IS NULL) OVER p AS part_exists,"
+	 "               pg_catalog.bool_or(u.reservation_id IS NULL) OVER i AS product_exists"
+	 "          FROM (SELECT i.product_id, i.part, NULL::pg_catalog.text AS reservation_id,"
+	 "                       false AS counts"
 	 "                  FROM hc_stock_parts i"
 	 "                UNION ALL"
-	 "                SELECT l.product_id, l.part, l.reservation_id FROM hc_stock_reservation_lines l) u"
-	 "        WINDOW p AS (PARTITION BY u.product_id, u.part)) w"
-	 " WHERE w.reservation_id IS NOT NULL AND NOT w.part_exists",
+	 "                SELECT l.product_id, l.part, l.reservation_id, l.status" EQ "'RESERVED'"
+	 "                  FROM " STOCK_LINES " l) u"
+	 "        WINDOW p AS (PARTITION BY u.product_id, u.part), i AS (PARTITION BY u.product_id)) w"
+	 " WHERE w.reservation_id IS NOT NULL AND (NOT w.product_exists OR (w.counts AND NOT w.part_exists))",
+	{{"now", TIMESTAMPTZOID}}},
+	/*
+	 * An order of one product carries its line (qty > 0 and its part) and
+	 * no products; an order of several names its products, the first its
+	 * scope, and has neither.
+	 */
+	{"SELECT 'order has the shape of its kind', o.id,"
+	 "       pg_catalog.format('qty %s, part %s, products %s', o.qty, o.part, o.products)"
+	 "  FROM hc_stock_orders o"
+	 " WHERE NOT COALESCE(CASE WHEN o.qty IS NULL"
+	 "        THEN o.part IS NULL AND pg_catalog.cardinality(o.products)" GE "2"
+	 "             AND o.products[1]" EQ "o.scope_id"
+	 "        ELSE o.qty" GT "0 AND o.part IS NOT NULL AND o.products IS NULL END, false)",
 	{{"now", TIMESTAMPTZOID}}},
 	/* A product's parts are 0 to n - 1, and each is within its stock. */
 	{"SELECT 'parts are numbered from 0', p.product_id,"
@@ -312,10 +350,10 @@ static HcStatement checks[] = {
 	 "               pg_catalog.bool_or(u.product_id IS NULL) OVER r AS reservation_exists"
 	 "          FROM (SELECT o.id AS reservation_id, NULL::pg_catalog.text AS product_id,"
 	 "                       NULL::pg_catalog.text AS scope_id"
-	 "                  FROM hc_stock_reservations o"
+	 "                  FROM " STOCK_ORDERS " o"
 	 "                UNION ALL"
 	 "                SELECT l.reservation_id, l.product_id, l.scope_id"
-	 "                  FROM hc_stock_reservation_lines l) u"
+	 "                  FROM " STOCK_LINES " l) u"
 	 "        WINDOW r AS (PARTITION BY u.reservation_id)) w"
 	 " WHERE w.product_id IS NOT NULL AND NOT w.reservation_exists"
 	 "   AND (:whole OR w.scope_id" EQ "w.product_id"
@@ -339,10 +377,10 @@ static HcStatement checks[] = {
 	 "                 FILTER (WHERE u.product_id IS NOT NULL) AS line_scopes"
 	 "          FROM (SELECT o.id, o.scope_id, o.products, NULL::pg_catalog.text AS product_id,"
 	 "                       NULL::pg_catalog.text AS line_scope"
-	 "                  FROM hc_stock_reservations o"
+	 "                  FROM " STOCK_ORDERS " o"
 	 "                UNION ALL"
 	 "                SELECT l.reservation_id, NULL, NULL, l.product_id, l.scope_id"
-	 "                  FROM hc_stock_reservation_lines l) u"
+	 "                  FROM " STOCK_LINES " l) u"
 	 "         GROUP BY u.id HAVING pg_catalog.count(u.products)" EQ "1) w"
 	 " WHERE w.products[1] IS DISTINCT FROM w.scope_id"
 	 "    OR w.line_scopes IS DISTINCT FROM ARRAY[w.scope_id]"
@@ -451,11 +489,11 @@ check_run(HcCall *call, ReturnSetInfo *rsinfo)
 		uint64		n;
 
 		/*
-		 * A database still on 0.2.0 SQL has no stock parts to check, nor the
-		 * products and scopes of orders (:whole).
+		 * A database still on 0.2.0 or 0.3.0 SQL keeps its stock in other
+		 * tables, which this library no longer reads: its stock waits for
+		 * the update.
 		 */
-		if ((strstr(checks[i].sql, "hc_stock_parts") != NULL ||
-			 strstr(checks[i].sql, ":whole") != NULL) && !hc_sql_at_least("0.3.0"))
+		if (strstr(checks[i].sql, "hc_stock_") != NULL && !hc_sql_at_least("0.4.0"))
 			continue;
 		hc_args(&args, &checks[i]);
 		/* On Citus a group of shards may hold part of an order of several products. */

@@ -65,6 +65,13 @@ static const char *const app_tables[] = {
 static const char *const app_keyless_tables[] = {
 	"hc_reservations", "hc_stock_reservations", NULL
 };
+/*
+ * The tables of the orders, which 0.4.0's views hc_stock_reservations and
+ * hc_stock_reservation_lines read: on Citus a view's shards are read as the
+ * caller.
+ */
+static const char *const app_keyless_tables_0_4[] = {"hc_stock_orders", NULL};
+static const char *const app_tables_0_4[] = {"hc_stock_order_lines", NULL};
 
 /* What an operator's tooling adds: stock, assets, resets, and everything to read. */
 static const char *const operator_functions[] = {
@@ -85,6 +92,7 @@ static const char *const operator_functions_0_3[] = {
 static const char *const operator_tables_0_3[] = {
 	"hc_sweeper_databases", "hc_stock_parts", "hc_workers", NULL
 };
+static const char *const operator_tables_0_4[] = {"hc_stock_orders", NULL};
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};
@@ -321,6 +329,11 @@ grant_app(GrantTarget *t)
 							   grant_relation_name(grant_relation(t, "hc_routes")),
 							   t->role_name));
 	}
+	if (hc_sql_at_least("0.4.0"))
+	{
+		grant_select(t, app_tables_0_4, false);
+		grant_select(t, app_keyless_tables_0_4, true);
+	}
 }
 
 /*
@@ -356,6 +369,8 @@ hc_grant_operator(PG_FUNCTION_ARGS)
 		grant_functions(&t, operator_functions_0_3);
 		grant_select(&t, operator_tables_0_3, false);
 	}
+	if (hc_sql_at_least("0.4.0"))
+		grant_select(&t, operator_tables_0_4, false);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

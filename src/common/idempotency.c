@@ -36,6 +36,7 @@
 #include "common/sweep.h"
 #include "core/fetch.h"
 #include "core/standby.h"
+#include "core/version.h"
 
 /*
  * Advisory locks of holdcommit keys use this in field 4 of the lock tag;
@@ -56,11 +57,29 @@ static HcStatement forget_hold_key = {
 	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
 };
 
+/*
+ * The orders were hc_stock_reservations before 0.4.0 SQL: each statement
+ * that reads them for holds too has a form for that table (the _03 ones),
+ * chosen by the SQL installed (orders_table_03).
+ */
+#define FORGET_STOCK_KEY(orders) \
+	"UPDATE " orders " SET idempotency_key = NULL" \
+	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
 static HcStatement forget_stock_key = {
-	"UPDATE hc_stock_reservations SET idempotency_key = NULL"
-	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id",
+	FORGET_STOCK_KEY("hc_stock_orders"),
 	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
 };
+static HcStatement forget_stock_key_03 = {
+	FORGET_STOCK_KEY("hc_stock_reservations"),
+	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
+};
+
+/* Does the SQL installed have 0.3.0's table of orders? */
+static bool
+orders_table_03(void)
+{
+	return !hc_sql_at_least("0.4.0");
+}
 
 /*
  * The sweeper's part for keys: forget the idempotency keys of reservations
@@ -72,30 +91,32 @@ static HcStatement forget_stock_key = {
  * many of each kind, and the newest created_at of each (the next batch
  * starts there).
  */
-static HcStatement forget_keys = {
-	"WITH h AS ("
-	"  UPDATE hc_reservations r SET idempotency_key = NULL"
-	"    FROM (SELECT asset_id, id, created_at FROM hc_reservations"
-	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
-	"             AND created_at" GE ":holds_from"
-	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
-	"   WHERE r.asset_id" EQ "d.asset_id" " AND r.id" EQ "d.id"
-	"  RETURNING d.created_at),"
-	" s AS ("
-	"  UPDATE hc_stock_reservations r SET idempotency_key = NULL"
-	"    FROM (SELECT scope_id, id, created_at FROM hc_stock_reservations"
-	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start"
-	"             AND created_at" GE ":stock_from"
-	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d"
-	"   WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id"
-	"  RETURNING d.created_at)"
-	" SELECT (SELECT pg_catalog.count(*) FROM h) AS holds,"
-	"        (SELECT pg_catalog.max(created_at) FROM h) AS holds_last,"
-	"        (SELECT pg_catalog.count(*) FROM s) AS stock,"
-	"        (SELECT pg_catalog.max(created_at) FROM s) AS stock_last",
-	{{"retention_start", TIMESTAMPTZOID}, {"batch_size", INT4OID},
+#define FORGET_KEYS(orders) \
+	"WITH h AS (" \
+	"  UPDATE hc_reservations r SET idempotency_key = NULL" \
+	"    FROM (SELECT asset_id, id, created_at FROM hc_reservations" \
+	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start" \
+	"             AND created_at" GE ":holds_from" \
+	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d" \
+	"   WHERE r.asset_id" EQ "d.asset_id" " AND r.id" EQ "d.id" \
+	"  RETURNING d.created_at)," \
+	" s AS (" \
+	"  UPDATE " orders " r SET idempotency_key = NULL" \
+	"    FROM (SELECT scope_id, id, created_at FROM " orders \
+	"           WHERE idempotency_key IS NOT NULL AND created_at" LE ":retention_start" \
+	"             AND created_at" GE ":stock_from" \
+	"           ORDER BY created_at LIMIT :batch_size FOR NO KEY UPDATE SKIP LOCKED) d" \
+	"   WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id" \
+	"  RETURNING d.created_at)" \
+	" SELECT (SELECT pg_catalog.count(*) FROM h) AS holds," \
+	"        (SELECT pg_catalog.max(created_at) FROM h) AS holds_last," \
+	"        (SELECT pg_catalog.count(*) FROM s) AS stock," \
+	"        (SELECT pg_catalog.max(created_at) FROM s) AS stock_last"
+#define FORGET_KEYS_PARAMS \
+	{{"retention_start", TIMESTAMPTZOID}, {"batch_size", INT4OID}, \
 	 {"holds_from", TIMESTAMPTZOID}, {"stock_from", TIMESTAMPTZOID}}
-};
+static HcStatement forget_keys = {FORGET_KEYS("hc_stock_orders"), FORGET_KEYS_PARAMS};
+static HcStatement forget_keys_03 = {FORGET_KEYS("hc_stock_reservations"), FORGET_KEYS_PARAMS};
 
 /*
  * The fingerprint is the function name and the arguments that define the
@@ -173,7 +194,9 @@ hc_idempotency_lock(const char *key)
 /* The reservation of either kind that holds a key, by its unique index. */
 static HcFetch hold_key = {"hc_reservations", "idempotency_key", HC_FETCH_READ, 5,
 {"id", "asset_id", "buyer_id", "fingerprint", "created_at"}};
-static HcFetch stock_key = {"hc_stock_reservations", "idempotency_key", HC_FETCH_READ, 5,
+static HcFetch stock_key = {"hc_stock_orders", "idempotency_key", HC_FETCH_READ, 5,
+{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
+static HcFetch stock_key_03 = {"hc_stock_reservations", "idempotency_key", HC_FETCH_READ, 5,
 {"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
 
 /* What a domain statement read with HC_KNOWN_KEY_COLUMNS, in its row 0. */
@@ -202,6 +225,10 @@ static HcStatement known_key = {
 	"WITH " HC_KNOWN_KEY " SELECT " HC_KNOWN_KEY_COLUMNS " FROM known k",
 	{HC_KNOWN_KEY_PARAMS}
 };
+static HcStatement known_key_03 = {
+	"WITH " HC_KNOWN_KEY_IN("hc_stock_reservations") " SELECT " HC_KNOWN_KEY_COLUMNS " FROM known k",
+	{HC_KNOWN_KEY_PARAMS}
+};
 
 /* The same, looked up directly: one key space for holds and stock. */
 static void
@@ -214,7 +241,7 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 	{
 		HcArgs		args;
 
-		hc_args(&args, &known_key);
+		hc_args(&args, orders_table_03() ? &known_key_03 : &known_key);
 		hc_bind_text(&args, "key", key);
 		known->kind = NULL;
 		if (hc_run(call, &args, SPI_OK_SELECT) > 0)
@@ -223,7 +250,7 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 	}
 	if (hc_fetch(call, &hold_key, key, values, nulls))
 		known->kind = "hold";
-	else if (hc_fetch(call, &stock_key, key, values, nulls))
+	else if (hc_fetch(call, orders_table_03() ? &stock_key_03 : &stock_key, key, values, nulls))
 		known->kind = "stock";
 	else
 	{
@@ -281,7 +308,8 @@ hc_idempotency_judge(HcCall *call, const char *key, HcFingerprint *fp, HcKnownKe
 		/* Forgetting the key writes, and what follows is a new request. */
 		hc_refuse_new_key_read_only(call->function);
 
-		hc_args(&args, strcmp(known->kind, "hold") == 0 ? &forget_hold_key : &forget_stock_key);
+		hc_args(&args, strcmp(known->kind, "hold") == 0 ? &forget_hold_key :
+				orders_table_03() ? &forget_stock_key_03 : &forget_stock_key);
 		hc_bind_text(&args, "scope_id", known->scope_id);
 		hc_bind_text(&args, "reservation_id", known->id);
 		if (hc_run(call, &args, SPI_OK_UPDATE) != 1)
@@ -359,7 +387,7 @@ hc_idempotency_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 	int64		holds;
 	int64		stock;
 
-	hc_args(&args, &forget_keys);
+	hc_args(&args, orders_table_03() ? &forget_keys_03 : &forget_keys);
 	hc_bind(&args, "retention_start",
 			TimestampTzGetDatum(call->now - (int64) hc_idempotency_retention * USECS_PER_SEC));
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));

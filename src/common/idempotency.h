@@ -34,18 +34,21 @@ typedef struct HcKnownKey
  * A CTE "known" with the reservation, of either kind, that holds the key
  * :key (one key space for holds and stock; on Citus one per routing id,
  * :key_scope, which hc_run binds), and the columns that read it from
- * "known k".
+ * "known k".  The orders are hc_stock_orders from 0.4.0 SQL on, and
+ * HC_KNOWN_KEY_IN names the table of an older one (hc_stock_reservations),
+ * whose holds the library still serves.
  */
-#define HC_KNOWN_KEY \
+#define HC_KNOWN_KEY_IN(orders) \
 	"known AS (" \
 	"  SELECT 'hold' AS kind, id, asset_id AS scope_id, buyer_id, fingerprint, created_at" \
 	"    FROM hc_reservations WHERE idempotency_key" EQ ":key" \
 	"     AND (:key_scope IS NULL OR asset_id" EQ ":key_scope)" \
 	"  UNION ALL" \
 	"  SELECT 'stock', id, scope_id, buyer_id, fingerprint, created_at" \
-	"    FROM hc_stock_reservations WHERE idempotency_key" EQ ":key" \
+	"    FROM " orders " WHERE idempotency_key" EQ ":key" \
 	"     AND (:key_scope IS NULL OR scope_id" EQ ":key_scope)" \
 	"  LIMIT 1)"
+#define HC_KNOWN_KEY HC_KNOWN_KEY_IN("hc_stock_orders")
 #define HC_KNOWN_KEY_PARAMS	{"key", TEXTOID}, {"key_scope", TEXTOID}
 #define HC_KNOWN_KEY_COLUMNS \
 	"k.kind AS known_kind, k.id AS known_id, k.scope_id AS known_scope_id," \

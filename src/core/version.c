@@ -12,9 +12,11 @@
  * pg_proc (an update script always creates, replaces or drops a function;
  * PostgreSQL 15 has no cache of pg_extension to listen to).
  *
- * This library serves 0.2.0, 0.3.0 and 0.4.0, which have the same tables: a
- * database can be updated at any time after the new files are installed.
- * 0.1.0 is refused until it is updated.
+ * This library serves 0.2.0, 0.3.0 and 0.4.0: a database can be updated at
+ * any time after the new files are installed.  Of 0.2.0 and 0.3.0 it serves
+ * the holds, leases, attempts, sweeps and hc_check(), not the stock, whose
+ * tables 0.4.0 changed (its calls are refused with 55000 through
+ * hc_require_sql_at_least).  0.1.0 is refused until it is updated.
  *
  * Review on a new major: the catalog scan of pg_extension (its columns) and
  * the syscache callback.

@@ -119,7 +119,7 @@ order_expiry(HcCall *call, char **args, int nargs, int n)
 
 /* An order's row, written by the call that makes it. */
 static HcStatement insert_header = {
-	"INSERT INTO hc_stock_reservations"
+	"INSERT INTO hc_stock_orders"
 	" (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at, products)"
 	" VALUES (:scope_id, :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED', :expires_at,"
 	"         :created_at, :products)",
@@ -130,7 +130,7 @@ static HcStatement insert_header = {
 
 /* One line, once its product's units are taken. */
 static HcStatement insert_line = {
-	"INSERT INTO hc_stock_reservation_lines"
+	"INSERT INTO hc_stock_order_lines"
 	" (product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)"
 	" VALUES (:product_id, :reservation_id, :qty, 'RESERVED', :expires_at, :buyer_id, :part,"
 	"         :scope_id)",
@@ -138,9 +138,10 @@ static HcStatement insert_line = {
 	 {"expires_at", TIMESTAMPTZOID}, {"buyer_id", TEXTOID}, {"part", INT2OID}, {"scope_id", TEXTOID}}
 };
 
+/* An order's row; an order of one product names its one product (its scope). */
 #define ORDER_HEADER \
-	"SELECT status, buyer_id, expires_at, created_at, products FROM hc_stock_reservations" \
-	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+	"SELECT status, buyer_id, expires_at, created_at, COALESCE(products, ARRAY[scope_id]) AS products" \
+	"  FROM hc_stock_orders WHERE id" EQ ":reservation_id" " AND scope_id" EQ ":scope_id"
 static HcStatement read_header = {
 	ORDER_HEADER,
 	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
@@ -150,13 +151,20 @@ static HcStatement lock_header = {
 	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}}
 };
 
-/* One line of a reservation, as order_products reads each. */
+/*
+ * One line of an order of several products, as order_products reads each:
+ * the part to lock (stock/lines.c), and the line's own.
+ */
 static HcStatement read_line = {
-	"SELECT l.part::pg_catalog.int4 AS part, l.qty, l.status, l.scope_id, l.buyer_id,"
+	"SELECT CASE WHEN l.status" EQ "'RESERVED' THEN l.part"
+	"            WHEN EXISTS (SELECT FROM hc_stock_parts s WHERE s.product_id" EQ ":product_id"
+	"                            AND s.part" EQ "l.part) THEN l.part"
+	"            ELSE 0 END::pg_catalog.int4 AS lock_part,"
+	"       l.part::pg_catalog.int4 AS part, l.qty, l.status, l.scope_id, l.buyer_id,"
 	"       l.status" EQ "'EXPIRED'"
 	"       AND EXISTS (SELECT FROM hc_stock_parts s"
 	"                    WHERE s.product_id" EQ ":product_id" " AND s.part" GT "0) AS may_retake"
-	"  FROM hc_stock_reservation_lines l"
+	"  FROM hc_stock_order_lines l"
 	" WHERE l.product_id" EQ ":product_id" " AND l.reservation_id" EQ ":reservation_id",
 	{{"product_id", TEXTOID}, {"reservation_id", TEXTOID}}
 };
@@ -410,7 +418,7 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 	hc_bind_text(&args, "reservation_id", reservation_id);
 	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
 		return false;
-	part = (int16) hc_int32(0, "part");
+	part = (int16) hc_int32(0, "lock_part");
 	may_retake = hc_datum(0, "may_retake", &isnull);
 	locked = hc_stock_lock_line_part(call, product_id, reservation_id, part,
 								  retake && !isnull && DatumGetBool(may_retake));
@@ -419,7 +427,8 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 	hc_bind_text(&args, "reservation_id", reservation_id);
 	if (hc_run(call, &args, SPI_OK_SELECT) != 1)
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, reservation_id);
-	if (locked == 0 && hc_int32(0, "part") != part)
+	if (locked == 0 && strcmp(hc_text(call, 0, "status"), "RESERVED") == 0 &&
+		hc_int32(0, "part") != part)
 		hc_stock_parts_changed(product_id);
 	line->product_id = pstrdup(product_id);
 	line->part = (int16) hc_int32(0, "part");
@@ -467,7 +476,11 @@ order_finish_here(HcCall *call, const char *product_id, char **a, int na, int *n
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a line cannot end as \"%s\"", status)));
 	if (!order_lock_line(call, product_id, r.id, strcmp(order_arg(a, na, 3), "retake") == 0, &line))
+	{
+		/* No such line here: an order of one product, or none (22023), or a line gone. */
+		order_require_row(call, product_id, r.id, false);
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" vanished", product_id, r.id);
+	}
 	if (strcmp(hc_text(call, 0, "scope_id"), product_id) == 0)
 		order_require_row(call, product_id, r.id, true);
 	r.buyer_id = hc_text(call, 0, "buyer_id");
@@ -708,7 +721,7 @@ hc_order_step(PG_FUNCTION_ARGS)
 
 	hc_arg_not_null(fcinfo, 2, "args");
 	hc_call_begin(&call, fcinfo, "hc_order_step");
-	hc_require_sql_at_least("0.3.0", call.function);
+	hc_require_sql_at_least("0.4.0", call.function);
 	if (!hc_distributed(&call))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

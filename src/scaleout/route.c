@@ -53,6 +53,7 @@
 
 #include "core/search_path.h"
 #include "core/statement.h"
+#include "core/version.h"
 #include "scaleout/route.h"
 #include "scaleout/shard_plans.h"
 
@@ -202,6 +203,7 @@ again:
 	if (ranges != NULL)
 		return;
 	invalidations = range_invalidations;
+	hc_distributed_tables_of(hc_sql_at_least("0.4.0"));
 	for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
 	{
 		range_tables[i] = get_relname_relid(hc_distributed_tables[i], call->schema);

@@ -23,10 +23,18 @@
 
 #include "scaleout/shard_plans.h"
 
-const char *const hc_distributed_tables[HC_DISTRIBUTED_TABLES] = {
-	"hc_assets", "hc_reservations", "hc_ledger", "hc_stock_parts", "hc_stock_reservations",
-	"hc_stock_reservation_lines", "hc_locks", "hc_attempts"
+const char *hc_distributed_tables[HC_DISTRIBUTED_TABLES] = {
+	"hc_assets", "hc_reservations", "hc_ledger", "hc_stock_parts", "hc_stock_orders",
+	"hc_stock_order_lines", "hc_locks", "hc_attempts"
 };
+
+/* The orders' tables as the SQL installed names them (0.4.0 renamed them). */
+void
+hc_distributed_tables_of(bool sql_0_4)
+{
+	hc_distributed_tables[4] = sql_0_4 ? "hc_stock_orders" : "hc_stock_reservations";
+	hc_distributed_tables[5] = sql_0_4 ? "hc_stock_order_lines" : "hc_stock_reservation_lines";
+}
 
 /*
  * The text SPI takes (parameters as $n), with every distributed table's name

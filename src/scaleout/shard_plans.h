@@ -8,9 +8,14 @@
 
 #include "core/placement.h"
 
-/* The extension's tables that Citus distributes by their routing id. */
+/*
+ * The extension's tables that Citus distributes by their routing id, by the
+ * names of the SQL installed (hc_distributed_tables_of: the orders' tables
+ * had other names before 0.4.0, whose holds this library still serves).
+ */
 #define HC_DISTRIBUTED_TABLES 8
-extern const char *const hc_distributed_tables[HC_DISTRIBUTED_TABLES];
+extern const char *hc_distributed_tables[HC_DISTRIBUTED_TABLES];
+extern void hc_distributed_tables_of(bool sql_0_4);
 
 /*
  * The scope of a call on Citus: the shard of each distributed table that

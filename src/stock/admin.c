@@ -13,8 +13,10 @@
  *   3. A change's ledger row is on part 0, with a new version there, and
  *      only if the product's stock changes.
  *   4. A product keeps 1 to STOCK_MAX_PARTS parts.  Parts that go hand
- *      their reserved units, versions and lines to part 0; a part number
- *      the product had before goes on from its last seq (stock.h's 6).
+ *      their reserved units, versions and the lines that count to part 0
+ *      (a line that no longer counts keeps its part: stock.h's 2); a part
+ *      number the product had before goes on from its last seq (stock.h's
+ *      6).
  *   5. test/packaging/sanitize.sh's canary (HC_SANITIZE_CANARY) is in hc_stock_set,
  *      in this folder: the script looks for it there.
  */
@@ -211,7 +213,7 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	}
 #endif
 	hc_call_begin(&call, fcinfo, "hc_stock_set");
-	hc_require_sql_at_least("0.3.0", call.function);
+	hc_require_sql_at_least("0.4.0", call.function);
 	HC_ROUTE(&call, fcinfo, product_id);
 	hc_args(&args, &create_product);
 	hc_bind_text(&args, "product_id", product_id);
@@ -250,7 +252,7 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("reason must not be empty")));
 	hc_call_begin(&call, fcinfo, "hc_stock_adjust");
-	hc_require_sql_at_least("0.3.0", call.function);
+	hc_require_sql_at_least("0.4.0", call.function);
 	HC_ROUTE(&call, fcinfo, product_id);
 	stock_lock_product(&call, product_id, &p);
 	row = stock_change(&call, fcinfo, product_id, p.total_stock + delta, &p, "stock_adjust", reason);
@@ -297,13 +299,22 @@ static HcStatement merge_parts = {
 	{{"product_id", TEXTOID}, {"from", INT4OID}, {"now", TIMESTAMPTZOID}}
 };
 
-/* Parts from :from on, emptied by the caller, go; their lines count in part 0. */
+/*
+ * Parts from :from on, emptied by the caller, go; the lines counted in them
+ * count in part 0: orders of one product and lines of orders of several,
+ * each through its index of the product's live lines, so that a product's
+ * history is not walked (a line that no longer counts keeps its part).
+ */
 static HcStatement drop_parts = {
 	"WITH d AS ("
 	"  DELETE FROM hc_stock_parts WHERE product_id" EQ ":product_id" " AND part" GE ":from"
-	"  RETURNING part)"
-	" UPDATE hc_stock_reservation_lines SET part = 0"
-	"  WHERE product_id" EQ ":product_id" " AND part" GE ":from",
+	"  RETURNING part),"
+	" o AS ("
+	"  UPDATE hc_stock_orders SET part = 0"
+	"   WHERE scope_id" EQ ":product_id" " AND qty IS NOT NULL AND status" EQ "'RESERVED'"
+	"     AND part" GE ":from" " RETURNING id)"
+	" UPDATE hc_stock_order_lines SET part = 0"
+	"  WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'" " AND part" GE ":from",
 	{{"product_id", TEXTOID}, {"from", INT4OID}}
 };
 
@@ -330,6 +341,7 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 				 errmsg("parts must be between 1 and %d", STOCK_MAX_PARTS),
 				 errdetail("parts is %d.", parts)));
 	hc_call_begin(&call, fcinfo, "hc_stock_spread");
+	hc_require_sql_at_least("0.4.0", call.function);
 	HC_ROUTE(&call, fcinfo, product_id);
 	stock_lock_product(&call, product_id, &p);
 	if (parts > p.n)
@@ -342,7 +354,7 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 	}
 	else if (parts < p.n)
 	{
-		/* Part 0 takes the reserved units and the lines of the parts that go. */
+		/* Part 0 takes the reserved units and the counted lines of the parts that go. */
 		hc_args(&args, &merge_parts);
 		hc_bind_text(&args, "product_id", product_id);
 		hc_bind(&args, "from", Int32GetDatum(parts));

@@ -97,7 +97,7 @@ stock_route(HcCall *call, FunctionCallInfo fcinfo, const char *product_id,
 	if (!hc_distributed(call))
 		return false;
 	if (scope_id == NULL)
-		scope_id = hc_route_lookup(call, "hc_stock_reservations", "scope_id", reservation_id);
+		scope_id = hc_route_lookup(call, "hc_stock_orders", "scope_id", reservation_id);
 	if (scope_id == NULL)
 		hc_stock_not_found(NULL, reservation_id);
 	switch (hc_stock_orders()->spread(call, scope_id, reservation_id, r))
@@ -130,7 +130,7 @@ stock_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function, const c
 			const char *reservation_id, bool retake, StockReservation *r, Datum *result)
 {
 	hc_call_begin(call, fcinfo, function);
-	hc_require_sql_at_least("0.3.0", call->function);
+	hc_require_sql_at_least("0.4.0", call->function);
 	if (stock_route(call, fcinfo, product_id, reservation_id, r, result))
 	{
 		hc_call_end(call);

@@ -11,7 +11,9 @@
  *      several parts whose line may have to find its units again), then
  *      its row, and only then read with its lines (hc_stock_lock).
  *   2. A line that moved to another part between the look and the lock
- *      (hc_stock_spread, a late finalize) is 40001: the caller retries.
+ *      (hc_stock_spread, a late finalize) is 40001: the caller retries.  A
+ *      line that no longer counts is locked at part 0 if its part is gone
+ *      (stock.h's 2): nothing of it counts in any part.
  *   3. A move takes a line from the status it had under the lock to its new
  *      one, with its part's stock and reserved and its ledger row, in one
  *      statement (the last line's with the reservation's end): a line that
@@ -19,6 +21,9 @@
  *   4. An order of several products on Citus (r->spread) is locked, moved
  *      and ended by the operations the scale-out layer registered
  *      (orders.h), step by step on the nodes of its rows.
+ *   5. An order of one product (r->single) is its own line: its row is
+ *      locked and read once, and a move of its line is the move of the
+ *      order, in one statement.
  */
 #include "postgres.h"
 
@@ -50,33 +55,49 @@ hc_stock_expired(const StockReservation *r, const char *hint)
 }
 
 /*
- * The products of a reservation and their lines' parts, in the order they
- * are locked in; and, for a late finalize, whether a line of a product in
- * several parts must find its units again (it was expired: a line still
- * RESERVED, expired or not, still counts, and one reclaimed between this
- * look and its lock takes the fallback of stock_retake).  Only then are all
- * of the product's parts locked, so that a replayed or refused finalize
- * waits for no part but its line's.
+ * The products of a reservation and the parts to lock for their lines, in
+ * the order they are locked in: a line's part, or part 0 for a line that no
+ * longer counts whose part is gone.  And, for a late finalize, whether a
+ * line of a product in several parts must find its units again (it was
+ * expired: a line still RESERVED, expired or not, still counts, and one
+ * reclaimed between this look and its lock takes the fallback of
+ * stock_retake).  Only then are all of the product's parts locked, so that
+ * a replayed or refused finalize waits for no part but its line's.  The
+ * line of an order of one product is the order's row.
  */
+#define ORDER_LINE_PARTS(line) \
+	"CASE WHEN " line ".status" EQ "'RESERVED' THEN " line ".part" \
+	"     WHEN EXISTS (SELECT FROM hc_stock_parts s WHERE s.product_id" EQ line ".product_id" \
+	"                     AND s.part" EQ line ".part) THEN " line ".part" \
+	"     ELSE 0 END::pg_catalog.int4 AS part," \
+	" " line ".status" EQ "'EXPIRED'" \
+	" AND EXISTS (SELECT FROM hc_stock_parts s" \
+	"              WHERE s.product_id" EQ line ".product_id" " AND s.part" GT "0) AS may_retake"
 static HcStatement order_products = {
-	"SELECT l.product_id, l.part::pg_catalog.int4 AS part,"
-	"       l.status" EQ "'EXPIRED'"
-	"       AND EXISTS (SELECT FROM hc_stock_parts s"
-	"                    WHERE s.product_id" EQ "l.product_id" " AND s.part" GT "0) AS may_retake"
-	"  FROM hc_stock_reservation_lines l"
-	" WHERE l.reservation_id" EQ ":reservation_id"
+	"SELECT l.product_id, " ORDER_LINE_PARTS("l")
+	"  FROM (SELECT o.scope_id AS product_id, o.part, o.status FROM hc_stock_orders o"
+	"         WHERE o.id" EQ ":reservation_id" " AND o.qty IS NOT NULL"
+	"        UNION ALL"
+	"        SELECT l.product_id, l.part, l.status FROM hc_stock_order_lines l"
+	"         WHERE l.reservation_id" EQ ":reservation_id) l"
 	" ORDER BY l.product_id COLLATE \"C\"",
 	{{"reservation_id", TEXTOID}}
 };
 
-/* Lock a reservation and read it with its lines (its products are locked). */
+/*
+ * Lock a reservation and read it with its lines (its products are locked):
+ * an order of one product, its own line, or the lines of an order of
+ * several.
+ */
 static HcStatement lock_order = {
-	"SELECT r.scope_id, r.buyer_id, r.status, r.expires_at, r.created_at,"
-	"       l.product_id, l.part::pg_catalog.int4 AS part, l.qty, l.status AS line_status"
-	"  FROM hc_stock_reservations r"
-	"  JOIN hc_stock_reservation_lines l ON l.reservation_id" EQ "r.id"
+	"SELECT r.scope_id, r.buyer_id, r.status, r.expires_at, r.created_at, r.qty IS NOT NULL AS single,"
+	"       COALESCE(l.product_id, r.scope_id) AS product_id,"
+	"       COALESCE(l.part, r.part)::pg_catalog.int4 AS part, COALESCE(l.qty, r.qty) AS qty,"
+	"       COALESCE(l.status, r.status) AS line_status"
+	"  FROM hc_stock_orders r"
+	"  LEFT JOIN hc_stock_order_lines l ON r.qty IS NULL AND l.reservation_id" EQ "r.id"
 	" WHERE r.id" EQ ":reservation_id"
-	" ORDER BY l.product_id COLLATE \"C\""
+	" ORDER BY COALESCE(l.product_id, r.scope_id) COLLATE \"C\""
 	" FOR NO KEY UPDATE OF r",
 	{{"reservation_id", TEXTOID}}
 };
@@ -99,6 +120,7 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	int32	   *locked;
 	uint64		n;
 	uint64		i;
+	bool		isnull;
 
 	if (r->spread)
 	{
@@ -115,7 +137,6 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	locked = palloc0(sizeof(int32) * n);
 	for (i = 0; i < n; i++)
 	{
-		bool		isnull;
 		Datum		may_retake = hc_datum((int) i, "may_retake", &isnull);
 
 		products[i] = hc_text(call, (int) i, "product_id");
@@ -140,6 +161,7 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	r->expires_at = hc_timestamptz(0, "expires_at");
 	r->created_at = hc_timestamptz(0, "created_at");
 	r->replayed = false;
+	r->single = DatumGetBool(hc_datum(0, "single", &isnull));
 	r->nlines = (int) n;
 	r->lines = palloc(sizeof(StockLine) * n);
 	for (i = 0; i < n; i++)
@@ -150,7 +172,8 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 		r->lines[i].status = hc_text(call, (int) i, "line_status");
 		r->lines[i].parts = locked[i];
 		/* The line moved to another part meanwhile (hc_stock_spread, a late finalize). */
-		if (locked[i] == 0 && r->lines[i].part != parts[i])
+		if (locked[i] == 0 && strcmp(r->lines[i].status, "RESERVED") == 0 &&
+			r->lines[i].part != parts[i])
 			hc_stock_parts_changed(products[i]);
 	}
 }
@@ -160,17 +183,19 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
  * change its product's stock by :stock_delta and reserved by
  * :reserved_delta, and write the ledger row (:event from :source).
  */
-#define MOVE_LINE_CTES \
-	"WITH l AS (" \
-	"  UPDATE hc_stock_reservation_lines SET status = :status" \
-	"   WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id" \
-	"     AND status" EQ ":line_status" " RETURNING buyer_id)," \
+#define MOVE_PART_CTE \
 	" i AS (" \
 	"  UPDATE hc_stock_parts" \
 	"     SET stock = stock" PLUS ":stock_delta, reserved = reserved" PLUS ":reserved_delta," \
 	"         version = version" PLUS "1, updated_at = :now" \
 	"   WHERE product_id" EQ ":product_id" " AND part" EQ ":part" " AND EXISTS (SELECT FROM l)" \
 	"  RETURNING part, version)"
+#define MOVE_LINE_CTES \
+	"WITH l AS (" \
+	"  UPDATE hc_stock_order_lines SET status = :status" \
+	"   WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id" \
+	"     AND status" EQ ":line_status" " RETURNING buyer_id)," \
+	MOVE_PART_CTE
 #define MOVE_LINE_LEDGER \
 	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("i.part", "i.version"), ":event", \
 				   ":source", ":reservation_id", "l.buyer_id", ":reserved_delta", ":stock_delta", \
@@ -193,12 +218,26 @@ static HcStatement move_line = {
 static HcStatement move_last_line = {
 	MOVE_LINE_CTES ","
 	" o AS ("
-	"  UPDATE hc_stock_reservations SET status = :status, ended_at = :now"
-	"   WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+	"  UPDATE hc_stock_orders SET status = :status, ended_at = :now"
+	"   WHERE id" EQ ":reservation_id" " AND scope_id" EQ ":scope_id"
 	"     AND status" EQ ":reservation_status" " AND EXISTS (SELECT FROM l)"
 	"  RETURNING id)"
 	MOVE_LINE_LEDGER " FROM l, i, o RETURNING seq",
 	{MOVE_LINE_PARAMS, {"reservation_status", TEXTOID}, {"scope_id", TEXTOID}}
+};
+
+/*
+ * move_line for an order of one product, its own line: the order moves from
+ * :line_status to :status and ends.
+ */
+static HcStatement move_single = {
+	"WITH l AS ("
+	"  UPDATE hc_stock_orders SET status = :status, ended_at = :now"
+	"   WHERE id" EQ ":reservation_id" " AND scope_id" EQ ":product_id" " AND qty IS NOT NULL"
+	"     AND status" EQ ":line_status" " RETURNING buyer_id),"
+	MOVE_PART_CTE
+	MOVE_LINE_LEDGER " FROM l, i RETURNING seq",
+	{MOVE_LINE_PARAMS}
 };
 
 /*
@@ -223,7 +262,7 @@ hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const cha
 			hc_stock_end(call, r, status);
 		return;
 	}
-	hc_args(&args, last ? &move_last_line : &move_line);
+	hc_args(&args, r->single ? &move_single : last ? &move_last_line : &move_line);
 	hc_bind_text(&args, "product_id", line->product_id);
 	hc_bind(&args, "part", Int16GetDatum(line->part));
 	hc_bind_text(&args, "reservation_id", r->id);
@@ -233,7 +272,7 @@ hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const cha
 	hc_bind(&args, "reserved_delta", Int32GetDatum(reserved_delta));
 	hc_bind_text(&args, "event", event);
 	hc_bind_text(&args, "source", source);
-	if (last)
+	if (last && !r->single)
 	{
 		hc_bind_text(&args, "reservation_status", r->status);
 		hc_bind_text(&args, "scope_id", r->scope_id);
@@ -243,7 +282,7 @@ hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const cha
 			 line->product_id, r->id, line->status,
 			 last ? psprintf(", or the reservation is no longer %s", r->status) : "");
 	line->status = pstrdup(status);
-	if (last)
+	if (last || r->single)
 		r->status = pstrdup(status);
 	hc_notify("product", line->product_id,
 			  strcmp(status, "FINALIZED") == 0 ? "SOLD" : "AVAILABLE");
@@ -251,8 +290,8 @@ hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const cha
 
 /* End a reservation that is still :reservation_status as read under the lock. */
 static HcStatement end_order = {
-	"UPDATE hc_stock_reservations SET status = :status, ended_at = :now"
-	" WHERE scope_id" EQ ":scope_id" " AND id" EQ ":reservation_id"
+	"UPDATE hc_stock_orders SET status = :status, ended_at = :now"
+	" WHERE id" EQ ":reservation_id" " AND scope_id" EQ ":scope_id"
 	"   AND status" EQ ":reservation_status",
 	{{"scope_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
 	 {"reservation_status", TEXTOID}, {"now", TIMESTAMPTZOID}}

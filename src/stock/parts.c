@@ -361,18 +361,29 @@ hc_stock_take(HcCall *call, const char *product_id, int32 parts, bool tried, int
 
 /* A line counted in another part than the one it was written with. */
 static HcStatement move_line_part = {
-	"UPDATE hc_stock_reservation_lines SET part = :part"
+	"UPDATE hc_stock_order_lines SET part = :part"
 	" WHERE product_id" EQ ":product_id" " AND reservation_id" EQ ":reservation_id",
 	{{"product_id", TEXTOID}, {"reservation_id", TEXTOID}, {"part", INT2OID}}
 };
 
-/* The line is counted in another part than the one it was written with. */
+/* The same for an order of one product, which is its own line. */
+static HcStatement move_order_part = {
+	"UPDATE hc_stock_orders SET part = :part"
+	" WHERE id" EQ ":reservation_id" " AND scope_id" EQ ":product_id" " AND qty IS NOT NULL",
+	{{"product_id", TEXTOID}, {"reservation_id", TEXTOID}, {"part", INT2OID}}
+};
+
+/*
+ * The line is counted in another part than the one it was written with
+ * (single: the line of an order of one product, its order's row).
+ */
 void
-hc_stock_count_line_in(HcCall *call, const char *product_id, const char *reservation_id, int16 part)
+hc_stock_count_line_in(HcCall *call, const char *product_id, const char *reservation_id, int16 part,
+					   bool single)
 {
 	HcArgs		args;
 
-	hc_args(&args, &move_line_part);
+	hc_args(&args, single ? &move_order_part : &move_line_part);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind_text(&args, "reservation_id", reservation_id);
 	hc_bind(&args, "part", Int16GetDatum(part));
@@ -422,6 +433,6 @@ hc_stock_retake_line(HcCall *call, StockReservation *r, StockLine *line)
 	if (!stock_retake(call, line, r->id, r->buyer_id, &stock, &reserved))
 		return false;
 	if (line->part != part)
-		hc_stock_count_line_in(call, line->product_id, r->id, line->part);
+		hc_stock_count_line_in(call, line->product_id, r->id, line->part, r->single);
 	return true;
 }

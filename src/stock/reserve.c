@@ -6,9 +6,9 @@
  * Invariants:
  *   1. A reserve of one line on one node (the common call) looks its key
  *      up, then in one statement takes the units from one part and writes
- *      its ledger row, the reservation and its line (stock_reserve_line):
- *      the part's lock is held a few index insertions longer, and the call
- *      runs one statement instead of three.
+ *      its ledger row and the order, which is its own line (stock.h's 2;
+ *      stock_reserve_line): the part's lock is held a few index insertions
+ *      longer, and the call runs one statement instead of three.
  *   2. Its first try is the backend's home part (home_part.c), locked only
  *      if nobody holds it and it has the units (a lock of the version it
  *      looked at, so there is nothing to give back); then the tries of
@@ -59,7 +59,7 @@ hc_stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 rese
 /*
  * The whole of the common reserve, one line, in one statement: the
  * conditional update of one part with its ledger row, and only if it took
- * the units, the reservation and its line.  No row when it took nothing:
+ * the units, the order, which is its own line.  No row when it took nothing:
  * the call then goes the whole way (stock_reserve).  It returns the part
  * taken from.  reserve_line takes from :part, waiting for it, as
  * take_stock; reserve_line_probe from any part that has the units and that
@@ -69,17 +69,12 @@ hc_stock_insufficient(const char *product_id, int32 qty, int32 stock, int32 rese
 	" l AS (" \
 	HC_LEDGER_ROWS("'product'", ":product_id", PART_SEQ("u.part", "u.version"), "'reserve'", \
 				   "'call'", ":reservation_id", ":buyer_id", ":qty", "0", "NULL") \
-	"  FROM u)," \
-	" r AS (" \
-	"  INSERT INTO hc_stock_reservations" \
-	"    (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at," \
-	"     products)" \
-	"  SELECT :product_id, :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED'," \
-	"         :expires_at, :now, ARRAY[:product_id] FROM u)" \
-	" INSERT INTO hc_stock_reservation_lines" \
-	"   (product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)" \
-	" SELECT :product_id, :reservation_id, :qty, 'RESERVED', :expires_at, :buyer_id, u.part," \
-	"        :product_id FROM u RETURNING part"
+	"  FROM u)" \
+	" INSERT INTO hc_stock_orders" \
+	"   (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at," \
+	"    qty, part)" \
+	" SELECT :product_id, :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED'," \
+	"        :expires_at, :now, :qty, u.part FROM u RETURNING part"
 #define RESERVE_LINE_PARAMS \
 	{"product_id", TEXTOID}, {"qty", INT4OID}, {"reservation_id", TEXTOID}, \
 	{"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID}, \
@@ -255,14 +250,22 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
  * Everything a new order must know, in one read: the reservation its key
  * already made, and for each line the product's numbers and, only where too
  * little is free, the units that expired lines still hold (as many as one
- * call may reclaim).  :products sorted, :quantities beside them.
+ * call may reclaim, of orders of one product and of lines of orders of
+ * several: at most twice what a reclaim frees, which takes the oldest of
+ * both).  :products sorted, :quantities beside them.
  */
 static HcStatement read_order = {
 	"WITH " HC_KNOWN_KEY
 	" SELECT p.product_id, i.parts, i.stock, i.reserved,"
 	"        CASE WHEN i.stock" MINUS "i.reserved" LT "p.qty THEN"
 	"          (SELECT COALESCE(pg_catalog.sum(x.qty), 0)"
-	"             FROM (SELECT l.qty FROM hc_stock_reservation_lines l"
+	"             FROM (SELECT o.qty FROM hc_stock_orders o"
+	"                    WHERE o.scope_id" EQ "p.product_id" " AND o.qty IS NOT NULL"
+	"                      AND o.status" EQ "'RESERVED'" " AND o.expires_at" LE ":now"
+	"                    ORDER BY o.expires_at LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") x)"
+	"          " PLUS
+	"          (SELECT COALESCE(pg_catalog.sum(x.qty), 0)"
+	"             FROM (SELECT l.qty FROM hc_stock_order_lines l"
 	"                    WHERE l.product_id" EQ "p.product_id"
 	"                      AND l.status" EQ "'RESERVED'" " AND l.expires_at" LE ":now"
 	"                    ORDER BY l.expires_at LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) ") x)"
@@ -281,19 +284,35 @@ static HcStatement read_order = {
 	 {"now", TIMESTAMPTZOID}}
 };
 
-/* The reservation and its lines; the first of :products is its scope. */
+/*
+ * The order of several products and its lines; the first of :products is
+ * its scope.
+ */
 static HcStatement insert_order = {
 	"WITH r AS ("
-	"  INSERT INTO hc_stock_reservations"
+	"  INSERT INTO hc_stock_orders"
 	"    (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at,"
 	"     products)"
 	"  VALUES ((:products)[1], :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED',"
 	"          :expires_at, :now, :products))"
-	" INSERT INTO hc_stock_reservation_lines"
+	" INSERT INTO hc_stock_order_lines"
 	"   (product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)"
 	" SELECT p, :reservation_id, q, 'RESERVED', :expires_at, :buyer_id, t, (:products)[1]"
 	"   FROM ROWS FROM (pg_catalog.unnest(:products), pg_catalog.unnest(:quantities),"
 	"                   pg_catalog.unnest(:parts)) AS u (p, q, t)",
+	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"parts", INT2ARRAYOID},
+	 {"reservation_id", TEXTOID},
+	 {"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID},
+	 {"expires_at", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID}}
+};
+
+/* An order of one product, its own line, counted in the part given (:parts). */
+static HcStatement insert_single = {
+	"INSERT INTO hc_stock_orders"
+	"  (scope_id, id, buyer_id, idempotency_key, fingerprint, status, expires_at, created_at,"
+	"   qty, part)"
+	" VALUES ((:products)[1], :reservation_id, :buyer_id, :key, :fingerprint, 'RESERVED',"
+	"         :expires_at, :now, (:quantities)[1], (:parts)[1])",
 	{{"products", TEXTARRAYOID}, {"quantities", INT4ARRAYOID}, {"parts", INT2ARRAYOID},
 	 {"reservation_id", TEXTOID},
 	 {"buyer_id", TEXTOID}, {"key", TEXTOID}, {"fingerprint", BYTEAOID},
@@ -316,7 +335,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	int			i;
 
 	hc_call_begin_keyed(&call, fcinfo, function);
-	hc_require_sql_at_least("0.3.0", call.function);
+	hc_require_sql_at_least("0.4.0", call.function);
 	if (n == 1)
 		HC_ROUTE(&call, fcinfo, lines[0].product_id);
 	hc_fingerprint_init(&fp, function);
@@ -334,6 +353,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	r.expires_at = call.now + ttl;
 	r.lines = lines;
 	r.nlines = n;
+	r.single = n == 1;
 	if (n > 1 && hc_distributed(&call))
 	{
 		hc_stock_orders()->reserve(&call, &r, key, &fp, ttl);
@@ -391,7 +411,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 	}
 
 	r.id = hc_new_reservation_id(call.now);
-	hc_args(&args, &insert_order);
+	hc_args(&args, n == 1 ? &insert_single : &insert_order);
 	hc_stock_bind_lines(&args, lines, n, true);
 	hc_bind_text(&args, "reservation_id", r.id);
 	hc_bind_text(&args, "buyer_id", buyer_id);
@@ -411,7 +431,7 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 						r.id, buyer_id, &stock, &reserved))
 			hc_stock_insufficient(lines[i].product_id, lines[i].qty, stock, reserved);
 		if (part != lines[i].part)
-			hc_stock_count_line_in(&call, lines[i].product_id, r.id, part);
+			hc_stock_count_line_in(&call, lines[i].product_id, r.id, part, r.single);
 		if (lines[i].parts > 1)
 			hc_home_part_set(lines[i].product_id, part);
 		else

@@ -20,7 +20,12 @@
  *      >= 0); hc_inventory is their sums.  Most products have one part.
  *   2. Each reservation has one line per product, counted in the reserved of
  *      the line's part exactly while its status is RESERVED, and a line
- *      changes only under its part's row lock.
+ *      changes only under its part's row lock.  An order of one product is
+ *      one row of hc_stock_orders that is its own line (qty and part set,
+ *      its product its scope_id, its status the line's); only an order of
+ *      several products has rows in hc_stock_order_lines (StockReservation's
+ *      single says which).  A line that no longer counts keeps the part it
+ *      was counted in last, which hc_stock_spread may have merged away.
  *   3. Lock order: products in product_id order (bytewise, COLLATE "C");
  *      within a product, all of its parts in part order, or one part alone
  *      -- a line's part, or the part a reserve takes its units from --
@@ -76,6 +81,7 @@ typedef struct StockReservation
 	bool		replayed;
 	StockLine  *lines;
 	int			nlines;
+	bool		single;			/* of one product: the order's row is its line */
 	bool		spread;			/* on Citus, its lines on several nodes */
 	bool		retake;			/* spread: its lines locked for a late finalize */
 } StockReservation;
@@ -112,7 +118,7 @@ extern bool hc_stock_take(HcCall *call, const char *product_id, int32 parts, boo
 						  int16 *part, int32 qty, const char *reservation_id,
 						  const char *buyer_id, int32 *stock, int32 *reserved);
 extern void hc_stock_count_line_in(HcCall *call, const char *product_id,
-								   const char *reservation_id, int16 part);
+								   const char *reservation_id, int16 part, bool single);
 extern bool hc_stock_retake_line(HcCall *call, StockReservation *r, StockLine *line);
 
 /* reserve.c */

@@ -34,57 +34,75 @@
 /*
  * Reclaim, in one statement, the oldest expired lines of a product counted
  * in the parts we have locked (:parts, or all of them if NULL), from
- * :lines_from on: just enough of them to free :wanted
- * units, and never more than STOCK_RECLAIM_MAX_LINES lines, so that no
- * caller pays for a backlog the sweeper should clear.  A line another
+ * :lines_from on: just enough of them to free :wanted units, and never more
+ * than STOCK_RECLAIM_MAX_LINES lines, so that no caller pays for a backlog
+ * the sweeper should clear.  A line is an order of one product (its own
+ * line, stock.h's 2) or a line of an order of several.  A line another
  * transaction has locked (an unreserve or a finalize of its order, which
  * waits for a part we hold) is skipped, not waited for: waiting would close
  * a cycle (load/stock saw a 40P01 once, its machine loaded).  Each line stops
  * counting once (its own status is checked), gets its ledger row (:event
- * from :source), and its reservation becomes EXPIRED unless another
- * transaction has that row locked.  Returns the units freed, the lines
- * expired, the newest expires_at among them (a caller that goes on
- * reclaiming starts there) and the reservations ended, or no row.
+ * from :source), and its reservation becomes EXPIRED: an order of one
+ * product with its line, an order of several unless another transaction
+ * has its row locked.  Returns the units freed, the lines expired, the
+ * newest expires_at among them (a caller that goes on reclaiming starts
+ * there) and the reservations ended, or no row.
  *
  * No join here depends on the planner's estimates (doc/architecture.md,
  * "Plan policy"):
- * - the oldest lines come in the expiry index's own order (product_id,
- *   expires_at), so the walk stops after the lines it takes; the tie-break
- *   by reservation_id sorts those lines only;
- * - the lines change in one scan of the same index, from :lines_from to the
- *   newest of doomed (doomed's lines and their ties, nothing else), each
- *   tested against doomed by an uncorrelated IN kept out of the join tree
- *   (IS TRUE): PostgreSQL hashes such a subquery whenever its rows fit in
- *   memory, and doomed's at most STOCK_RECLAIM_MAX_LINES always do;
- * - each reservation is locked by a lateral lookup by id (its status tested
- *   IS NOT DISTINCT FROM, which no index serves, so that the partial expiry
- *   index of RESERVED orders cannot serve the lookup instead), then changed
- *   through its primary key;
+ * - the oldest lines of each table come in its expiry index's own order
+ *   (product, expires_at), so each walk stops after the lines it takes;
+ *   the two sorted together and the tie-break by reservation_id sort those
+ *   lines only;
+ * - the lines of each table change in one scan of the same index, from
+ *   :lines_from to the newest of doomed (doomed's lines and their ties,
+ *   nothing else), each tested against doomed by an uncorrelated IN kept
+ *   out of the join tree (IS TRUE): PostgreSQL hashes such a subquery
+ *   whenever its rows fit in memory, and doomed's at most
+ *   STOCK_RECLAIM_MAX_LINES always do;
+ * - each order of several products is locked by a lateral lookup by id (its
+ *   status tested IS NOT DISTINCT FROM, which no index serves, so that a
+ *   partial expiry index of RESERVED orders cannot serve the lookup
+ *   instead), then changed through its primary key;
  * - the ledger rows join expired to moved, which holds one row per part of
  *   the product at most, so that join is linear whichever way it runs.
  */
+#define RECLAIM_OLDEST(table, product, id, line) \
+	"  SELECT " id " AS reservation_id, qty, expires_at FROM " table \
+	"   WHERE " product EQ ":product_id" line " AND status" EQ "'RESERVED'" \
+	"     AND expires_at" LE ":now" " AND expires_at" GE ":lines_from" \
+	"     AND (:parts IS NULL OR part" EQ "ANY (:parts))" \
+	"   ORDER BY expires_at" \
+	"   LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES) \
+	"     FOR NO KEY UPDATE SKIP LOCKED"
+#define RECLAIM_EXPIRE(product, id, line, single) \
+	"   WHERE l." product EQ ":product_id" line " AND l.status" EQ "'RESERVED'" \
+	"     AND l.expires_at" GE ":lines_from" \
+	"     AND l.expires_at" LE "(SELECT pg_catalog.max(expires_at) FROM doomed WHERE " single ")" \
+	"     AND (l." id EQ "ANY (SELECT reservation_id FROM doomed WHERE " single ")) IS TRUE" \
+	"  RETURNING l." id " AS reservation_id, l.qty, l.buyer_id, l.expires_at, l.part"
 static HcStatement reclaim_lines = {
-	"WITH oldest AS ("
-	"  SELECT reservation_id, qty, expires_at FROM hc_stock_reservation_lines"
-	"   WHERE product_id" EQ ":product_id" " AND status" EQ "'RESERVED'"
-	"     AND expires_at" LE ":now" " AND expires_at" GE ":lines_from"
-	"     AND (:parts IS NULL OR part" EQ "ANY (:parts))"
-	"   ORDER BY expires_at"
-	"   LIMIT " CppAsString2(STOCK_RECLAIM_MAX_LINES)
-	"     FOR NO KEY UPDATE SKIP LOCKED),"
+	"WITH oldest_orders AS ("
+	RECLAIM_OLDEST("hc_stock_orders", "scope_id", "id", " AND qty IS NOT NULL") "),"
+	" oldest_lines AS ("
+	RECLAIM_OLDEST("hc_stock_order_lines", "product_id", "reservation_id", "") "),"
 	" doomed AS ("
-	"  SELECT reservation_id, expires_at FROM ("
-	"    SELECT reservation_id, qty, expires_at,"
-	"           pg_catalog.sum(qty) OVER (ORDER BY expires_at, reservation_id) AS running"
-	"      FROM oldest) s"
-	"   WHERE running" MINUS "qty" LT ":wanted),"
+	"  SELECT reservation_id, expires_at, single FROM ("
+	"    SELECT reservation_id, qty, expires_at, single,"
+	"           pg_catalog.sum(qty) OVER w AS running, pg_catalog.row_number() OVER w AS n"
+	"      FROM (SELECT *, true AS single FROM oldest_orders"
+	"            UNION ALL SELECT *, false FROM oldest_lines) o"
+	"    WINDOW w AS (ORDER BY expires_at, reservation_id)) s"
+	"   WHERE running" MINUS "qty" LT ":wanted"
+	"     AND n" LE CppAsString2(STOCK_RECLAIM_MAX_LINES) "),"
+	" expired_orders AS ("
+	"  UPDATE hc_stock_orders l SET status = 'EXPIRED', ended_at = :now"
+	RECLAIM_EXPIRE("scope_id", "id", " AND l.qty IS NOT NULL", "single") "),"
+	" expired_lines AS ("
+	"  UPDATE hc_stock_order_lines l SET status = 'EXPIRED'"
+	RECLAIM_EXPIRE("product_id", "reservation_id", "", "NOT single") "),"
 	" expired AS ("
-	"  UPDATE hc_stock_reservation_lines l SET status = 'EXPIRED'"
-	"   WHERE l.product_id" EQ ":product_id" " AND l.status" EQ "'RESERVED'"
-	"     AND l.expires_at" GE ":lines_from"
-	"     AND l.expires_at" LE "(SELECT pg_catalog.max(expires_at) FROM doomed)"
-	"     AND (l.reservation_id" EQ "ANY (SELECT reservation_id FROM doomed)) IS TRUE"
-	"  RETURNING l.reservation_id, l.qty, l.buyer_id, l.expires_at, l.part),"
+	"  SELECT * FROM expired_orders UNION ALL SELECT * FROM expired_lines),"
 	" moved AS ("
 	"  UPDATE hc_stock_parts i"
 	"     SET reserved = i.reserved" MINUS "t.total, version = i.version" PLUS "t.n,"
@@ -101,17 +119,18 @@ static HcStatement reclaim_lines = {
 	"         (SELECT *, pg_catalog.row_number() OVER (PARTITION BY part) AS k FROM expired) e"
 	"   WHERE e.part" EQ "m.part),"
 	" ended AS ("
-	"  UPDATE hc_stock_reservations o SET status = 'EXPIRED', ended_at = :now"
-	"    FROM expired e"
+	"  UPDATE hc_stock_orders o SET status = 'EXPIRED', ended_at = :now"
+	"    FROM expired_lines e"
 	"   CROSS JOIN LATERAL ("
-	"     SELECT r.scope_id, r.id FROM hc_stock_reservations r"
+	"     SELECT r.id FROM hc_stock_orders r"
 	"      WHERE r.id" EQ "e.reservation_id" " AND r.status IS NOT DISTINCT FROM 'RESERVED'"
 	"        FOR NO KEY UPDATE SKIP LOCKED) r"
-	"   WHERE o.scope_id" EQ "r.scope_id" " AND o.id" EQ "r.id"
+	"   WHERE o.id" EQ "r.id"
 	"  RETURNING o.id)"
 	" SELECT pg_catalog.sum(total)::pg_catalog.int4 AS units, pg_catalog.sum(n)::pg_catalog.int4 AS lines,"
 	"        (SELECT pg_catalog.max(expires_at) FROM expired) AS last,"
-	"        (SELECT pg_catalog.count(*) FROM ended) AS ended"
+	"        (SELECT pg_catalog.count(*) FROM ended)" PLUS "(SELECT pg_catalog.count(*) FROM expired_orders)"
+	"          AS ended"
 	"   FROM moved HAVING pg_catalog.count(*)" GT "0",
 	{{"product_id", TEXTOID}, {"wanted", INT8OID}, {"lines_from", TIMESTAMPTZOID},
 	 {"parts", INT2ARRAYOID}, {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
@@ -176,11 +195,18 @@ static HcFetch sweep_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP_NOWAI
  * keeps products in byte order, so the products not before :from that
  * have anything reserved (any with expired lines that still count do) are
  * sorted first, and only then probed in that order, one index probe of
- * their expiry entries each (a scalar subquery, whatever the planner
- * estimates), until the batch is full: each product is probed once per
- * sweep, not once per batch.  OFFSET 0 keeps the probe above the sort, and
- * the outer ORDER BY is the sort's own, so it adds none.
+ * the expiry entries of each table of lines (orders of one product, then
+ * lines of orders of several, each a scalar subquery, whatever the
+ * planner estimates), until the batch is full: each product is probed
+ * once per sweep, not once per batch.  OFFSET 0 keeps the probe above the
+ * sort, and the outer ORDER BY is the sort's own, so it adds none.
  */
+#define EXPIRED_PROBE(table, product) \
+	"(SELECT true FROM " table " l" \
+	"  WHERE l." product EQ "i.product_id" " AND l.status" EQ "'RESERVED'" \
+	"    AND l.expires_at" LE ":now" \
+	"    AND l.expires_at" GE "CASE WHEN i.product_id" EQ ":from" " THEN :lines_from" \
+	"                              ELSE '-infinity'::pg_catalog.timestamptz END"
 static HcStatement expired_products = {
 	"SELECT i.product_id, i.parts FROM ("
 	"   SELECT product_id, product_id COLLATE \"C\" AS bytes,"
@@ -188,12 +214,8 @@ static HcStatement expired_products = {
 	"    WHERE product_id COLLATE \"C\"" GE ":from"
 	"    GROUP BY product_id HAVING pg_catalog.sum(reserved)" GT "0"
 	"    ORDER BY 2 OFFSET 0) i"
-	" WHERE (SELECT true FROM hc_stock_reservation_lines l"
-	"         WHERE l.product_id" EQ "i.product_id" " AND l.status" EQ "'RESERVED'"
-	"           AND l.expires_at" LE ":now"
-	"           AND l.expires_at" GE "CASE WHEN i.product_id" EQ ":from" " THEN :lines_from"
-	"                                     ELSE '-infinity'::pg_catalog.timestamptz END"
-	"         LIMIT 1)"
+	" WHERE COALESCE(" EXPIRED_PROBE("hc_stock_orders", "scope_id") " AND l.qty IS NOT NULL LIMIT 1),"
+	"                " EXPIRED_PROBE("hc_stock_order_lines", "product_id") " LIMIT 1))"
 	" ORDER BY i.bytes LIMIT :batch_size",
 	{{"from", TEXTOID}, {"lines_from", TIMESTAMPTZOID}, {"batch_size", INT4OID},
 	 {"now", TIMESTAMPTZOID}}
@@ -282,9 +304,10 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 }
 
 /*
- * Expired orders still RESERVED although none of their lines counts any
- * more (a reclaimer expired the lines but skipped the order's locked row):
- * they end as EXPIRED, oldest first from :from on.  Whether an order still
+ * Expired orders of several products still RESERVED although none of their
+ * lines counts any more (a reclaimer expired the lines but skipped the
+ * order's locked row; an order of one product is its own line and ends
+ * with it): they end as EXPIRED, oldest first from :from on.  Whether an order still
  * has a counted line is a look at all its lines (a scalar subquery: one
  * probe of the lines' reservation index per order walked, never a join of
  * all orders with all lines).  The probe asks for nothing but the
@@ -296,16 +319,16 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
  */
 static HcStatement end_orders = {
 	"WITH doomed AS ("
-	"  SELECT r.scope_id, r.id, r.expires_at FROM hc_stock_reservations r"
-	"   WHERE r.status" EQ "'RESERVED'" " AND r.expires_at" LE ":now"
+	"  SELECT r.id, r.expires_at FROM hc_stock_orders r"
+	"   WHERE r.status" EQ "'RESERVED'" " AND r.qty IS NULL AND r.expires_at" LE ":now"
 	"     AND r.expires_at" GE ":from"
 	"     AND (SELECT pg_catalog.bool_or(l.status" EQ "'RESERVED')"
-	"            FROM hc_stock_reservation_lines l WHERE l.reservation_id" EQ "r.id) IS NOT TRUE"
+	"            FROM hc_stock_order_lines l WHERE l.reservation_id" EQ "r.id) IS NOT TRUE"
 	"   ORDER BY r.expires_at LIMIT :batch_size"
 	"     FOR NO KEY UPDATE SKIP LOCKED)"
-	" UPDATE hc_stock_reservations r SET status = 'EXPIRED', ended_at = :now"
+	" UPDATE hc_stock_orders r SET status = 'EXPIRED', ended_at = :now"
 	"   FROM doomed d"
-	"  WHERE r.scope_id" EQ "d.scope_id" " AND r.id" EQ "d.id"
+	"  WHERE r.id" EQ "d.id"
 	"    AND r.status IS NOT DISTINCT FROM 'RESERVED'"
 	" RETURNING d.expires_at",
 	{{"from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, {"now", TIMESTAMPTZOID}}
@@ -336,8 +359,8 @@ stock_sweep_orders(HcCall *call, int batch_size, HcSweepCounts *counts)
 void
 hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	/* A database still on 0.2.0 SQL keeps its expired stock until the update. */
-	if (!hc_sql_at_least("0.3.0"))
+	/* A database still on 0.2.0 or 0.3.0 SQL keeps its expired stock until the update. */
+	if (!hc_sql_at_least("0.4.0"))
 	{
 		counts->lines_done = counts->orders_done = true;
 		return;

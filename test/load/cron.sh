@@ -115,8 +115,8 @@ for d in postgres "$shop"; do
               WHERE id = 'CRON-1';
              UPDATE holdcommit.hc_reservations SET expires_at = expires_at - interval '2 hours'
               WHERE asset_id = 'CRON-1';
-             UPDATE holdcommit.hc_stock_reservation_lines SET expires_at = expires_at - interval '2 hours';
-             UPDATE holdcommit.hc_stock_reservations SET expires_at = expires_at - interval '2 hours';" \
+             UPDATE holdcommit.hc_stock_order_lines SET expires_at = expires_at - interval '2 hours';
+             UPDATE holdcommit.hc_stock_orders SET expires_at = expires_at - interval '2 hours';" \
         >/dev/null || { echo "not ok - expired holds set up in $d"; exit 0; }
 done
 

@@ -4,10 +4,10 @@
 # so a sweep planned right after CREATE EXTENSION (no statistics, autovacuum
 # off) must stay as linear as one planned after ANALYZE.
 #
-# For N = 10,000 and 100,000: N expired holds and N expired stock lines (N/4
-# orders of 4 lines over N/10 products), made by the calls and aged by two
-# hours, their keys past a one-hour retention, in a database whose tables
-# autovacuum never visits.  Then, two sweeps at once (so that a busy machine
+# For N = 10,000 and 100,000: N expired holds and N expired stock lines (N/8
+# orders of 4 lines and N/2 orders of one product, each its own line, over
+# N/10 products), made by the calls and aged by two hours, their keys past a
+# one-hour retention, in a database whose tables autovacuum never visits.  Then, two sweeps at once (so that a busy machine
 # slows both alike), each the first hc_sweep() of its session, timed:
 #   fresh     the session made its plans on a near-empty database (it swept a
 #             backlog of one hold and one order and ran hc_check() six times,
@@ -69,12 +69,13 @@ age() {
     qd "$1" "UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours';
              UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours',
                                         created_at = created_at - interval '2 hours';
-             UPDATE hc_stock_reservation_lines SET expires_at = expires_at - interval '2 hours';
-             UPDATE hc_stock_reservations SET expires_at = expires_at - interval '2 hours',
+             UPDATE hc_stock_order_lines SET expires_at = expires_at - interval '2 hours';
+             UPDATE hc_stock_orders SET expires_at = expires_at - interval '2 hours',
                                               created_at = created_at - interval '2 hours';" >/dev/null
 }
 
-# backlog DB N: N holds and N lines made by the calls, two clients at a time, aged.
+# backlog DB N: N holds and N lines made by the calls (half of them in orders
+# of 4 products, half orders of one), two clients at a time, aged.
 backlog() {
     local d=$1 n=$2 products=$(($2 / 10))
     qd "$d" "SELECT count(hc_asset_add('A-' || i)) FROM generate_series(1, $n) i;
@@ -88,12 +89,15 @@ backlog() {
                                                        'qty', 1))
                      FROM generate_series(0, 3) k),
                   'buyer-' || i, 'order-' || i, '1 hour'))
-           FROM generate_series({} * 250 + 1, {} * 250 + 250) i" >/dev/null &&
+           FROM generate_series({} * 125 + 1, {} * 125 + 125) i" >/dev/null &&
+    seq 0 $((n / 1000 - 1)) | xargs -P 2 -I{} psql -X -qAt -v ON_ERROR_STOP=1 -d "$d" -c \
+        "SELECT count(hc_reserve('P-' || (i % $products + 1), 1, 'buyer-' || i, 'single-' || i, '1 hour'))
+           FROM generate_series({} * 500 + 1, {} * 500 + 500) i" >/dev/null &&
     age "$d"
 }
 
 # The extension's tables (their generated columns left out), for COPY.
-tables="hc_assets hc_reservations hc_stock_parts hc_stock_reservations hc_stock_reservation_lines hc_ledger"
+tables="hc_assets hc_reservations hc_stock_parts hc_stock_orders hc_stock_order_lines hc_ledger"
 columns() {
     qd "$1" "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
               WHERE attrelid = '$2'::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
@@ -202,8 +206,8 @@ sweep_pair() {
 # verify TAG DB N: what a timed sweep did, and that nothing is left.
 verify() {
     local tag=$1 d=$2 n=$3 out=$work/$1.out
-    check "$tag: the sweep ended $n holds, $((n / 4)) orders, forgot $((n + n / 4)) keys" \
-        "$(field "$out" sweep)" "$n|$((n / 4))|$((n + n / 4))"
+    check "$tag: the sweep ended $n holds, $((n / 8 + n / 2)) orders, forgot $((n + n / 8 + n / 2)) keys" \
+        "$(field "$out" sweep)" "$n|$((n / 8 + n / 2))|$((n + n / 8 + n / 2))"
     check "$tag: nothing expired is left, no line counts" \
         "$(qd "$d" "SELECT (SELECT count(*) FROM hc_reservations WHERE status = 'HELD'),
                            (SELECT count(*) FROM hc_stock_reservation_lines WHERE status = 'RESERVED'),
@@ -231,12 +235,12 @@ for n in $sizes; do
         echo "not ok - $n expired holds and lines made"
         exit 0
     fi
-    check "$n expired holds, $n expired lines in $((n / 4)) orders are waiting (made in $(($(date +%s) - start)) s)" \
+    check "$n expired holds, $n expired lines in $((n / 8 + n / 2)) orders are waiting (made in $(($(date +%s) - start)) s)" \
         "$(qd "$t" "SELECT (SELECT count(*) FROM hc_reservations WHERE status = 'HELD' AND expires_at <= now()),
                            (SELECT count(*) FROM hc_stock_reservation_lines
                              WHERE status = 'RESERVED' AND expires_at <= now()),
                            (SELECT count(*) FROM hc_stock_reservations WHERE status = 'RESERVED')")" \
-        "$n|$n|$((n / 4))"
+        "$n|$n|$((n / 8 + n / 2))"
     mkdir -p "$work/rows$n"
     for tb in $tables; do columns "$t" "$tb" >"$work/rows$n/$tb.columns"; done
     export_rows "$t" "$work/rows$n" || { echo "not ok - the backlog of $n exported"; exit 0; }

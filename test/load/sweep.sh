@@ -46,9 +46,9 @@ age_holds() {
         WHERE status = 'HELD' AND asset_id IN (SELECT id FROM hc_assets WHERE $1)" >/dev/null
 }
 age_orders() {
-    q "UPDATE hc_stock_reservation_lines SET expires_at = expires_at - interval '2 hours'
+    q "UPDATE hc_stock_order_lines SET expires_at = expires_at - interval '2 hours'
         WHERE reservation_id IN (SELECT id FROM hc_stock_reservations WHERE $1);
-       UPDATE hc_stock_reservations SET expires_at = expires_at - interval '2 hours' WHERE $1" >/dev/null
+       UPDATE hc_stock_orders SET expires_at = expires_at - interval '2 hours' WHERE $1" >/dev/null
 }
 # hold_expired ID: hold the asset with a fresh key and make the hold expire.
 hold_expired() {

@@ -161,8 +161,8 @@ if sanitized clean ""; then
        SELECT count(hc_hold('SAN-A1', 'b', 'san-1', '1 hour')), count(hc_reserve('SAN-P1', 2, 'b', 'san-2', '1 hour'));
        UPDATE hc_assets SET hold_expires_at = hold_expires_at - interval '2 hours';
        UPDATE hc_reservations SET expires_at = expires_at - interval '2 hours';
-       UPDATE hc_stock_reservation_lines SET expires_at = expires_at - interval '2 hours';
-       UPDATE hc_stock_reservations SET expires_at = expires_at - interval '2 hours'" >/dev/null &&
+       UPDATE hc_stock_order_lines SET expires_at = expires_at - interval '2 hours';
+       UPDATE hc_stock_orders SET expires_at = expires_at - interval '2 hours'" >/dev/null &&
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER SYSTEM SET holdcommit.databases = 'hc_sanitize'" \
         -c "ALTER SYSTEM SET holdcommit.sweep_interval = 1" -c "SELECT pg_reload_conf()" >/dev/null ||
         echo "not ok - clean: a database for the background sweeper"

@@ -643,10 +643,10 @@ SELECT throws_ok($$UPDATE hc_stock_parts SET stock = 1000 WHERE product_id = 'P-
                  'privileges: app cannot UPDATE hc_stock_parts');
 SELECT throws_ok($$INSERT INTO hc_stock_parts (product_id, stock) VALUES ('P-forged', 5)$$, '42501', NULL,
                  'privileges: app cannot INSERT into hc_stock_parts');
-SELECT throws_ok($$UPDATE hc_stock_reservations SET status = 'RELEASED', ended_at = now()
+SELECT throws_ok($$UPDATE hc_stock_orders SET status = 'RELEASED', ended_at = now()
                     WHERE buyer_id = 'buyer-app'$$, '42501', NULL,
-                 'privileges: app cannot UPDATE hc_stock_reservations');
-SELECT throws_ok($$DELETE FROM hc_stock_reservation_lines$$, '42501', NULL,
+                 'privileges: app cannot UPDATE hc_stock_orders');
+SELECT throws_ok($$DELETE FROM hc_stock_order_lines$$, '42501', NULL,
                  'privileges: app cannot DELETE hc_stock_reservation_lines');
 SELECT is_empty('SELECT * FROM hc_check()', 'privileges: the app role can run hc_check(), and it is empty');
 RESET ROLE;

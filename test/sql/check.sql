@@ -6,8 +6,11 @@
 
 SELECT count(hc_asset_add('SHAPE-A'));
 SELECT (hc_hold('SHAPE-A', 'b', 'shape-1')).reservation_id AS hold_id \gset
-SELECT count(hc_stock_set('SHAPE-P', 5));
+SELECT count(hc_stock_set('SHAPE-P', 5)), count(hc_stock_set('SHAPE-Q', 5));
+-- An order of one product, which is its own line, and one of several.
 SELECT (hc_reserve('SHAPE-P', 1, 'b', 'shape-2')).reservation_id AS order_id \gset
+SELECT (hc_reserve_items('[{"product_id": "SHAPE-P", "qty": 1}, {"product_id": "SHAPE-Q", "qty": 2}]',
+                         'b', 'shape-3')).reservation_id AS multi_id \gset
 SELECT hc_lock_acquire('SHAPE-L', 'w', '1 hour', 0) AS token;
 SELECT status FROM hc_attempt_begin('SHAPE-L', 'w', 1);
 
@@ -46,18 +49,24 @@ SELECT * FROM planted(:'hold_id', :'order_id',
     $$UPDATE hc_assets SET hold_expires_at = NULL WHERE id = 'SHAPE-A'$$,
     $$UPDATE hc_reservations SET ended_at = now() WHERE id = $1$$);
 
--- Unknown statuses.
+-- Unknown statuses (an order of one product: its line's too).
 SELECT * FROM planted(:'hold_id', :'order_id',
     $$UPDATE hc_assets SET status = 'LOST' WHERE id = 'SHAPE-A'$$,
     $$UPDATE hc_reservations SET status = 'LOST' WHERE id = $1$$,
-    $$UPDATE hc_stock_reservations SET status = 'LOST' WHERE id = $2$$,
-    $$UPDATE hc_stock_reservation_lines SET status = 'LOST' WHERE reservation_id = $2$$,
+    $$UPDATE hc_stock_orders SET status = 'LOST' WHERE id = $2$$,
     $$UPDATE hc_attempts SET status = 'LOST' WHERE resource = 'SHAPE-L'$$);
+SELECT * FROM planted(:'hold_id', :'multi_id',
+    $$UPDATE hc_stock_order_lines SET status = 'LOST' WHERE reservation_id = $2 AND product_id = 'SHAPE-Q'$$);
 
--- An AVAILABLE asset that names a hold; an order that ended without ending.
-SELECT * FROM planted(:'hold_id', :'order_id',
+-- An AVAILABLE asset that names a hold; an order of several products that
+-- ended without ending, while its lines still count.
+SELECT * FROM planted(:'hold_id', :'multi_id',
     $$UPDATE hc_assets SET status = 'AVAILABLE', hold_expires_at = NULL WHERE id = 'SHAPE-A'$$,
-    $$UPDATE hc_stock_reservations SET status = 'FINALIZED' WHERE id = $2$$);
+    $$UPDATE hc_stock_orders SET status = 'FINALIZED' WHERE id = $2$$);
+-- An order of one product finalized by hand: its line with it, which
+-- neither the ledger nor the product's reserved say.
+SELECT * FROM planted(:'hold_id', :'order_id',
+    $$UPDATE hc_stock_orders SET status = 'FINALIZED', ended_at = now() WHERE id = $2$$);
 
 -- A free lease with a heartbeat; a held one beaten before it was acquired,
 -- or bound to half a session; a token of 0.
@@ -91,18 +100,30 @@ SELECT r.status, o.status FROM hc_reservations r, hc_stock_reservations o
 SELECT * FROM shape_findings(:'hold_id', :'order_id');
 ROLLBACK;
 
--- An order that names a product it has no line of, or lacks one it has; a
--- line that names another order's scope.
-SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_reservations SET products = '{SHAPE-P,SHAPE-Q}' WHERE id = $2$$);
-SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_reservations SET products = '{SHAPE-O}' WHERE id = $2$$);
-SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_reservation_lines SET scope_id = 'SHAPE-O' WHERE reservation_id = $2$$);
+-- An order of several products that names a product it has no line of, or
+-- lacks one it has, or names another first; a line that names another
+-- order's scope.
+SELECT * FROM planted(:'hold_id', :'multi_id', $$UPDATE hc_stock_orders SET products = '{SHAPE-P,SHAPE-Q,SHAPE-R}' WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'multi_id', $$UPDATE hc_stock_orders SET products = '{SHAPE-P}' WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'multi_id', $$UPDATE hc_stock_orders SET products = '{SHAPE-O,SHAPE-Q}' WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'multi_id', $$UPDATE hc_stock_order_lines SET scope_id = 'SHAPE-O' WHERE reservation_id = $2$$);
+-- An order of one product with a list of products, with no units, without
+-- its part, or with a line of its own beside it.
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_orders SET products = '{SHAPE-P}' WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_orders SET qty = 0 WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_orders SET part = NULL WHERE id = $2$$);
+SELECT * FROM planted(:'hold_id', :'order_id',
+    $$INSERT INTO hc_stock_order_lines (product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)
+      SELECT scope_id, id, qty, status, expires_at, buyer_id, part, scope_id FROM hc_stock_orders WHERE id = $2$$);
+-- A line that counts in a part the product does not have.
+SELECT * FROM planted(:'hold_id', :'order_id', $$UPDATE hc_stock_orders SET part = 5 WHERE id = $2$$);
 
 -- A line finalized without its order (by hand): finalize and unreserve stop
 -- (XX001) rather than count it twice.
 BEGIN;
-UPDATE hc_stock_reservation_lines SET status = 'FINALIZED' WHERE reservation_id = :'order_id';
-SELECT outcome(format('SELECT hc_finalize(%L, true)', :'order_id'));
-SELECT outcome(format('SELECT hc_unreserve(%L)', :'order_id'));
+UPDATE hc_stock_order_lines SET status = 'FINALIZED' WHERE reservation_id = :'multi_id' AND product_id = 'SHAPE-Q';
+SELECT outcome(format('SELECT hc_finalize(%L, true)', :'multi_id'));
+SELECT outcome(format('SELECT hc_unreserve(%L)', :'multi_id'));
 ROLLBACK;
 
 -- Rolled back: nothing to report.

@@ -297,11 +297,11 @@ SELECT attacker.plant_tables('shop', 'holdcommit', 'table shop');
 SELECT attacker.plant_functions('public', 'holdcommit', 'public function');
 SELECT attacker.plant_functions('shop', 'holdcommit', 'shop function');
 ANALYZE holdcommit.hc_assets, holdcommit.hc_reservations, holdcommit.hc_ledger,
-        holdcommit.hc_stock_parts, holdcommit.hc_stock_reservations,
-        holdcommit.hc_stock_reservation_lines;
+        holdcommit.hc_stock_parts, holdcommit.hc_stock_orders,
+        holdcommit.hc_stock_order_lines;
 VACUUM holdcommit.hc_assets, holdcommit.hc_reservations, holdcommit.hc_ledger,
-       holdcommit.hc_stock_parts, holdcommit.hc_stock_reservations,
-       holdcommit.hc_stock_reservation_lines;
+       holdcommit.hc_stock_parts, holdcommit.hc_stock_orders,
+       holdcommit.hc_stock_order_lines;
 VACUUM FULL holdcommit.hc_assets, holdcommit.hc_reservations;
 REINDEX DATABASE regress_hc_owned;
 RESET SESSION AUTHORIZATION;

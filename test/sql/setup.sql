@@ -23,8 +23,8 @@ CREATE FUNCTION age_hold(rid text, by interval) RETURNS void LANGUAGE sql AS $$
 $$;
 
 CREATE FUNCTION age_stock(rid text, by interval) RETURNS void LANGUAGE sql AS $$
-    UPDATE hc_stock_reservation_lines SET expires_at = expires_at - by WHERE reservation_id = rid;
-    UPDATE hc_stock_reservations SET expires_at = expires_at - by, created_at = created_at - by
+    UPDATE hc_stock_order_lines SET expires_at = expires_at - by WHERE reservation_id = rid;
+    UPDATE hc_stock_orders SET expires_at = expires_at - by, created_at = created_at - by
      WHERE id = rid;
 $$;
 

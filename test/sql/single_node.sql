@@ -1,12 +1,15 @@
--- A distributed deployment may drop the single-node indexes: the lookup by
--- reservation id alone and the one key space (hc_reservations_id,
--- hc_reservations_key, hc_stock_reservations_id, hc_stock_reservations_key).
+-- A distributed deployment drops the single-node indexes, as hc_distribute()
+-- does: the lookup by reservation id alone and the one key space
+-- (hc_reservations_id, hc_reservations_key, hc_stock_orders_key; the orders'
+-- primary key on id becomes (scope_id, id) beside a plain index on id).
 -- The calls that read through them without a statement then read with one:
 -- every outcome stays the same.  (In a transaction that is rolled back, so
 -- that the suites after this one keep the indexes.)
 BEGIN;
-DROP INDEX hc_reservations_id, hc_reservations_key,
-           hc_stock_reservations_id, hc_stock_reservations_key;
+DROP INDEX hc_reservations_id, hc_reservations_key, hc_stock_orders_key;
+CREATE INDEX hc_stock_orders_by_id ON hc_stock_orders (id);
+ALTER TABLE hc_stock_orders DROP CONSTRAINT hc_stock_orders_pkey,
+    ADD CONSTRAINT hc_stock_orders_pkey PRIMARY KEY (scope_id, id);
 SELECT count(hc_asset_add('SN-1')), count(hc_asset_add('SN-2'));
 SELECT count(hc_stock_set('SN-P', 3));
 
@@ -36,8 +39,8 @@ ROLLBACK;
 
 -- The indexes are back, and so is the read through them.
 SELECT count(*) FROM pg_indexes
- WHERE indexname IN ('hc_reservations_id', 'hc_reservations_key',
-                     'hc_stock_reservations_id', 'hc_stock_reservations_key');
+ WHERE indexname IN ('hc_reservations_id', 'hc_reservations_key', 'hc_stock_orders_key')
+    OR indexdef LIKE '%hc_stock_orders_pkey ON holdcommit.hc_stock_orders USING btree (id)';
 SELECT count(hc_asset_add('SN-3'));
 SELECT reservation_id AS sn3 FROM hc_hold('SN-3', 'b1', 'sn-key-6') \gset
 SELECT status, replayed FROM hc_release(:'sn3');

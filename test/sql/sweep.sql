@@ -81,14 +81,19 @@ SELECT * FROM hc_sweep();
 SELECT status, replayed FROM hc_unreserve(:'o1');
 SELECT product_id, reserved FROM hc_inventory WHERE product_id LIKE 'SW-%' ORDER BY 1;
 
--- An order a reclaimer left RESERVED (it skipped the order's locked row;
--- test/specs makes that race for real, here the state is made by hand):
--- its line no longer counts, the sweep ends it as EXPIRED and releases nothing.
-SELECT reservation_id AS o4 FROM hc_reserve('SW-P2', 3, 'jo', 'sw-s4', '1 hour') \gset
+-- An order of several products that reclaimers left RESERVED (each skipped
+-- the order's locked row; test/specs makes that race for real, here the
+-- state is made by hand): its lines no longer count, the sweep ends it as
+-- EXPIRED and releases nothing.  (An order of one product is its own line:
+-- it ends with it.)
+SELECT product_id, stock FROM hc_stock_set('SW-P3', 1);
+SELECT reservation_id AS o4 FROM hc_reserve_items(
+    '[{"product_id": "SW-P2", "qty": 3}, {"product_id": "SW-P3", "qty": 1}]', 'jo', 'sw-s4', '1 hour') \gset
 SELECT age_stock(:'o4', '2 hours');
 SELECT status FROM hc_reserve('SW-P2', 4, 'kim', 'sw-s5', '1 hour');
-UPDATE hc_stock_reservations SET status = 'RESERVED', ended_at = NULL WHERE id = :'o4';
-SELECT status FROM hc_stock_reservation_lines WHERE reservation_id = :'o4';
+SELECT status FROM hc_reserve('SW-P3', 1, 'kim', 'sw-s6', '1 hour');
+UPDATE hc_stock_orders SET status = 'RESERVED', ended_at = NULL WHERE id = :'o4';
+SELECT product_id, status FROM hc_stock_reservation_lines WHERE reservation_id = :'o4' ORDER BY 1;
 SELECT * FROM hc_overview WHERE area = 'stock' AND item = 'expired, not yet swept';
 SELECT count(*) AS ledger_before FROM hc_ledger \gset
 SELECT * FROM hc_sweep();

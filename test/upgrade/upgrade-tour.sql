@@ -108,5 +108,7 @@ SELECT kind, entity_id, event, function FROM hc_ledger WHERE entity_id LIKE 'TOU
 SELECT asset_id, buyer_id, status FROM hc_reservations WHERE asset_id LIKE 'TOUR-%' ORDER BY created_at, asset_id;
 SELECT buyer_id, status FROM hc_stock_reservations WHERE scope_id LIKE 'TOUR-%' ORDER BY created_at, buyer_id;
 SELECT product_id, qty, status FROM hc_stock_reservation_lines WHERE product_id LIKE 'TOUR-%' ORDER BY 1, 2, 3;
+SELECT scope_id, qty, products, status FROM hc_stock_orders WHERE scope_id LIKE 'TOUR-%' ORDER BY created_at, buyer_id;
+SELECT product_id, qty, status FROM hc_stock_order_lines WHERE product_id LIKE 'TOUR-%' ORDER BY 1, 2, 3;
 SELECT resource, owner, token, session_pid IS NULL FROM hc_locks WHERE resource LIKE 'TOUR-%' ORDER BY 1;
 SELECT resource, status, attempts, external_ref FROM hc_attempts WHERE resource LIKE 'TOUR-%' ORDER BY 1;
