@@ -258,9 +258,6 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(row);
 }
 
-/* The most parts a product may have: part numbers fit the ledger's seq. */
-#define STOCK_MAX_PARTS 256
-
 /*
  * New parts :from..:to of a product, empty.  A part number the product had
  * before goes on from the last seq its ledger rows have (one probe of the
@@ -278,6 +275,19 @@ static HcStatement add_parts = {
 	"   FROM pg_catalog.generate_series(:from, :to) n",
 	{{"product_id", TEXTOID}, {"from", INT4OID}, {"to", INT4OID}, {"now", TIMESTAMPTZOID}}
 };
+
+/* New parts have..parts - 1 of a product whose part 0 is locked, empty. */
+void
+hc_stock_add_parts(HcCall *call, const char *product_id, int32 have, int32 parts)
+{
+	HcArgs		args;
+
+	hc_args(&args, &add_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "from", Int32GetDatum(have));
+	hc_bind(&args, "to", Int32GetDatum(parts - 1));
+	(void) hc_run(call, &args, SPI_OK_INSERT);
+}
 
 /*
  * Part 0 takes the stock, the reserved units and the versions of the parts
@@ -308,10 +318,47 @@ static HcStatement drop_parts = {
 };
 
 /*
+ * A product's parts, have of them all locked, become parts: new ones empty,
+ * or part 0 taking the reserved units and lines of those that go; then its
+ * available units spread evenly over them, if they are not already.  The
+ * body of hc_stock_spread and of the automatic spreads and gathers
+ * (auto_spread.c).
+ */
+void
+hc_stock_set_parts(HcCall *call, const char *product_id, int32 have, int32 parts)
+{
+	StockParts	p;
+	HcArgs		args;
+	int			i;
+
+	Assert(parts >= 1 && parts <= STOCK_MAX_PARTS);
+	if (parts > have)
+		hc_stock_add_parts(call, product_id, have, parts);
+	else if (parts < have)
+	{
+		/* Part 0 takes the reserved units and the lines of the parts that go. */
+		hc_args(&args, &merge_parts);
+		hc_bind_text(&args, "product_id", product_id);
+		hc_bind(&args, "from", Int32GetDatum(parts));
+		(void) hc_run(call, &args, SPI_OK_UPDATE);
+		hc_args(&args, &drop_parts);
+		hc_bind_text(&args, "product_id", product_id);
+		hc_bind(&args, "from", Int32GetDatum(parts));
+		(void) hc_run(call, &args, SPI_OK_UPDATE);
+	}
+	hc_stock_lock_parts(call, product_id, &p);
+	for (i = 0; i < p.n && p.stock[i] - p.reserved[i] == (p.total_stock - p.total_reserved) / p.n; i++)
+		;
+	if (i < p.n)
+		hc_stock_respread(call, product_id, &p, 0, 0);
+}
+
+/*
  * hc_stock_spread(product_id, parts): keep a product's stock in that many
  * parts, its available units spread over them, so that reserves of a hot
  * product commit side by side.  Parts that go hand their lines and their
- * units to part 0.
+ * units to part 0.  The parts are the product's floor from 0.4.0 on: an
+ * automatic gather (auto_spread.c) never goes below them.
  */
 Datum
 hc_stock_spread(PG_FUNCTION_ARGS)
@@ -320,9 +367,7 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 	int32		parts = hc_arg_int(fcinfo, 1, "parts");
 	HcCall		call;
 	StockParts	p;
-	HcArgs		args;
 	Datum		row;
-	int			i;
 
 	if (parts < 1 || parts > STOCK_MAX_PARTS)
 		ereport(ERROR,
@@ -332,31 +377,9 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 	hc_call_begin(&call, fcinfo, "hc_stock_spread");
 	HC_ROUTE(&call, fcinfo, product_id);
 	stock_lock_product(&call, product_id, &p);
-	if (parts > p.n)
-	{
-		hc_args(&args, &add_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(p.n));
-		hc_bind(&args, "to", Int32GetDatum(parts - 1));
-		(void) hc_run(&call, &args, SPI_OK_INSERT);
-	}
-	else if (parts < p.n)
-	{
-		/* Part 0 takes the reserved units and the lines of the parts that go. */
-		hc_args(&args, &merge_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(parts));
-		(void) hc_run(&call, &args, SPI_OK_UPDATE);
-		hc_args(&args, &drop_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(parts));
-		(void) hc_run(&call, &args, SPI_OK_UPDATE);
-	}
-	hc_stock_lock_parts(&call, product_id, &p);
-	for (i = 0; i < p.n && p.stock[i] - p.reserved[i] == (p.total_stock - p.total_reserved) / p.n; i++)
-		;
-	if (i < p.n)
-		hc_stock_respread(&call, product_id, &p, 0, 0);
+	hc_stock_set_parts(&call, product_id, p.n, parts);
+	if (!hc_distributed(&call) && hc_sql_at_least("0.4.0"))
+		hc_stock_floor_set(&call, product_id, parts);
 	row = stock_product_row(&call, fcinfo, product_id);
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);

@@ -197,6 +197,7 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	bool		hinted;
 	int16		home;
 
+	hc_stock_watch(call, product_id);
 	if (hc_idempotency_find(call, key, fp, &known))
 	{
 		r->id = known.id;

@@ -1,0 +1,58 @@
+/*
+ * auto_spread.h
+ *		A hot product spreads itself: what the spreader worker
+ *		(bgw/spreader/) needs of stock/ to run an automatic spread or gather
+ *		(auto_spread.c) and to tell the watch of the reserves
+ *		(spread_watch.c) how it went.
+ */
+#ifndef HOLDCOMMIT_AUTO_SPREAD_H
+#define HOLDCOMMIT_AUTO_SPREAD_H
+
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
+
+#include "common/validate.h"
+#include "core/call.h"
+
+/* What a spreader worker is started for, in its bgw_extra. */
+typedef enum HcSpreadKind
+{
+	HC_SPREAD_PRODUCT,			/* spread one product into target parts */
+	HC_SPREAD_GATHER			/* gather every product of the database that is due */
+} HcSpreadKind;
+
+typedef struct HcSpreadOrder
+{
+	Oid			dboid;
+	int16		kind;			/* HcSpreadKind */
+	int16		target;			/* parts, for HC_SPREAD_PRODUCT */
+	int32		waiters;		/* the reserves at once that decided it */
+	int32		stall_ms;		/* holdcommit.stock_spread_stall of whoever started it */
+	int32		gather_after_s; /* holdcommit.stock_gather_after, likewise */
+	char		product_id[HC_MAX_ID_BYTES + 1];
+} HcSpreadOrder;
+
+/* How long a spread waits for part 0 before it gives up (55P03). */
+#define HC_SPREAD_WAIT_MS	1000
+
+/* What one automatic run did. */
+typedef struct HcSpreadDone
+{
+	bool		found;			/* the product exists */
+	int32		parts_from;
+	int32		parts_to;
+	TimestampTz locked_at;		/* when it took part 0; 0: it did not */
+} HcSpreadDone;
+
+/* auto_spread.c */
+extern bool hc_stock_auto_spread_run(HcCall *call, const char *product_id, int32 target,
+									 int32 waiters, void (*locked) (void), HcSpreadDone *done);
+extern void hc_stock_spread_record_stall(HcCall *call, const char *product_id, double stall_ms);
+extern void hc_stock_spread_record_failure(HcCall *call, const char *product_id, const char *why,
+										   double stall_ms);
+
+/* spread_watch.c */
+extern List *hc_stock_gather_due(HcCall *call, int gather_after_s);
+extern void hc_stock_watch_spread_done(const char *product_id, int32 parts);
+
+#endif							/* HOLDCOMMIT_AUTO_SPREAD_H */
