@@ -318,6 +318,26 @@ static HcStatement drop_parts = {
 };
 
 /*
+ * Parts from on of a product go, part 0 taking their stock, reserved units
+ * and lines, those parts and part 0 locked.  The units stay where they
+ * are otherwise: part 0 may then have more than the others.
+ */
+void
+hc_stock_merge_parts(HcCall *call, const char *product_id, int32 from)
+{
+	HcArgs		args;
+
+	hc_args(&args, &merge_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "from", Int32GetDatum(from));
+	(void) hc_run(call, &args, SPI_OK_UPDATE);
+	hc_args(&args, &drop_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "from", Int32GetDatum(from));
+	(void) hc_run(call, &args, SPI_OK_UPDATE);
+}
+
+/*
  * A product's parts, have of them all locked, become parts: new ones empty,
  * or part 0 taking the reserved units and lines of those that go; then its
  * available units spread evenly over them, if they are not already.  The
@@ -328,24 +348,13 @@ void
 hc_stock_set_parts(HcCall *call, const char *product_id, int32 have, int32 parts)
 {
 	StockParts	p;
-	HcArgs		args;
 	int			i;
 
 	Assert(parts >= 1 && parts <= STOCK_MAX_PARTS);
 	if (parts > have)
 		hc_stock_add_parts(call, product_id, have, parts);
 	else if (parts < have)
-	{
-		/* Part 0 takes the reserved units and the lines of the parts that go. */
-		hc_args(&args, &merge_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(parts));
-		(void) hc_run(call, &args, SPI_OK_UPDATE);
-		hc_args(&args, &drop_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(parts));
-		(void) hc_run(call, &args, SPI_OK_UPDATE);
-	}
+		hc_stock_merge_parts(call, product_id, parts);
 	hc_stock_lock_parts(call, product_id, &p);
 	for (i = 0; i < p.n && p.stock[i] - p.reserved[i] == (p.total_stock - p.total_reserved) / p.n; i++)
 		;

@@ -46,12 +46,12 @@ PG_FUNCTION_INFO_V1(hc_stock_auto_spread);
 /* Part 0 of a product, locked FOR NO KEY UPDATE, waiting. */
 static HcFetch lock_part_0 = {"hc_stock_parts", "product_id", HC_FETCH_WAIT, 1, {"stock"}, "part"};
 
-/* Every part of a product, part 0 held already: the others without waiting. */
+/* The parts of a product from :from on, part 0 held already, without waiting. */
 static HcStatement lock_parts_nowait = {
 	"SELECT pg_catalog.count(*)::pg_catalog.int4 AS parts FROM ("
-	"  SELECT part FROM hc_stock_parts WHERE product_id" EQ ":product_id"
+	"  SELECT part FROM hc_stock_parts WHERE product_id" EQ ":product_id" " AND part" GE ":from"
 	"   ORDER BY part FOR NO KEY UPDATE NOWAIT) p",
-	{{"product_id", TEXTOID}}
+	{{"product_id", TEXTOID}, {"from", INT4OID}}
 };
 
 /* The parts of a product that nobody holds, part 0 held already, with their numbers. */
@@ -122,13 +122,16 @@ auto_spread_grow(HcCall *call, const char *product_id, int32 have, int32 want)
 	(void) hc_run(call, &args, SPI_OK_UPDATE);
 }
 
-/* An automatic spread (:spread) or gather that changed the parts. */
+/*
+ * An automatic spread (:spread) or a step of a gather that changed the
+ * parts; :done: the step that ends a gather, which counts it.
+ */
 static HcStatement record_change = {
 	"INSERT INTO hc_stock_spreads AS s"
 	"  (product_id, changed_at, spreads, gathers, last_spread_at, last_gather_at, last_waiters,"
 	"   last_parts_from, last_parts_to)"
 	" VALUES (:product_id, :now, CASE WHEN :spread THEN 1 ELSE 0 END,"
-	"         CASE WHEN :spread THEN 0 ELSE 1 END, CASE WHEN :spread THEN :now END,"
+	"         CASE WHEN :spread OR NOT :done THEN 0 ELSE 1 END, CASE WHEN :spread THEN :now END,"
 	"         CASE WHEN NOT :spread THEN :now END, :waiters, :from, :to)"
 	" ON CONFLICT (product_id) DO UPDATE"
 	"   SET changed_at = EXCLUDED.changed_at, spreads = s.spreads" PLUS "EXCLUDED.spreads,"
@@ -137,28 +140,34 @@ static HcStatement record_change = {
 	"       last_gather_at = COALESCE(EXCLUDED.last_gather_at, s.last_gather_at),"
 	"       last_waiters = COALESCE(EXCLUDED.last_waiters, s.last_waiters),"
 	"       last_parts_from = EXCLUDED.last_parts_from, last_parts_to = EXCLUDED.last_parts_to",
-	{{"product_id", TEXTOID}, {"spread", BOOLOID}, {"waiters", INT4OID}, {"from", INT2OID},
-	 {"to", INT2OID}, {"now", TIMESTAMPTZOID}}
+	{{"product_id", TEXTOID}, {"spread", BOOLOID}, {"done", BOOLOID}, {"waiters", INT4OID},
+	 {"from", INT2OID}, {"to", INT2OID}, {"now", TIMESTAMPTZOID}}
 };
 
 /*
  * Spread product_id into target parts, or gather it into target (never
- * below its floor), in the caller's transaction; see the invariants.
+ * below its floor), in the caller's transaction; see the invariants.  A
+ * gather by_part merges only its last part into part 0 (done->more: it
+ * has more than target still): each step locks two parts and moves the
+ * lines of one, so its stall stays short whatever the product has sold.
  * waiters: the reserves at once that decided a spread (0: none).  locked,
  * if given, is called once part 0 is held.  True if the parts changed;
- * done says what it found and did.
+ * done says what it found and did (parts_from: kept from the first step of
+ * a gather, zero it to start).
  */
 bool
 hc_stock_auto_spread_run(HcCall *call, const char *product_id, int32 target, int32 waiters,
-						 void (*locked) (void), HcSpreadDone *done)
+						 bool by_part, void (*locked) (void), HcSpreadDone *done)
 {
 	HcArgs		args;
 	Datum		value;
 	bool		isnull;
 	int32		have;
 	int32		want;
+	int32		to;
 
-	memset(done, 0, sizeof(HcSpreadDone));
+	done->found = done->more = false;
+	done->locked_at = 0;
 	/* Read first what it reads again under the lock: its plans and caches are made then. */
 	(void) hc_stock_count_parts(call, product_id);
 	hc_args(&args, &read_floor);
@@ -177,28 +186,37 @@ hc_stock_auto_spread_run(HcCall *call, const char *product_id, int32 target, int
 	hc_bind_text(&args, "product_id", product_id);
 	(void) hc_run(call, &args, SPI_OK_SELECT);
 	want = Min(Max(target, hc_int32(0, "min_parts")), STOCK_MAX_PARTS);
-	done->parts_from = done->parts_to = have;
+	if (done->parts_from == 0)
+		done->parts_from = have;
+	done->parts_to = have;
 	if (want == have)
 		return false;
+	to = want < have && by_part ? have - 1 : want;
 	if (want > have)
 		auto_spread_grow(call, product_id, have, want);
 	else
 	{
 		hc_args(&args, &lock_parts_nowait);
 		hc_bind_text(&args, "product_id", product_id);
+		hc_bind(&args, "from", Int32GetDatum(to));
 		(void) hc_run(call, &args, SPI_OK_SELECT);
-		hc_stock_set_parts(call, product_id, have, want);
+		if (by_part)
+			hc_stock_merge_parts(call, product_id, to);
+		else
+			hc_stock_set_parts(call, product_id, have, to);
 	}
-	done->parts_to = want;
+	done->parts_to = to;
+	done->more = to > want;
 	hc_args(&args, &record_change);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "spread", BoolGetDatum(want > have));
+	hc_bind(&args, "done", BoolGetDatum(!done->more));
 	if (want > have && waiters > 0)
 		hc_bind(&args, "waiters", Int32GetDatum(waiters));
 	else
 		hc_bind_null(&args, "waiters");
-	hc_bind(&args, "from", Int16GetDatum((int16) have));
-	hc_bind(&args, "to", Int16GetDatum((int16) want));
+	hc_bind(&args, "from", Int16GetDatum((int16) done->parts_from));
+	hc_bind(&args, "to", Int16GetDatum((int16) to));
 	(void) hc_run(call, &args, SPI_OK_INSERT);
 	return true;
 }
@@ -298,7 +316,8 @@ hc_stock_auto_spread(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("hc_stock_auto_spread does not run on Citus"),
 				 errhint("Use hc_stock_spread().")));
-	(void) hc_stock_auto_spread_run(&call, product_id, parts, 0, NULL, &done);
+	memset(&done, 0, sizeof(done));
+	(void) hc_stock_auto_spread_run(&call, product_id, parts, 0, false, NULL, &done);
 	if (!done.found)
 		hc_product_not_found(product_id);
 	hc_stock_watch_parts(product_id, done.parts_to);

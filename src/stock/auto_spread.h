@@ -39,14 +39,16 @@ typedef struct HcSpreadOrder
 typedef struct HcSpreadDone
 {
 	bool		found;			/* the product exists */
-	int32		parts_from;
+	int32		parts_from;		/* before the run, or the first step of a gather */
 	int32		parts_to;
+	bool		more;			/* a gather by part that has more steps to go */
 	TimestampTz locked_at;		/* when it took part 0; 0: it did not */
 } HcSpreadDone;
 
 /* auto_spread.c */
 extern bool hc_stock_auto_spread_run(HcCall *call, const char *product_id, int32 target,
-									 int32 waiters, void (*locked) (void), HcSpreadDone *done);
+									 int32 waiters, bool by_part, void (*locked) (void),
+									 HcSpreadDone *done);
 extern void hc_stock_spread_record_stall(HcCall *call, const char *product_id, double stall_ms);
 extern void hc_stock_spread_record_failure(HcCall *call, const char *product_id, const char *why,
 										   double stall_ms);

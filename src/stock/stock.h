@@ -123,6 +123,7 @@ extern bool hc_stock_retake_line(HcCall *call, StockReservation *r, StockLine *l
 
 /* admin.c */
 extern void hc_stock_add_parts(HcCall *call, const char *product_id, int32 have, int32 parts);
+extern void hc_stock_merge_parts(HcCall *call, const char *product_id, int32 from);
 extern void hc_stock_set_parts(HcCall *call, const char *product_id, int32 have, int32 parts);
 
 /* auto_spread.c */

@@ -135,26 +135,27 @@ spreader_record(const char *product_id, const char *why, double stall_ms)
 	MemoryContextSwitchTo(mine);
 }
 
+/* What the run of the moment has done; read after a longjmp. */
+static HcSpreadDone done;
+
 /*
- * One run: spread product_id into target parts, or gather it (target 1:
- * its floor), committed at once; then its record.  Returns the parts it
- * has, 0 if unknown (the run failed).
+ * One transaction of a run, committed at once, then its record: a spread,
+ * or a step of a gather (one part merged into part 0).  False if it
+ * failed.
  */
-static int32
-spreader_run(const char *product_id, int32 target, int32 waiters)
+static bool
+spreader_step(const char *product_id, int32 target, int32 waiters)
 {
 	MemoryContext mine = CurrentMemoryContext;
-	static HcSpreadDone done;	/* read after a longjmp */
 	HcCall		call;
 	ErrorData  *volatile edata = NULL;
+	int32		before = done.parts_to;
 	TimestampTz end;
-
-	memset(&done, 0, sizeof(done));
 
 	PG_TRY();
 	{
 		spreader_begin(&call, HC_SPREAD_WAIT_MS + order.stall_ms);
-		(void) hc_stock_auto_spread_run(&call, product_id, target, waiters, spreader_locked,
+		(void) hc_stock_auto_spread_run(&call, product_id, target, waiters, true, spreader_locked,
 										&done);
 		spreader_commit(&call);
 	}
@@ -181,10 +182,27 @@ spreader_run(const char *product_id, int32 target, int32 waiters)
 						unpack_sql_state(edata->sqlerrcode), edata->message)));
 		spreader_record(product_id, edata->message,
 						done.locked_at != 0 ? (double) (end - done.locked_at) / 1000.0 : NAN);
-		return 0;
+		return false;
 	}
-	if (done.parts_to != done.parts_from)
+	if (done.parts_to != before || done.parts_to != done.parts_from)
 		spreader_record(product_id, NULL, (double) (end - done.locked_at) / 1000.0);
+	return true;
+}
+
+/*
+ * A run: spread product_id into target parts, or gather it (target 1: its
+ * floor) part by part.  Returns the parts it has, 0 if unknown (it failed).
+ */
+static int32
+spreader_run(const char *product_id, int32 target, int32 waiters)
+{
+	memset(&done, 0, sizeof(done));
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!spreader_step(product_id, target, waiters))
+			return 0;
+	} while (done.more);
 	return done.parts_to;
 }
 
@@ -209,8 +227,16 @@ spreader_gather(void)
 
 	PG_TRY();
 	{
+		List	   *found;
+		MemoryContext old;
+
 		spreader_begin(&call, HC_SPREAD_WAIT_MS);
-		due = hc_stock_gather_due(&call, order.gather_after_s);
+		found = hc_stock_gather_due(&call, order.gather_after_s);
+		/* The list outlives the transaction. */
+		old = MemoryContextSwitchTo(mine);
+		foreach(lc, found)
+			due = lappend(due, pstrdup((const char *) lfirst(lc)));
+		MemoryContextSwitchTo(old);
 		spreader_commit(&call);
 	}
 	PG_CATCH();
@@ -223,11 +249,9 @@ spreader_gather(void)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(mine);
+	ereport(DEBUG1, (errmsg("holdcommit spreader: %d products to gather", list_length(due))));
 	foreach(lc, due)
-	{
-		CHECK_FOR_INTERRUPTS();
 		(void) spreader_run((const char *) lfirst(lc), 1, 0);
-	}
 }
 
 /*
