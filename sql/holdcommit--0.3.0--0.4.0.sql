@@ -63,6 +63,25 @@ COMMENT ON FUNCTION @extschema@.hc_stock_waits() IS
     'The products of this database whose reserves holdcommit watches, from shared memory (empty without shared_preload_libraries): transactions reserving each now, the most at once in the current window, the last overlap, a spread under way.';
 REVOKE ALL ON FUNCTION @extschema@.hc_stock_waits() FROM PUBLIC;
 
+-- The update grants nothing (a grant made here would be an initial
+-- privilege, which pg_dump leaves out): an operator granted before
+-- (hc_asset_add is granted to operators only) must be granted again to see
+-- what 0.4.0 adds for operators.
+DO $$
+DECLARE
+    ungranted text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_asset_add(text, text)'::pg_catalog.regprocedure
+       AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+    IF ungranted IS NOT NULL THEN
+        RAISE WARNING 'these operators cannot see the automatic spreads (hc_stock_spreads, hc_stock_waits, hc_stock_auto_spread) until they are granted again: %', ungranted
+              USING HINT = 'For each: SELECT hc_grant_operator(''role'').';
+    END IF;
+END
+$$;
+
 -- The views operators and monitoring read: what the spreads and gathers did.
 -- Their rows as in 0.3.0, then the new ones.
 CREATE OR REPLACE VIEW @extschema@.hc_overview AS
