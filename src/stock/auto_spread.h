@@ -56,5 +56,6 @@ extern void hc_stock_spread_record_failure(HcCall *call, const char *product_id,
 /* spread_watch.c */
 extern List *hc_stock_gather_due(HcCall *call, int gather_after_s);
 extern void hc_stock_watch_spread_done(const char *product_id, int32 parts);
+extern void hc_stock_watch_parts(const char *product_id, int32 parts);
 
 #endif							/* HOLDCOMMIT_AUTO_SPREAD_H */

@@ -131,7 +131,6 @@ extern void hc_stock_floor_set(HcCall *call, const char *product_id, int32 parts
 
 /* spread_watch.c */
 extern void hc_stock_watch(HcCall *call, const char *product_id);
-extern void hc_stock_watch_parts(const char *product_id, int32 parts);
 
 /* reserve.c */
 extern void hc_stock_insufficient(const char *product_id, int32 qty, int32 stock,

@@ -250,8 +250,14 @@ spreader_gather(void)
 	PG_END_TRY();
 	MemoryContextSwitchTo(mine);
 	ereport(DEBUG1, (errmsg("holdcommit spreader: %d products to gather", list_length(due))));
+	/* The watch's parts tell the next rush of the product whether to spread it again. */
 	foreach(lc, due)
-		(void) spreader_run((const char *) lfirst(lc), 1, 0);
+	{
+		int32		parts = spreader_run((const char *) lfirst(lc), 1, 0);
+
+		if (parts > 0)
+			hc_stock_watch_parts((const char *) lfirst(lc), parts);
+	}
 }
 
 /*
