@@ -28,6 +28,7 @@
 #include "common/validate.h"
 #include "core/placement.h"
 #include "core/version.h"
+#include "stock/auto_spread.h"
 #include "stock/stock.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);
@@ -363,6 +364,30 @@ hc_stock_set_parts(HcCall *call, const char *product_id, int32 have, int32 parts
 }
 
 /*
+ * The floor hc_stock_spread sets (hc_stock_spreads.min_parts), its parts
+ * just changed: an automatic gather (auto_spread.c) never goes below it.
+ */
+static HcStatement set_floor = {
+	"INSERT INTO hc_stock_spreads AS s (product_id, min_parts, changed_at)"
+	" VALUES (:product_id, :parts, :now)"
+	" ON CONFLICT (product_id) DO UPDATE"
+	"   SET min_parts = EXCLUDED.min_parts, changed_at = EXCLUDED.changed_at",
+	{{"product_id", TEXTOID}, {"parts", INT2OID}, {"now", TIMESTAMPTZOID}}
+};
+
+static void
+stock_floor_set(HcCall *call, const char *product_id, int32 parts)
+{
+	HcArgs		args;
+
+	hc_args(&args, &set_floor);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "parts", Int16GetDatum((int16) parts));
+	(void) hc_run(call, &args, SPI_OK_INSERT);
+	hc_stock_watch_parts(product_id, parts);
+}
+
+/*
  * hc_stock_spread(product_id, parts): keep a product's stock in that many
  * parts, its available units spread over them, so that reserves of a hot
  * product commit side by side.  Parts that go hand their lines and their
@@ -388,7 +413,7 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 	stock_lock_product(&call, product_id, &p);
 	hc_stock_set_parts(&call, product_id, p.n, parts);
 	if (!hc_distributed(&call) && hc_sql_at_least("0.4.0"))
-		hc_stock_floor_set(&call, product_id, parts);
+		stock_floor_set(&call, product_id, parts);
 	row = stock_product_row(&call, fcinfo, product_id);
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);

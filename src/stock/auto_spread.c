@@ -3,7 +3,7 @@
  *		An automatic spread or gather of one product, as the spreader
  *		worker (bgw/spreader/) runs it in a transaction of its own, and as
  *		hc_stock_auto_spread() runs it in the caller's; their record in
- *		hc_stock_spreads; the floor hc_stock_spread sets there.
+ *		hc_stock_spreads.
  *
  * Invariants:
  *   1. It takes part 0 first, waiting for it (a reserve of a product of one
@@ -267,27 +267,6 @@ hc_stock_spread_record_failure(HcCall *call, const char *product_id, const char 
 	else
 		hc_bind(&args, "stall_ms", Float8GetDatum(stall_ms));
 	(void) hc_run(call, &args, SPI_OK_INSERT);
-}
-
-/* The floor an operator's hc_stock_spread sets (admin.c), its parts just changed. */
-static HcStatement set_floor = {
-	"INSERT INTO hc_stock_spreads AS s (product_id, min_parts, changed_at)"
-	" VALUES (:product_id, :parts, :now)"
-	" ON CONFLICT (product_id) DO UPDATE"
-	"   SET min_parts = EXCLUDED.min_parts, changed_at = EXCLUDED.changed_at",
-	{{"product_id", TEXTOID}, {"parts", INT2OID}, {"now", TIMESTAMPTZOID}}
-};
-
-void
-hc_stock_floor_set(HcCall *call, const char *product_id, int32 parts)
-{
-	HcArgs		args;
-
-	hc_args(&args, &set_floor);
-	hc_bind_text(&args, "product_id", product_id);
-	hc_bind(&args, "parts", Int16GetDatum((int16) parts));
-	(void) hc_run(call, &args, SPI_OK_INSERT);
-	hc_stock_watch_parts(product_id, parts);
 }
 
 /*

@@ -9,7 +9,8 @@
  *	items.c		the items' JSON, the row a function returns, arrays to bind
  *	lines.c		a stored reservation's lines: lock, move, end, expire
  *	finalize.c	hc_finalize, hc_unreserve
- *	admin.c		hc_stock_set, hc_stock_adjust, hc_stock_spread
+ *	admin.c		hc_stock_set, hc_stock_adjust, hc_stock_spread; a product's
+ *				parts added, merged, set
  *	sweep.c		reclaim of expired lines: inline, and hc_stock_sweep
  *	home_part.c	the part a backend tries first
  *	spread_watch.c	the reserves of each product at once, in shared memory;
@@ -125,9 +126,6 @@ extern bool hc_stock_retake_line(HcCall *call, StockReservation *r, StockLine *l
 extern void hc_stock_add_parts(HcCall *call, const char *product_id, int32 have, int32 parts);
 extern void hc_stock_merge_parts(HcCall *call, const char *product_id, int32 from);
 extern void hc_stock_set_parts(HcCall *call, const char *product_id, int32 have, int32 parts);
-
-/* auto_spread.c */
-extern void hc_stock_floor_set(HcCall *call, const char *product_id, int32 parts);
 
 /* spread_watch.c */
 extern void hc_stock_watch(HcCall *call, const char *product_id);
