@@ -245,6 +245,12 @@ hc_stock_watch(HcCall *call, const char *product_id)
 			SpinLockRelease(&slot->mutex);
 			return;
 		}
+	/*
+	 * Idle a while: the parts it knew may be gone (a gather, the product made
+	 * anew).  The next spread's worker finds out, at the cost of its start.
+	 */
+	if (slot->reserving == 0 && now - slot->last_used > WATCH_IDLE_US)
+		slot->parts = 0;
 	if (slot->reserving++ > 0)
 	{
 		slot->last_overlap = now;
