@@ -235,6 +235,12 @@ hc_stock_watch(HcCall *call, const char *product_id)
 	if (watch == NULL || !hc_stock_auto_spread_on || nentered >= WATCH_ENTERED_MAX ||
 		IsInParallelMode())
 		return;
+	/* Before the slot counts this transaction: it must leave it however it ends. */
+	if (!callback_registered)
+	{
+		RegisterXactCallback(watch_xact_callback, NULL);
+		callback_registered = true;
+	}
 	i = watch_find(MyDatabaseId, product_id, true, now);
 	if (i < 0)
 		return;
@@ -280,14 +286,8 @@ hc_stock_watch(HcCall *call, const char *product_id)
 		}
 	}
 	slot->last_used = now;
-	SpinLockRelease(&slot->mutex);
-
-	if (!callback_registered)
-	{
-		RegisterXactCallback(watch_xact_callback, NULL);
-		callback_registered = true;
-	}
 	entered[nentered++] = i;
+	SpinLockRelease(&slot->mutex);
 
 	if (start)
 	{

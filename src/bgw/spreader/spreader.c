@@ -60,6 +60,12 @@ PGDLLEXPORT void hc_spreader_main(Datum main_arg);
 
 /* The session lock of a database's gatherer: an advisory tag no SQL function makes. */
 #define GATHERER_LOCK_KIND	0x6863
+/*
+ * A gatherer starts no step after this long (the next sweep goes on), so
+ * that it never keeps DROP DATABASE, which waits 5 s for the sessions of the
+ * database, from its work.
+ */
+#define GATHERER_BUDGET_US	(2 * USECS_PER_SEC)
 
 static HcSpreadOrder order;
 static Oid	owner;
@@ -191,16 +197,17 @@ spreader_step(const char *product_id, int32 target, int32 waiters)
 
 /*
  * A run: spread product_id into target parts, or gather it (target 1: its
- * floor) part by part.  Returns the parts it has, 0 if unknown (it failed).
+ * floor) part by part, no step starting after until.  Returns the parts it
+ * has, 0 if unknown (it failed or ran out of time).
  */
 static int32
-spreader_run(const char *product_id, int32 target, int32 waiters)
+spreader_run(const char *product_id, int32 target, int32 waiters, TimestampTz until)
 {
 	memset(&done, 0, sizeof(done));
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!spreader_step(product_id, target, waiters))
+		if (GetCurrentTimestamp() > until || !spreader_step(product_id, target, waiters))
 			return 0;
 	} while (done.more);
 	return done.parts_to;
@@ -253,7 +260,8 @@ spreader_gather(void)
 	/* The watch's parts tell the next rush of the product whether to spread it again. */
 	foreach(lc, due)
 	{
-		int32		parts = spreader_run((const char *) lfirst(lc), 1, 0);
+		int32		parts = spreader_run((const char *) lfirst(lc), 1, 0,
+										 MyStartTimestamp + GATHERER_BUDGET_US);
 
 		if (parts > 0)
 			hc_stock_watch_parts((const char *) lfirst(lc), parts);
@@ -304,7 +312,8 @@ hc_spreader_main(Datum main_arg)
 						   "holdcommit spread" : "holdcommit gather");
 	if (order.kind == HC_SPREAD_PRODUCT)
 		hc_stock_watch_spread_done(order.product_id,
-								   spreader_run(order.product_id, order.target, order.waiters));
+								   spreader_run(order.product_id, order.target, order.waiters,
+												DT_NOEND));
 	else if (spreader_gatherer_alone())
 		spreader_gather();
 	pgstat_report_stat(false);
