@@ -32,8 +32,15 @@ typedef struct HcSpreadOrder
 	char		product_id[HC_MAX_ID_BYTES + 1];
 } HcSpreadOrder;
 
-/* How long a spread waits for part 0 before it gives up (55P03). */
-#define HC_SPREAD_WAIT_MS	1000
+/*
+ * How long a spread waits for part 0 before it gives up (57014): in the queue
+ * of a rush's reserves, each holding it until its commit's flush, so that 64
+ * of them on a busy disk do not make it give up.  A gather step, which comes
+ * when the product is quiet, waits less, so that a gatherer never keeps DROP
+ * DATABASE waiting past its 5 s.
+ */
+#define HC_SPREAD_WAIT_MS	3000
+#define HC_GATHER_WAIT_MS	1000
 
 /* What one automatic run did. */
 typedef struct HcSpreadDone

@@ -8,8 +8,9 @@
  *
  * A spread or a gather never runs in a caller's transaction: every reserve
  * of the product waits for its part 0 until that transaction ends.  Here it
- * takes part 0 waiting at most HC_SPREAD_WAIT_MS (lock_timeout: it waits
- * in the queue of the reserves, stalling nobody), and from the moment it
+ * takes part 0 waiting at most HC_SPREAD_WAIT_MS, a gather step
+ * HC_GATHER_WAIT_MS (the statement timeout: it waits in the queue of the
+ * reserves, stalling nobody), and from the moment it
  * has it, it must commit within the stall bound of whoever started it
  * (holdcommit.stock_spread_stall): the statement timeout is armed anew
  * then, and past it the run rolls back (auto_spread.c takes the other
@@ -123,7 +124,7 @@ spreader_record(const char *product_id, const char *why, double stall_ms)
 
 	PG_TRY();
 	{
-		spreader_begin(&call, HC_SPREAD_WAIT_MS);
+		spreader_begin(&call, HC_GATHER_WAIT_MS);
 		if (why != NULL)
 			hc_stock_spread_record_failure(&call, product_id, why, stall_ms);
 		else
@@ -160,7 +161,8 @@ spreader_step(const char *product_id, int32 target, int32 waiters)
 
 	PG_TRY();
 	{
-		spreader_begin(&call, HC_SPREAD_WAIT_MS + order.stall_ms);
+		spreader_begin(&call, order.stall_ms + (order.kind == HC_SPREAD_PRODUCT ?
+												HC_SPREAD_WAIT_MS : HC_GATHER_WAIT_MS));
 		(void) hc_stock_auto_spread_run(&call, product_id, target, waiters, true, spreader_locked,
 										&done);
 		spreader_commit(&call);
@@ -237,7 +239,7 @@ spreader_gather(void)
 		List	   *found;
 		MemoryContext old;
 
-		spreader_begin(&call, HC_SPREAD_WAIT_MS);
+		spreader_begin(&call, HC_GATHER_WAIT_MS);
 		found = hc_stock_gather_due(&call, order.gather_after_s);
 		/* The list outlives the transaction. */
 		old = MemoryContextSwitchTo(mine);
