@@ -47,7 +47,9 @@
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
@@ -98,6 +100,12 @@ static WatchSlot *watch = NULL;
 static int	entered[WATCH_ENTERED_MAX];
 static int	nentered = 0;
 static bool callback_registered = false;
+
+/* The slot the current reserve entered, first of its transaction there; -1: none. */
+static int	entered_now = -1;
+
+/* How often a reserve that waits for a spread looks whether it is over. */
+#define WATCH_POLL_MS		2
 
 Size
 hc_stock_watch_shmem_size(void)
@@ -232,6 +240,7 @@ hc_stock_watch(HcCall *call, const char *product_id)
 	bool		start = false;
 	int			i;
 
+	entered_now = -1;
 	if (watch == NULL || !hc_stock_auto_spread_on || nentered >= WATCH_ENTERED_MAX ||
 		IsInParallelMode())
 		return;
@@ -287,6 +296,7 @@ hc_stock_watch(HcCall *call, const char *product_id)
 	}
 	slot->last_used = now;
 	entered[nentered++] = i;
+	entered_now = i;
 	SpinLockRelease(&slot->mutex);
 
 	if (start)
@@ -297,6 +307,44 @@ hc_stock_watch(HcCall *call, const char *product_id)
 		strlcpy(order.product_id, product_id, sizeof(order.product_id));
 		if (!watch_start(&order))
 			hc_stock_watch_spread_done(product_id, 0);
+	}
+}
+
+/*
+ * Before a reserve of a product of one part queues for its part 0: if a
+ * spread of it is under way, wait for the spread instead (polling its slot),
+ * until as long after its start as the spread may take, and say so: the caller then reads
+ * the product's parts again.  Queued on part 0, the reserve would make the
+ * spread's own wait for part 0 longer, and take its units from part 0 after
+ * the spread, one commit after the other, as every reserve queued there
+ * does.  Only a reserve whose transaction holds nothing of the product yet
+ * (the first to enter its slot): the spread may wait for any part it holds.
+ */
+bool
+hc_stock_watch_spreading(void)
+{
+	int64		longest = (int64) (HC_SPREAD_WAIT_MS + hc_stock_spread_stall) * 1000;
+	bool		waited = false;
+
+	if (entered_now < 0)
+		return false;
+	for (;;)
+	{
+		bool		spreading;
+		TimestampTz started;
+
+		SpinLockAcquire(&watch[entered_now].mutex);
+		spreading = watch[entered_now].spreading;
+		started = watch[entered_now].spread_started;
+		SpinLockRelease(&watch[entered_now].mutex);
+		/* A spread that outlasts its bounds (a worker that never came) is not waited for. */
+		if (!spreading || GetCurrentTimestamp() - started > longest)
+			return waited;
+		waited = true;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, WATCH_POLL_MS,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 

@@ -129,6 +129,7 @@ extern void hc_stock_set_parts(HcCall *call, const char *product_id, int32 have,
 
 /* spread_watch.c */
 extern void hc_stock_watch(HcCall *call, const char *product_id);
+extern bool hc_stock_watch_spreading(void);
 
 /* reserve.c */
 extern void hc_stock_insufficient(const char *product_id, int32 qty, int32 stock,
