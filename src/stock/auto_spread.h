@@ -29,6 +29,8 @@ typedef struct HcSpreadOrder
 	int32		waiters;		/* the reserves at once that decided it */
 	int32		stall_ms;		/* holdcommit.stock_spread_stall of whoever started it */
 	int32		gather_after_s; /* holdcommit.stock_gather_after, likewise */
+	int16		max_parts;		/* holdcommit.stock_spread_max_parts, likewise */
+	TimestampTz sized_at;		/* a spread is sized no earlier (the rush's callers came) */
 	char		product_id[HC_MAX_ID_BYTES + 1];
 } HcSpreadOrder;
 
@@ -64,5 +66,6 @@ extern void hc_stock_spread_record_failure(HcCall *call, const char *product_id,
 extern List *hc_stock_gather_due(HcCall *call, int gather_after_s);
 extern void hc_stock_watch_spread_done(const char *product_id, int32 parts);
 extern void hc_stock_watch_parts(const char *product_id, int32 parts);
+extern int32 hc_stock_watch_size(const char *product_id, int32 *waiters, int32 max_parts);
 
 #endif							/* HOLDCOMMIT_AUTO_SPREAD_H */

@@ -8,7 +8,7 @@
  * With holdcommit in shared_preload_libraries, a table in shared memory
  * has a slot per product being reserved (WATCH_SLOTS, found by a hash of
  * the database and the product): how many transactions that reserved it
- * have not ended yet (reserving), the most at once in the current window
+ * have not ended yet (reserving), the most at once in its current rush
  * (peak), the last time a reserve found another one there (last_overlap).
  * A reserve of one product (reserve.c) enters the slot before it takes
  * anything; its transaction leaves it when it ends (an XactCallback).  A
@@ -16,14 +16,18 @@
  * transaction ends, so two transactions there at once are one waiting for
  * the other: reserving - 1 of them wait.
  *
- * A window opens at the first overlap and lasts WATCH_WINDOW_US, so that the
- * spread is sized after the callers of a rush have come.  The first reserve
- * after it decides: if holdcommit.stock_spread_callers were there at once,
- * it starts a worker to spread the product into that many parts, rounded
- * up to a power of two (so that a rush whose size wobbles is not spread
- * again for a caller more), at most holdcommit.stock_spread_max_parts, and
- * only if the product has fewer parts.  One worker per product at a time
- * (spreading), one start a second at most.
+ * A rush begins at an overlap that follows none for WATCH_WINDOW_US.  As
+ * soon as holdcommit.stock_spread_callers reserves are there at once, the
+ * reserve that sees it starts a worker to spread the product, unless it
+ * has the parts they want already; one worker per product at a time
+ * (spreading), one start a second at most.  The worker sizes the spread
+ * once the rush is WATCH_WINDOW_US old (its start takes about that long
+ * anyway), so that the callers of a rush have come: the most at once,
+ * rounded up to a power of two (so that a rush whose size wobbles is not
+ * spread again for a caller more), at most
+ * holdcommit.stock_spread_max_parts.  Meanwhile the reserves of the
+ * product that would queue on its part 0 wait for the spread instead
+ * (hc_stock_watch_spreading).
  *
  * Without the preload there is no table: a reserve sees nothing of the
  * others, and nothing is spread by itself; hc_sweep() still gathers.
@@ -71,6 +75,7 @@ StaticAssertDecl(sizeof(HcSpreadOrder) <= BGW_EXTRALEN, "a spread's order fits b
 
 #define WATCH_SLOTS			1024
 #define WATCH_WAYS			4	/* the slots a product may have, from its hash on */
+/* A rush: overlaps less than this apart; sized once this old. */
 #define WATCH_WINDOW_US		(100 * 1000)
 #define WATCH_RETRY_US		USECS_PER_SEC
 #define WATCH_IDLE_US		USECS_PER_SEC
@@ -85,10 +90,10 @@ typedef struct WatchSlot
 	Oid			dboid;			/* InvalidOid: free */
 	char		product_id[HC_MAX_ID_BYTES + 1];
 	int32		reserving;		/* transactions that reserved it and have not ended */
-	int32		peak;			/* the most at once since window_start */
+	int32		peak;			/* the most at once since rush_start */
 	int32		parts;			/* as last known; 0: not known */
 	bool		spreading;		/* a worker was started to spread it */
-	TimestampTz window_start;	/* 0: no window open */
+	TimestampTz rush_start;		/* the first overlap of the current rush */
 	TimestampTz last_overlap;
 	TimestampTz last_used;
 	TimestampTz spread_started;
@@ -173,7 +178,7 @@ watch_find(Oid dboid, const char *product_id, bool claim, TimestampTz now)
 				strlcpy(slot->product_id, product_id, sizeof(slot->product_id));
 				slot->reserving = slot->peak = slot->parts = 0;
 				slot->spreading = false;
-				slot->window_start = slot->last_overlap = slot->spread_started = 0;
+				slot->rush_start = slot->last_overlap = slot->spread_started = 0;
 			}
 			return i;
 		}
@@ -216,15 +221,53 @@ watch_start(HcSpreadOrder *order)
 	return RegisterDynamicBackgroundWorker(&worker, NULL);
 }
 
-/* The parts for so many reserves at once: a power of two, within the cap. */
+/* The parts for so many reserves at once: a power of two, within max_parts. */
 static int32
-watch_target(int32 peak)
+watch_target(int32 peak, int32 max_parts)
 {
 	int32		parts = 2;
 
 	while (parts < peak && parts < STOCK_MAX_PARTS)
 		parts *= 2;
-	return Min(parts, hc_stock_spread_max_parts);
+	return Min(parts, max_parts);
+}
+
+/*
+ * The decision, the slot locked: spread the product if
+ * holdcommit.stock_spread_callers reserves or more are there at once and it
+ * has fewer parts than they want, unless a spread of it runs or started
+ * less than a second ago.  True (and *order filled but for what
+ * watch_launch adds) if a spread is to start.
+ */
+static bool
+watch_decide(WatchSlot *slot, TimestampTz now, HcSpreadOrder *order)
+{
+	if (slot->reserving < hc_stock_spread_callers ||
+		watch_target(slot->peak, hc_stock_spread_max_parts) <= Max(slot->parts, 1) ||
+		(slot->spreading && now - slot->spread_started <= WATCH_SPREAD_GONE_US) ||
+		now - slot->spread_started < WATCH_RETRY_US)
+		return false;
+	slot->spreading = true;
+	slot->spread_started = now;
+	memset(order, 0, sizeof(HcSpreadOrder));
+	order->kind = HC_SPREAD_PRODUCT;
+	order->target = (int16) watch_target(slot->peak, hc_stock_spread_max_parts);
+	order->waiters = slot->peak;
+	order->max_parts = (int16) hc_stock_spread_max_parts;
+	order->sized_at = slot->rush_start + WATCH_WINDOW_US;
+	strlcpy(order->product_id, slot->product_id, sizeof(order->product_id));
+	return true;
+}
+
+/* Start the spread watch_decide ordered, the slot no longer locked. */
+static void
+watch_launch(HcSpreadOrder *order)
+{
+	order->dboid = MyDatabaseId;
+	order->stall_ms = hc_stock_spread_stall;
+	order->gather_after_s = hc_stock_gather_after;
+	if (!watch_start(order))
+		hc_stock_watch_spread_done(order->product_id, 0);
 }
 
 /*
@@ -268,75 +311,55 @@ hc_stock_watch(HcCall *call, const char *product_id)
 		slot->parts = 0;
 	if (slot->reserving++ > 0)
 	{
-		slot->last_overlap = now;
-		if (slot->window_start == 0 || now - slot->window_start > 2 * WATCH_WINDOW_US)
+		if (now - slot->last_overlap > WATCH_WINDOW_US)
 		{
-			slot->window_start = now;
+			slot->rush_start = now;
 			slot->peak = slot->reserving;
 		}
 		else
 			slot->peak = Max(slot->peak, slot->reserving);
-		if (now - slot->window_start >= WATCH_WINDOW_US)
-		{
-			int32		target = watch_target(slot->peak);
-
-			if (slot->peak >= hc_stock_spread_callers && target > Max(slot->parts, 1) &&
-				(!slot->spreading || now - slot->spread_started > WATCH_SPREAD_GONE_US) &&
-				now - slot->spread_started >= WATCH_RETRY_US)
-			{
-				slot->spreading = start = true;
-				slot->spread_started = now;
-				memset(&order, 0, sizeof(order));
-				order.kind = HC_SPREAD_PRODUCT;
-				order.target = (int16) target;
-				order.waiters = slot->peak;
-			}
-			slot->window_start = 0;
-		}
+		slot->last_overlap = now;
+		start = watch_decide(slot, now, &order);
 	}
 	slot->last_used = now;
 	entered[nentered++] = i;
 	entered_now = i;
 	SpinLockRelease(&slot->mutex);
-
 	if (start)
-	{
-		order.dboid = MyDatabaseId;
-		order.stall_ms = hc_stock_spread_stall;
-		order.gather_after_s = hc_stock_gather_after;
-		strlcpy(order.product_id, product_id, sizeof(order.product_id));
-		if (!watch_start(&order))
-			hc_stock_watch_spread_done(product_id, 0);
-	}
+		watch_launch(&order);
 }
 
 /*
- * Before a reserve of a product of one part queues for its part 0: if a
- * spread of it is under way, wait for the spread instead (polling its slot),
- * until as long after its start as the spread may take, and say so: the caller then reads
- * the product's parts again.  Queued on part 0, the reserve would make the
- * spread's own wait for part 0 longer, and take its units from part 0 after
- * the spread, one commit after the other, as every reserve queued there
- * does.  Only a reserve whose transaction holds nothing of the product yet
- * (the first to enter its slot): the spread may wait for any part it holds.
+ * Before a reserve of a product of one part queues for its part 0: while a
+ * spread of it is under way, wait for the spread instead (polling its slot,
+ * until as long after the spread's start as it may take), and say so: the
+ * caller then reads the product's parts again.  Queued on part 0, the
+ * reserve would make the spread's own wait for part 0 longer (it waits
+ * behind the queue), and take its units from part 0 after the spread, one
+ * commit after the other, as every reserve queued there does.  Only a
+ * reserve whose transaction holds nothing of the product yet (the first to
+ * enter its slot): the spread may wait for any part it holds.
  */
 bool
 hc_stock_watch_spreading(void)
 {
-	int64		longest = (int64) (HC_SPREAD_WAIT_MS + hc_stock_spread_stall) * 1000;
+	int64		longest = WATCH_WINDOW_US +
+		(int64) (HC_SPREAD_WAIT_MS + hc_stock_spread_stall) * 1000;
+	WatchSlot  *slot;
 	bool		waited = false;
 
 	if (entered_now < 0)
 		return false;
+	slot = &watch[entered_now];
 	for (;;)
 	{
 		bool		spreading;
 		TimestampTz started;
 
-		SpinLockAcquire(&watch[entered_now].mutex);
-		spreading = watch[entered_now].spreading;
-		started = watch[entered_now].spread_started;
-		SpinLockRelease(&watch[entered_now].mutex);
+		SpinLockAcquire(&slot->mutex);
+		spreading = slot->spreading;
+		started = slot->spread_started;
+		SpinLockRelease(&slot->mutex);
 		/* A spread that outlasts its bounds (a worker that never came) is not waited for. */
 		if (!spreading || GetCurrentTimestamp() - started > longest)
 			return waited;
@@ -346,6 +369,25 @@ hc_stock_watch_spreading(void)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/*
+ * The parts a spread of the product gives it (the spreader asks once the
+ * rush is old enough): for the most reserves at once in its rush, a power
+ * of two, at most max_parts.  *waiters: those the decision saw, raised to
+ * the rush's most.
+ */
+int32
+hc_stock_watch_size(const char *product_id, int32 *waiters, int32 max_parts)
+{
+	int			i;
+
+	if (watch != NULL && (i = watch_find(MyDatabaseId, product_id, false, 0)) >= 0)
+	{
+		*waiters = Max(*waiters, watch[i].peak);
+		SpinLockRelease(&watch[i].mutex);
+	}
+	return watch_target(*waiters, max_parts);
 }
 
 /* The product has parts now (a hint for the next decision; 0: not known). */
@@ -471,7 +513,7 @@ hc_stock_waits(PG_FUNCTION_ARGS)
 			continue;
 		values[0] = CStringGetTextDatum(copy.product_id);
 		values[1] = Int32GetDatum(copy.reserving);
-		values[2] = Int32GetDatum(copy.window_start != 0 ? copy.peak : 0);
+		values[2] = Int32GetDatum(copy.peak);
 		values[3] = TimestampTzGetDatum(copy.last_overlap);
 		nulls[3] = copy.last_overlap == 0;
 		values[4] = BoolGetDatum(copy.spreading);

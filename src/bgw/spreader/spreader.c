@@ -45,6 +45,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/lock.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -192,6 +193,9 @@ spreader_step(const char *product_id, int32 target, int32 waiters)
 						done.locked_at != 0 ? (double) (end - done.locked_at) / 1000.0 : NAN);
 		return false;
 	}
+	/* The reserves that wait for the spread go on at once, not after its record. */
+	if (order.kind == HC_SPREAD_PRODUCT)
+		hc_stock_watch_spread_done(product_id, done.parts_to);
 	if (done.parts_to != before || done.parts_to != done.parts_from)
 		spreader_record(product_id, NULL, (double) (end - done.locked_at) / 1000.0);
 	return true;
@@ -313,9 +317,19 @@ hc_spreader_main(Datum main_arg)
 	pgstat_report_activity(STATE_RUNNING, order.kind == HC_SPREAD_PRODUCT ?
 						   "holdcommit spread" : "holdcommit gather");
 	if (order.kind == HC_SPREAD_PRODUCT)
+	{
+		/* Sized once the rush's callers have come: the most at once by then. */
+		long		early_ms = (long) ((order.sized_at - GetCurrentTimestamp()) / 1000);
+		int32		waiters = order.waiters;
+		int32		target;
+
+		if (early_ms > 0)
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, early_ms, PG_WAIT_EXTENSION);
+		target = hc_stock_watch_size(order.product_id, &waiters, order.max_parts);
 		hc_stock_watch_spread_done(order.product_id,
-								   spreader_run(order.product_id, order.target, order.waiters,
+								   spreader_run(order.product_id, Max(order.target, target), waiters,
 												DT_NOEND));
+	}
 	else if (spreader_gatherer_alone())
 		spreader_gather();
 	pgstat_report_stat(false);
