@@ -60,7 +60,7 @@ CREATE FUNCTION @extschema@.hc_stock_waits(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'hc_stock_waits' LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION @extschema@.hc_stock_waits() IS
-    'The products of this database whose reserves holdcommit watches, from shared memory (empty without shared_preload_libraries): transactions reserving each now, the most at once in the current window, the last overlap, a spread under way.';
+    'The products of this database whose reserves holdcommit watches, from shared memory (empty without shared_preload_libraries): transactions reserving each now, the most at once in its last rush, the last overlap, a spread under way.';
 REVOKE ALL ON FUNCTION @extschema@.hc_stock_waits() FROM PUBLIC;
 
 -- The update grants nothing (a grant made here would be an initial
