@@ -178,6 +178,26 @@ static HcStatement create_product = {
 };
 
 /*
+ * A product just created has a floor of 1, whatever a product of that name
+ * that was deleted by hand had.
+ */
+static HcStatement forget_floor = {
+	"DELETE FROM hc_stock_spreads WHERE product_id" EQ ":product_id",
+	{{"product_id", TEXTOID}}
+};
+
+static void
+stock_floor_forget(HcCall *call, const char *product_id)
+{
+	HcArgs		args;
+
+	hc_args(&args, &forget_floor);
+	hc_bind_text(&args, "product_id", product_id);
+	(void) hc_run(call, &args, SPI_OK_DELETE);
+	hc_stock_watch_parts(product_id, 1);
+}
+
+/*
  * hc_stock_set(product_id, stock): create a product or set its stock.
  */
 Datum
@@ -218,7 +238,11 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "stock", Int32GetDatum(new_stock));
 	if (hc_run(&call, &args, SPI_OK_SELECT) == 1)
+	{
 		row = hc_result_row(&call, fcinfo);
+		if (!hc_distributed(&call) && hc_sql_at_least("0.4.0"))
+			stock_floor_forget(&call, product_id);
+	}
 	else
 	{
 		stock_lock_product(&call, product_id, &p);
