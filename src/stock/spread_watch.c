@@ -53,7 +53,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
-#include "storage/latch.h"
+#include "storage/condition_variable.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
@@ -87,6 +87,7 @@ StaticAssertDecl(sizeof(HcSpreadOrder) <= BGW_EXTRALEN, "a spread's order fits b
 typedef struct WatchSlot
 {
 	slock_t		mutex;
+	ConditionVariable spread_over;	/* broadcast when a spread of it ends */
 	Oid			dboid;			/* InvalidOid: free */
 	char		product_id[HC_MAX_ID_BYTES + 1];
 	int32		reserving;		/* transactions that reserved it and have not ended */
@@ -109,8 +110,8 @@ static bool callback_registered = false;
 /* The slot the current reserve entered, first of its transaction there; -1: none. */
 static int	entered_now = -1;
 
-/* How often a reserve that waits for a spread looks whether it is over. */
-#define WATCH_POLL_MS		2
+/* How often a reserve that waits for a spread looks anyway (its broadcast may come first). */
+#define WATCH_POLL_MS		100
 
 Size
 hc_stock_watch_shmem_size(void)
@@ -130,7 +131,10 @@ hc_stock_watch_shmem_init(void)
 		return;
 	memset(watch, 0, hc_stock_watch_shmem_size());
 	for (i = 0; i < WATCH_SLOTS; i++)
+	{
 		SpinLockInit(&watch[i].mutex);
+		ConditionVariableInit(&watch[i].spread_over);
+	}
 }
 
 /* The first of a product's slots. */
@@ -331,14 +335,15 @@ hc_stock_watch(HcCall *call, const char *product_id)
 
 /*
  * Before a reserve of a product of one part queues for its part 0: while a
- * spread of it is under way, wait for the spread instead (polling its slot,
- * until as long after the spread's start as it may take), and say so: the
- * caller then reads the product's parts again.  Queued on part 0, the
- * reserve would make the spread's own wait for part 0 longer (it waits
- * behind the queue), and take its units from part 0 after the spread, one
- * commit after the other, as every reserve queued there does.  Only a
- * reserve whose transaction holds nothing of the product yet (the first to
- * enter its slot): the spread may wait for any part it holds.
+ * spread of it is under way, wait for the spread instead (on its slot's
+ * condition variable, which the spreader broadcasts as soon as it has
+ * committed; until as long after the spread's start as it may take), and
+ * say so: the caller then reads the product's parts again.  Queued on part
+ * 0, the reserve would make the spread's own wait for part 0 longer (it
+ * waits behind the queue), and take its units from part 0 after the
+ * spread, one commit after the other, as every reserve queued there does.
+ * Only a reserve whose transaction holds nothing of the product yet (the
+ * first to enter its slot): the spread may wait for any part it holds.
  */
 bool
 hc_stock_watch_spreading(void)
@@ -351,6 +356,7 @@ hc_stock_watch_spreading(void)
 	if (entered_now < 0)
 		return false;
 	slot = &watch[entered_now];
+	ConditionVariablePrepareToSleep(&slot->spread_over);
 	for (;;)
 	{
 		bool		spreading;
@@ -362,13 +368,12 @@ hc_stock_watch_spreading(void)
 		SpinLockRelease(&slot->mutex);
 		/* A spread that outlasts its bounds (a worker that never came) is not waited for. */
 		if (!spreading || GetCurrentTimestamp() - started > longest)
-			return waited;
+			break;
 		waited = true;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, WATCH_POLL_MS,
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		(void) ConditionVariableTimedSleep(&slot->spread_over, WATCH_POLL_MS, PG_WAIT_EXTENSION);
 	}
+	ConditionVariableCancelSleep();
+	return waited;
 }
 
 /*
@@ -414,6 +419,7 @@ hc_stock_watch_spread_done(const char *product_id, int32 parts)
 	if (parts > 0)
 		watch[i].parts = parts;
 	SpinLockRelease(&watch[i].mutex);
+	ConditionVariableBroadcast(&watch[i].spread_over);
 }
 
 /*
