@@ -78,6 +78,16 @@ SELECT * FROM pg_temp.parts('AS-2');
 SELECT hc_reserve('AS-2', 1, 'dave', 'as-2-7');
 SELECT count(*) FROM hc_check();
 
+-- A product deleted by hand and made again by hc_stock_set has a floor of 1.
+SELECT product_id, stock FROM hc_stock_set('AS-4', 10);
+SELECT product_id, stock FROM hc_stock_spread('AS-4', 4);
+SELECT min_parts FROM pg_temp.spreads('AS-4');
+DELETE FROM hc_stock_parts WHERE product_id = 'AS-4';
+DELETE FROM hc_ledger WHERE entity_id = 'AS-4';
+SELECT product_id, stock FROM hc_stock_set('AS-4', 10);
+SELECT count(*) AS floor_rows FROM hc_stock_spreads WHERE product_id = 'AS-4';
+SELECT count(*) FROM hc_check();
+
 -- What it refuses.
 SELECT hc_stock_auto_spread('AS-1', 0);
 SELECT hc_stock_auto_spread('AS-1', 257);
