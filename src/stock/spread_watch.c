@@ -59,6 +59,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/wait_event.h"
 
 #include "common/settings.h"
 #include "common/sweep.h"
