@@ -46,6 +46,7 @@ BEGIN {
     target("36", "refusal", "point_select", 0.8, 0.8)
     target("36", "hot_product", "holdcommit_distinct", 0.6, 0.8)
     target("36", "hot_product", "bare_update", "", 2.5)
+    target("36", "hot_product", "holdcommit_spread", "", "")   # spread by an operator before the run (issue 20)
     target("36", "sold_out", "seed_plpgsql", "", "")
     target("36", "commit", "plpgsql", 1.0, 1.0)
     target("36", "release", "plpgsql", 1.0, 1.0)

@@ -27,6 +27,9 @@
 #   HC_BENCH_SWEEP_TIMEOUT the most seconds its sweep may take (default 60)
 #   HC_BENCH_SOLD_OUT_STOCK   the sold_out scenario's units (default 10000)
 #   HC_BENCH_SOLD_OUT_TIMEOUT the most seconds selling them out may take (default 120)
+#   HC_BENCH_HOT_PARTS     the parts hc_stock_spread gives the product of hot_product and
+#                          sold_out's holdcommit before each run (default 0: hc_stock_set alone,
+#                          as a user creates it; holdcommit_spread's are 64)
 #   HC_BENCH_RESULT        the name of the outputs in bench/results (default latest)
 #   HC_PGROOT              a private copy of the PostgreSQL tree, as for make test
 set -uo pipefail

@@ -66,11 +66,12 @@ bench_install() {
         bq <"$bench_dir/seed.sql" >/dev/null 2>&1
 }
 
-# The parts an operator keeps a hot product's stock in before the sale
-# (hc_stock_spread, issue 20; 64: one per client, as doc/reference.md
-# advised).  0: none, the product as a user creates it with hc_stock_set
-# alone, which is how issue 36 judges it.
+# The parts a hot product's stock is kept in before its run: 0, as a user
+# creates it (hc_stock_set alone: from 0.4.0 it spreads itself, issue 36);
+# holdcommit_spread's are an operator's hc_stock_spread (issue 20), one per
+# client, as doc/reference.md advises.
 bench_hot_parts=${HC_BENCH_HOT_PARTS:-0}
+bench_spread_parts=64
 bench_has_parts() {
     [ "$(echo "SELECT to_regprocedure('hc_stock_spread(text,integer)') IS NOT NULL" | bq)" = t ]
 }
@@ -94,8 +95,10 @@ bench_variants() {
     # PL/pgSQL function, a bare one-row UPDATE of the product (one WAL flush
     # per sale under its row lock), and holdcommit itself with each client on
     # a product of its own.
-    hot_product) echo "holdcommit plpgsql pessimistic optimistic seed_plpgsql bare_update holdcommit_distinct" ;;
-    distinct_products | sold_out) echo "holdcommit seed_plpgsql plpgsql" ;;
+    # holdcommit_spread: the product spread by an operator before the sale.
+    hot_product) echo "holdcommit plpgsql pessimistic optimistic seed_plpgsql bare_update holdcommit_distinct holdcommit_spread" ;;
+    sold_out) echo "holdcommit seed_plpgsql plpgsql holdcommit_spread" ;;
+    distinct_products) echo "holdcommit seed_plpgsql plpgsql" ;;
     first_call)  echo "after_create after_analyze" ;;
     sweep)       echo "fresh analyzed" ;;
     lease_*)     echo "holdcommit holdcommit_in_block plpgsql bare_update" ;;
@@ -260,10 +263,12 @@ STEPS
               SELECT count(bench_plpgsql.hold('held', 'first-buyer', 'first-key'))" | bq >/dev/null || return 1
         echo "- SELECT bench_plpgsql.hold(:'held', :'buyer-{c}', :'key-{c}-{i}')" ;;
 
-    hot_product/holdcommit | sold_out/holdcommit)
+    hot_product/holdcommit | sold_out/holdcommit | hot_product/holdcommit_spread | sold_out/holdcommit_spread)
         echo "SELECT count(hc_stock_set('hot', $stock))" | bq >/dev/null || return 1
-        if [ "$bench_hot_parts" -gt 0 ] && bench_has_parts; then
-            echo "SELECT count(hc_stock_spread('hot', $bench_hot_parts))" | bq >/dev/null || return 1
+        local parts=$bench_hot_parts
+        [ "$variant" = holdcommit_spread ] && parts=$bench_spread_parts
+        if [ "$parts" -gt 0 ] && bench_has_parts; then
+            echo "SELECT count(hc_stock_spread('hot', $parts))" | bq >/dev/null || return 1
         fi
         echo "- SELECT hc_reserve(:'hot', :'1', :'buyer-{c}', :'key-{c}-{i}')" ;;
     hot_product/plpgsql | sold_out/plpgsql)
@@ -477,7 +482,7 @@ SQL
 bench_sold_out_state() {
     local variant=$1 line=$2 outcomes clients state
     case $variant in
-    holdcommit)
+    holdcommit | holdcommit_spread)
         state=$(bq <<'SQL'
 SELECT i.stock, i.reserved,
        (SELECT coalesce(sum(l.qty), 0) FROM hc_stock_reservation_lines l

@@ -37,6 +37,7 @@
 #include "common/settings.h"
 #include "core/search_path.h"
 #include "scaleout/register.h"
+#include "stock/register.h"
 
 HC_MODULE_MAGIC;
 
@@ -57,7 +58,10 @@ hc_emit_log(ErrorData *edata)
 		prev_emit_log_hook(edata);
 }
 
-/* shmem_request_hook: the background sweeper's table and its lock, the pool. */
+/*
+ * shmem_request_hook: the background sweeper's table and its lock, the pool,
+ * the watch of the reserves of each product.
+ */
 static void
 hc_shmem_request(void)
 {
@@ -66,6 +70,7 @@ hc_shmem_request(void)
 	RequestAddinShmemSpace(hc_sweeper_shmem_size());
 	RequestNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE, 1);
 	RequestAddinShmemSpace(hc_pool_shmem_size());
+	RequestAddinShmemSpace(hc_stock_watch_shmem_size());
 }
 
 /* shmem_startup_hook: create them, or find them. */
@@ -77,6 +82,7 @@ hc_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	hc_sweeper_shmem_init(&(GetNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE))->lock);
 	hc_pool_shmem_init();
+	hc_stock_watch_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -329,6 +329,16 @@ static HcStatement checks[] = {
 	 " HAVING pg_catalog.min(p.part)" NE "0"
 	 "     OR pg_catalog.max(p.part)" NE "(pg_catalog.count(*)" MINUS "1)",
 	{{"now", TIMESTAMPTZOID}}},
+	/* A product has at least the parts an operator set (hc_stock_spread): its floor. */
+	{"SELECT 'parts not below the floor', f.product_id,"
+	 "       pg_catalog.format('%s parts, the floor is %s',"
+	 "                         (SELECT pg_catalog.count(*) FROM hc_stock_parts p"
+	 "                           WHERE p.product_id" EQ "f.product_id), f.min_parts)"
+	 "  FROM hc_stock_spreads f"
+	 " WHERE (SELECT pg_catalog.count(*) FROM hc_stock_parts p"
+	 "         WHERE p.product_id" EQ "f.product_id)" LT "f.min_parts"
+	 "   AND EXISTS (SELECT FROM hc_stock_parts p WHERE p.product_id" EQ "f.product_id)",
+	{{"now", TIMESTAMPTZOID}}},
 	/* Each part's last ledger row has the part's version in its seq. */
 	{"SELECT 'ledger seq follows each part', u.product_id,"
 	 "       pg_catalog.format('part %s: version %s, last ledger seq of the part %s', u.part,"
@@ -494,6 +504,9 @@ check_run(HcCall *call, ReturnSetInfo *rsinfo)
 		 * the update.
 		 */
 		if (strstr(checks[i].sql, "hc_stock_") != NULL && !hc_sql_at_least("0.4.0"))
+			continue;
+		/* Nor one on 0.3.0 SQL the floors of products. */
+		if (strstr(checks[i].sql, "hc_stock_spreads") != NULL && !hc_sql_at_least("0.4.0"))
 			continue;
 		hc_args(&args, &checks[i]);
 		/* On Citus a group of shards may hold part of an order of several products. */

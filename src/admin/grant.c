@@ -92,7 +92,11 @@ static const char *const operator_functions_0_3[] = {
 static const char *const operator_tables_0_3[] = {
 	"hc_sweeper_databases", "hc_stock_parts", "hc_workers", NULL
 };
-static const char *const operator_tables_0_4[] = {"hc_stock_orders", NULL};
+/* What 0.4.0 added for operators: the orders' table, the automatic spreads of hot products. */
+static const char *const operator_functions_0_4[] = {
+	"hc_stock_auto_spread", "hc_stock_waits", NULL
+};
+static const char *const operator_tables_0_4[] = {"hc_stock_orders", "hc_stock_spreads", NULL};
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};
@@ -370,7 +374,10 @@ hc_grant_operator(PG_FUNCTION_ARGS)
 		grant_select(&t, operator_tables_0_3, false);
 	}
 	if (hc_sql_at_least("0.4.0"))
+	{
+		grant_functions(&t, operator_functions_0_4);
 		grant_select(&t, operator_tables_0_4, false);
+	}
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -94,10 +94,14 @@ sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 	counts->expired_holds += hc_hold_sweep(call, batch_size, counts);
 	hc_stock_sweep(call, batch_size, counts);
 	counts->purged_keys += hc_idempotency_sweep(call, batch_size, counts);
-	return counts->expired_holds != before.expired_holds ||
+	if (counts->expired_holds != before.expired_holds ||
 		counts->expired_reservations != before.expired_reservations ||
 		counts->released_units != before.released_units ||
-		counts->purged_keys != before.purged_keys;
+		counts->purged_keys != before.purged_keys)
+		return true;
+	/* The last batch: the gathers of spread products, in a worker's transactions. */
+	hc_stock_gather_start(call);
+	return false;
 }
 
 /*

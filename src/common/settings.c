@@ -30,6 +30,11 @@ bool		hc_notify_enabled = false;
 int			hc_max_workers = 4;
 int			hc_worker_idle_timeout = 60;
 int			hc_worker_wait_timeout = 10000;
+bool		hc_stock_auto_spread_on = true;
+int			hc_stock_spread_callers = 8;
+int			hc_stock_spread_max_parts = 64;
+int			hc_stock_gather_after = 300;
+int			hc_stock_spread_stall = 200;
 
 /* holdcommit.databases must be a list of names, as search_path is. */
 static bool
@@ -155,6 +160,42 @@ hc_settings_define(void)
 							&hc_worker_wait_timeout,
 							10000, 0, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("holdcommit.stock_auto_spread",
+							 "Spread a product's stock over parts when its reserves wait for each other, and gather them back once the rush is over.",
+							 "Needs holdcommit in shared_preload_libraries to see the waiting; the gathers run from hc_sweep() either way.",
+							 &hc_stock_auto_spread_on,
+							 true,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.stock_spread_callers",
+							"How many transactions reserving one product at once make holdcommit spread it.",
+							"It is spread into as many parts as there were at once, rounded up to a power of two.",
+							&hc_stock_spread_callers,
+							8, 2, 256,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.stock_spread_max_parts",
+							"The most parts an automatic spread gives a product.",
+							"An operator's hc_stock_spread may give more (256 at most).",
+							&hc_stock_spread_max_parts,
+							64, 2, 256,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.stock_gather_after",
+							"How long after its last wait a product spread automatically is gathered back to its floor.",
+							"The sweep (hc_sweep() or the background sweeper) starts the gathers.",
+							&hc_stock_gather_after,
+							300, 1, INT_MAX / 1000,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.stock_spread_stall",
+							"The longest an automatic spread or gather holds a product's part 0 before it commits; past it, it rolls back.",
+							"Reserves of the product wait at most this long for it, plus its commit.",
+							&hc_stock_spread_stall,
+							200, 1, 60000,
+							PGC_SUSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	/* It sizes shared memory: it exists only where the library is preloaded. */

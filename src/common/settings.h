@@ -20,6 +20,11 @@ extern bool hc_notify_enabled;
 extern int	hc_max_workers;
 extern int	hc_worker_idle_timeout;
 extern int	hc_worker_wait_timeout;	/* milliseconds */
+extern bool hc_stock_auto_spread_on;
+extern int	hc_stock_spread_callers;
+extern int	hc_stock_spread_max_parts;
+extern int	hc_stock_gather_after;
+extern int	hc_stock_spread_stall;	/* milliseconds */
 
 extern void hc_settings_define(void);
 

@@ -88,4 +88,7 @@ extern int64 hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern void hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern int64 hc_idempotency_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
 
+/* At a sweep's end: start the gather of the products spread automatically that are due (stock/). */
+extern void hc_stock_gather_start(HcCall *call);
+
 #endif							/* HOLDCOMMIT_COMMON_SWEEP_H */

@@ -30,6 +30,7 @@
 #include "common/validate.h"
 #include "core/placement.h"
 #include "core/version.h"
+#include "stock/auto_spread.h"
 #include "stock/stock.h"
 
 PG_FUNCTION_INFO_V1(hc_stock_set);
@@ -179,6 +180,26 @@ static HcStatement create_product = {
 };
 
 /*
+ * A product just created has a floor of 1, whatever a product of that name
+ * that was deleted by hand had.
+ */
+static HcStatement forget_floor = {
+	"DELETE FROM hc_stock_spreads WHERE product_id" EQ ":product_id",
+	{{"product_id", TEXTOID}}
+};
+
+static void
+stock_floor_forget(HcCall *call, const char *product_id)
+{
+	HcArgs		args;
+
+	hc_args(&args, &forget_floor);
+	hc_bind_text(&args, "product_id", product_id);
+	(void) hc_run(call, &args, SPI_OK_DELETE);
+	hc_stock_watch_parts(product_id, 1);
+}
+
+/*
  * hc_stock_set(product_id, stock): create a product or set its stock.
  */
 Datum
@@ -219,7 +240,11 @@ hc_stock_set(PG_FUNCTION_ARGS)
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind(&args, "stock", Int32GetDatum(new_stock));
 	if (hc_run(&call, &args, SPI_OK_SELECT) == 1)
+	{
 		row = hc_result_row(&call, fcinfo);
+		if (!hc_distributed(&call) && hc_sql_at_least("0.4.0"))
+			stock_floor_forget(&call, product_id);
+	}
 	else
 	{
 		stock_lock_product(&call, product_id, &p);
@@ -260,9 +285,6 @@ hc_stock_adjust(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(row);
 }
 
-/* The most parts a product may have: part numbers fit the ledger's seq. */
-#define STOCK_MAX_PARTS 256
-
 /*
  * New parts :from..:to of a product, empty.  A part number the product had
  * before goes on from the last seq its ledger rows have (one probe of the
@@ -280,6 +302,19 @@ static HcStatement add_parts = {
 	"   FROM pg_catalog.generate_series(:from, :to) n",
 	{{"product_id", TEXTOID}, {"from", INT4OID}, {"to", INT4OID}, {"now", TIMESTAMPTZOID}}
 };
+
+/* New parts have..parts - 1 of a product whose part 0 is locked, empty. */
+void
+hc_stock_add_parts(HcCall *call, const char *product_id, int32 have, int32 parts)
+{
+	HcArgs		args;
+
+	hc_args(&args, &add_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "from", Int32GetDatum(have));
+	hc_bind(&args, "to", Int32GetDatum(parts - 1));
+	(void) hc_run(call, &args, SPI_OK_INSERT);
+}
 
 /*
  * Part 0 takes the stock, the reserved units and the versions of the parts
@@ -319,10 +354,80 @@ static HcStatement drop_parts = {
 };
 
 /*
+ * Parts from on of a product go, part 0 taking their stock, reserved units
+ * and lines, those parts and part 0 locked.  The units stay where they
+ * are otherwise: part 0 may then have more than the others.
+ */
+void
+hc_stock_merge_parts(HcCall *call, const char *product_id, int32 from)
+{
+	HcArgs		args;
+
+	hc_args(&args, &merge_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "from", Int32GetDatum(from));
+	(void) hc_run(call, &args, SPI_OK_UPDATE);
+	hc_args(&args, &drop_parts);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "from", Int32GetDatum(from));
+	(void) hc_run(call, &args, SPI_OK_UPDATE);
+}
+
+/*
+ * A product's parts, have of them all locked, become parts: new ones empty,
+ * or part 0 taking the reserved units and lines of those that go; then its
+ * available units spread evenly over them, if they are not already.  The
+ * body of hc_stock_spread and of the automatic spreads and gathers
+ * (auto_spread.c).
+ */
+void
+hc_stock_set_parts(HcCall *call, const char *product_id, int32 have, int32 parts)
+{
+	StockParts	p;
+	int			i;
+
+	Assert(parts >= 1 && parts <= STOCK_MAX_PARTS);
+	if (parts > have)
+		hc_stock_add_parts(call, product_id, have, parts);
+	else if (parts < have)
+		hc_stock_merge_parts(call, product_id, parts);
+	hc_stock_lock_parts(call, product_id, &p);
+	for (i = 0; i < p.n && p.stock[i] - p.reserved[i] == (p.total_stock - p.total_reserved) / p.n; i++)
+		;
+	if (i < p.n)
+		hc_stock_respread(call, product_id, &p, 0, 0);
+}
+
+/*
+ * The floor hc_stock_spread sets (hc_stock_spreads.min_parts), its parts
+ * just changed: an automatic gather (auto_spread.c) never goes below it.
+ */
+static HcStatement set_floor = {
+	"INSERT INTO hc_stock_spreads AS s (product_id, min_parts, changed_at)"
+	" VALUES (:product_id, :parts, :now)"
+	" ON CONFLICT (product_id) DO UPDATE"
+	"   SET min_parts = EXCLUDED.min_parts, changed_at = EXCLUDED.changed_at",
+	{{"product_id", TEXTOID}, {"parts", INT2OID}, {"now", TIMESTAMPTZOID}}
+};
+
+static void
+stock_floor_set(HcCall *call, const char *product_id, int32 parts)
+{
+	HcArgs		args;
+
+	hc_args(&args, &set_floor);
+	hc_bind_text(&args, "product_id", product_id);
+	hc_bind(&args, "parts", Int16GetDatum((int16) parts));
+	(void) hc_run(call, &args, SPI_OK_INSERT);
+	hc_stock_watch_parts(product_id, parts);
+}
+
+/*
  * hc_stock_spread(product_id, parts): keep a product's stock in that many
  * parts, its available units spread over them, so that reserves of a hot
  * product commit side by side.  Parts that go hand their lines and their
- * units to part 0.
+ * units to part 0.  The parts are the product's floor from 0.4.0 on: an
+ * automatic gather (auto_spread.c) never goes below them.
  */
 Datum
 hc_stock_spread(PG_FUNCTION_ARGS)
@@ -331,9 +436,7 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 	int32		parts = hc_arg_int(fcinfo, 1, "parts");
 	HcCall		call;
 	StockParts	p;
-	HcArgs		args;
 	Datum		row;
-	int			i;
 
 	if (parts < 1 || parts > STOCK_MAX_PARTS)
 		ereport(ERROR,
@@ -344,31 +447,9 @@ hc_stock_spread(PG_FUNCTION_ARGS)
 	hc_require_sql_at_least("0.4.0", call.function);
 	HC_ROUTE(&call, fcinfo, product_id);
 	stock_lock_product(&call, product_id, &p);
-	if (parts > p.n)
-	{
-		hc_args(&args, &add_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(p.n));
-		hc_bind(&args, "to", Int32GetDatum(parts - 1));
-		(void) hc_run(&call, &args, SPI_OK_INSERT);
-	}
-	else if (parts < p.n)
-	{
-		/* Part 0 takes the reserved units and the counted lines of the parts that go. */
-		hc_args(&args, &merge_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(parts));
-		(void) hc_run(&call, &args, SPI_OK_UPDATE);
-		hc_args(&args, &drop_parts);
-		hc_bind_text(&args, "product_id", product_id);
-		hc_bind(&args, "from", Int32GetDatum(parts));
-		(void) hc_run(&call, &args, SPI_OK_UPDATE);
-	}
-	hc_stock_lock_parts(&call, product_id, &p);
-	for (i = 0; i < p.n && p.stock[i] - p.reserved[i] == (p.total_stock - p.total_reserved) / p.n; i++)
-		;
-	if (i < p.n)
-		hc_stock_respread(&call, product_id, &p, 0, 0);
+	hc_stock_set_parts(&call, product_id, p.n, parts);
+	if (!hc_distributed(&call))
+		stock_floor_set(&call, product_id, parts);
 	row = stock_product_row(&call, fcinfo, product_id);
 	hc_call_end(&call);
 	PG_RETURN_DATUM(row);

@@ -192,6 +192,7 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	bool		hinted;
 	int16		home;
 
+	hc_stock_watch(call, product_id);
 	if (hc_idempotency_find(call, key, fp, &known))
 	{
 		r->id = known.id;
@@ -203,8 +204,10 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	r->id = hc_new_reservation_id(call->now);
 	hinted = hc_home_part_get(product_id, &home);
 	/* Part 0 is every product's: such a hint does not say the product still has several. */
+	/* A spread of a product of one part under way: waited for, its parts read again. */
 	if ((!hinted || home == 0) &&
-		!hc_fetch_part(call, &second_part, product_id, 1, part, isnull))
+		!hc_fetch_part(call, &second_part, product_id, 1, part, isnull) &&
+		!hc_stock_watch_spreading())
 	{
 		if (hinted)
 			hc_home_part_forget(product_id);

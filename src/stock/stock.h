@@ -9,9 +9,13 @@
  *	items.c		the items' JSON, the row a function returns, arrays to bind
  *	lines.c		a stored reservation's lines: lock, move, end, expire
  *	finalize.c	hc_finalize, hc_unreserve
- *	admin.c		hc_stock_set, hc_stock_adjust, hc_stock_spread
+ *	admin.c		hc_stock_set, hc_stock_adjust, hc_stock_spread; a product's
+ *				parts added, merged, set
  *	sweep.c		reclaim of expired lines: inline, and hc_stock_sweep
  *	home_part.c	the part a backend tries first
+ *	spread_watch.c	the reserves of each product at once, in shared memory;
+ *				starting the automatic spreads and gathers
+ *	auto_spread.c	an automatic spread or gather, and its record
  *	orders.c	the operations on orders of several products (orders.h)
  *
  * The model every file keeps:
@@ -50,6 +54,9 @@
 #include "common/idempotency.h"
 #include "core/call.h"
 #include "core/statement.h"
+
+/* The most parts a product may have: part numbers fit the ledger's seq. */
+#define STOCK_MAX_PARTS 256
 
 /* The most expired lines one call reclaims; the sweeper clears the rest. */
 #define STOCK_RECLAIM_MAX_LINES 1000
@@ -120,6 +127,15 @@ extern bool hc_stock_take(HcCall *call, const char *product_id, int32 parts, boo
 extern void hc_stock_count_line_in(HcCall *call, const char *product_id,
 								   const char *reservation_id, int16 part, bool single);
 extern bool hc_stock_retake_line(HcCall *call, StockReservation *r, StockLine *line);
+
+/* admin.c */
+extern void hc_stock_add_parts(HcCall *call, const char *product_id, int32 have, int32 parts);
+extern void hc_stock_merge_parts(HcCall *call, const char *product_id, int32 from);
+extern void hc_stock_set_parts(HcCall *call, const char *product_id, int32 have, int32 parts);
+
+/* spread_watch.c */
+extern void hc_stock_watch(HcCall *call, const char *product_id);
+extern bool hc_stock_watch_spreading(void);
 
 /* reserve.c */
 extern void hc_stock_insufficient(const char *product_id, int32 qty, int32 stock,

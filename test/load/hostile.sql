@@ -137,6 +137,7 @@ INSERT INTO fz_errors (fn, codes, state22) VALUES
     ('hc_stock_set',      '{22004,22023,22001}', 'stock of product % cannot go below what is reserved'),
     ('hc_stock_adjust',   '{22004,22023,22001,RS006}', 'stock of product % (cannot go below what is reserved|would be out of range)'),
     ('hc_stock_spread',   '{22004,22023,22001,RS006}', NULL),
+    ('hc_stock_auto_spread', '{22004,22023,22001,RS006}', NULL),
     ('hc_reserve',        '{22004,22023,22001,RS005,RS006,RS002}', NULL),
     ('hc_reserve_items',  '{22004,22023,22001,RS005,RS006,RS002}', NULL),
     ('hc_finalize',       '{22004,22023,22001,RS006,RS004,RS003}', NULL),

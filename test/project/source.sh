@@ -45,6 +45,7 @@ RULES = [
     ("admin/", ["core/", "common/"] + DOMAINS + ["admin/"]),
     ("bgw/autonomous/", ["core/", "common/", "bgw/autonomous/"]),
     ("bgw/sweeper/", ["core/", "common/", "admin/", "bgw/sweeper/"]),
+    ("bgw/spreader/", ["core/", "common/", "stock/auto_spread.h", "bgw/spreader/"]),
     ("scaleout/", ["core/", "common/"] + DOMAINS + ["admin/", "scaleout/"]),
     ("holdcommit.c", ["*"]),
 ]

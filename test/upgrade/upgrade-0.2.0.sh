@@ -198,11 +198,11 @@ if ! q $new -c "CREATE EXTENSION holdcommit" -c "SELECT hc_grant_app('$app'), hc
     exit 0
 fi
 # Before it is granted again, the operator has every privilege of a fresh
-# install's but what 0.3.0 added for operators, the calls given a routing
+# install's but what 0.3.0 and 0.4.0 added for operators, the calls given a routing
 # id and the step of an order on Citus: the update lost nothing.
 check "the update kept every privilege of the operator" "$(role_privileges $old $ops)" \
     "$(role_privileges $new $ops | tr ' ' '\n' |
-       grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT|f:hc_worker_state\(\)|hc_workers:SELECT|f:hc_stock_(set|adjust|spread)\(.*\)|hc_stock_parts:SELECT|hc_inventory:SELECT|f:hc_(commit|release|extend|finalize|unreserve)\(text,text(,boolean|,interval)?\)|f:hc_order_step\(text,text,text\[\]\)|hc_routes:(SELECT|UPDATE))$' |
+       grep -vE '^(f:hc_sweeper_state\(\)|hc_sweeper_databases:SELECT|f:hc_worker_state\(\)|hc_workers:SELECT|f:hc_stock_(set|adjust|spread|auto_spread|waits)\(.*\)|hc_stock_parts:SELECT|hc_stock_spreads:SELECT|hc_inventory:SELECT|f:hc_(commit|release|extend|finalize|unreserve)\(text,text(,boolean|,interval)?\)|f:hc_order_step\(text,text,text\[\]\)|hc_routes:(SELECT|UPDATE))$' |
        tr '\n' ' ' | sed 's/ $//')"
 check "... and the roles that read the table hc_inventory was" \
     "$(grep -o 'cannot read hc_inventory until they are granted again: .*' "$work/update.log")" \

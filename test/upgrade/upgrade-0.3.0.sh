@@ -201,6 +201,15 @@ if ! q $old -c "ALTER EXTENSION holdcommit UPDATE" >"$work/update.log" 2>&1; the
     exit 0
 fi
 echo "ok - ALTER EXTENSION holdcommit UPDATE (0.3.0 to $current)"
+check "... names the operator that lacks 0.4.0's additions" \
+    "$(grep -o 'cannot see the automatic spreads .* until they are granted again: .*' "$work/update.log")" \
+    "cannot see the automatic spreads (hc_stock_spreads, hc_stock_waits, hc_stock_auto_spread) until they are granted again: $ops"
+check "... which the operator lacks" \
+    "$(q $old -c "SET ROLE $ops" -v VERBOSITY=sqlstate -c "SELECT count(*) FROM hc_stock_spreads" 2>&1)" "ERROR:  42501"
+check "the floor of a product spread under 0.3.0 is its parts" \
+    "$(q $old -c "SELECT string_agg(product_id || '=' || min_parts, ' ') FROM hc_stock_spreads")" "U3-HOT=4"
+# As the WARNING and doc/operations.md say.
+q $old -c "SELECT hc_grant_operator('$ops')" >/dev/null
 if ! q $new -c "CREATE EXTENSION holdcommit" \
         -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops'), hc_grant_monitor('$mon')" \
         >"$work/create.log" 2>&1; then

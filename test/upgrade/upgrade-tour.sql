@@ -48,6 +48,12 @@ SELECT status, items FROM hc_unreserve('TOUR-P1', (SELECT reservation_id FROM hc
 SELECT product_id, stock, reserved, available FROM hc_inventory WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
 SELECT product_id, stock, reserved, available FROM hc_stock_spread('TOUR-P1', 3);
 SELECT part, stock, reserved FROM hc_stock_parts WHERE product_id = 'TOUR-P1' ORDER BY part;
+-- An automatic spread and gather as a worker runs them: the floor, 3, stays.
+SELECT hc_stock_auto_spread('TOUR-P1', 8), hc_stock_auto_spread('TOUR-P1', 1);
+SELECT product_id, min_parts, spreads, gathers, last_parts_from, last_parts_to
+  FROM hc_stock_spreads WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
+-- The reserves the server watches (how many depends on the moment).
+SELECT count(*) >= 0 FROM hc_stock_waits();
 -- Citus' routing table: always empty.
 SELECT count(*) FROM hc_routes;
 
