@@ -77,7 +77,7 @@ P -c "CREATE EXTENSION holdcommit" -c "ALTER DATABASE shop SET search_path = hol
 P >"$work/setup.out" 2>&1 <<'SQL'
 SELECT count(hc_asset_add(id, 'lot ' || id)) FROM unnest(ARRAY['A-FREE', 'A-LIVE', 'A-SOLD', 'A-REL',
     'A-EXP', 'A-HOLD', 'A-COMMIT', 'A-RELEASE', 'A-EXTEND', 'A-COMMIT2', 'A-RELEASE2', 'A-EXTEND2']) id;
-SELECT count(hc_stock_set(p, 100)) FROM unnest(ARRAY['P-1', 'P-2', 'P-EXP', 'P-SET', 'P-ADJ']) p;
+SELECT count(hc_stock_set(p, 100)) FROM unnest(ARRAY['P-1', 'P-2', 'P-EXP', 'P-SET', 'P-ADJ', 'P-AUTO']) p;
 -- holds: live, committed, released (and one each for commit, release, extend)
 SELECT count(*) FROM hc_hold('A-LIVE', 'alice', 'k-live', '1 hour');
 SELECT count(*) FROM hc_hold('A-SOLD', 'bob', 'k-sold', '1 hour');
@@ -203,8 +203,10 @@ hc_release|'A-RELEASE2', (SELECT current_reservation_id FROM holdcommit.hc_asset
 hc_reserve|'P-1', 1, 'liam', 'k-new-reserve', '1 hour'|write
 hc_reserve_items|'[{"product_id": "P-1", "qty": 1}, {"product_id": "P-2", "qty": 1}]', 'mia', 'k-new-items', '1 hour'|write
 hc_stock_adjust|'P-ADJ', 10, 'delivery'|write
+hc_stock_auto_spread|'P-AUTO', 2|write
 hc_stock_set|'P-SET', 50|write
 hc_stock_spread|'P-SET', 2|write
+hc_stock_waits||read
 hc_sweep|100|write
 hc_sweeper_state||read
 hc_unreserve|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-unr')|write
