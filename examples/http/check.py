@@ -680,8 +680,10 @@ def test_disconnects(url, admin, app_role, p):
     blocker = psycopg.connect(admin.info.dsn)
     blocker.execute("SELECT 1 FROM holdcommit.hc_stock_parts WHERE product_id = %s FOR UPDATE", [p + "DC-SKU"])
     socks = [raw_request(url, path, {"buyer_id": f"dc{i}", "qty": 2}, f"{p}dc-{i}") for i in range(10)]
+    # Ten reserves at once start the product's spread: those that would queue on its locked
+    # part 0 wait for the spread (wait event Extension) until it gives up, then for the lock.
     waiting_sql = ("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND state = 'active'"
-                   " AND wait_event_type = 'Lock'")
+                   " AND wait_event_type IN ('Lock', 'Extension')")
     check("ten reserves wait on the locked product", wait_for(admin, waiting_sql, [app_role], 10), 10)
     for s in socks:
         s.close()
