@@ -110,8 +110,8 @@ static HcStatement reserve_line_probe = {
  * A reserve's first try: its home part, locked only if nobody holds it and
  * it has the units (stock_part_admits), so it keeps no lock it did not want.
  */
-static HcFetch home_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP_SEEN, 2,
-	{"stock", "reserved"}, "part"};
+static HcFetch home_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP_SEEN, 3,
+	{"stock", "reserved", "version"}, "part"};
 
 /* A product's second part: whether it has more than one (parts are 0..n-1). */
 static HcFetch second_part = {"hc_stock_parts", "product_id", HC_FETCH_READ, 1, {"stock"},
@@ -187,8 +187,9 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	HcKnownKey	known;
 	HcArgs		args;
 	StockLineTry t = {call, &args};
-	Datum		part[2];
-	bool		isnull[2];
+	StockLockedPart locked;
+	Datum		part[3];
+	bool		isnull[3];
 	bool		hinted;
 	int16		home;
 
@@ -211,6 +212,12 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	{
 		if (hinted)
 			hc_home_part_forget(product_id);
+		/* Locked as the update would wait for it, then checked (stock/direct.c). */
+		if (!hc_stock_lock_part(call, product_id, 0, &locked) ||
+			(int64) locked.stock - locked.reserved < r->lines[0].qty)
+			return false;
+		if (hc_stock_write_reserve(call, r, key, fp, 0, &locked))
+			return true;
 		stock_bind_line(&args, &reserve_line, r, key, fp);
 		hc_bind(&args, "part", Int16GetDatum(0));
 		return stock_try_line(&t);
@@ -224,14 +231,21 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 		home = (int16) (MyProcPid % parts);
 	}
 	if (hc_fetch_part_if(call, &home_part, product_id, home, stock_part_admits,
-						 &r->lines[0].qty, part, isnull))
+						 &r->lines[0].qty, part, isnull, &locked.tid))
 	{
 		/* Held and checked: the update takes the units. */
-		stock_bind_line(&args, &reserve_line, r, key, fp);
-		hc_bind(&args, "part", Int16GetDatum(home));
-		if (!stock_try_line(&t))
-			elog(ERROR, "part %d of product \"%s\" did not have the units it was locked with",
-				 home, product_id);
+		locked.stock = DatumGetInt32(part[0]);
+		locked.reserved = DatumGetInt32(part[1]);
+		locked.version = DatumGetInt32(part[2]);
+		t.part = home;
+		if (!hc_stock_write_reserve(call, r, key, fp, home, &locked))
+		{
+			stock_bind_line(&args, &reserve_line, r, key, fp);
+			hc_bind(&args, "part", Int16GetDatum(home));
+			if (!stock_try_line(&t))
+				elog(ERROR, "part %d of product \"%s\" did not have the units it was locked with",
+					 home, product_id);
+		}
 	}
 	else
 	{
