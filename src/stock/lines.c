@@ -23,7 +23,9 @@
  *      (orders.h), step by step on the nodes of its rows.
  *   5. An order of one product (r->single) is its own line: its row is
  *      locked and read once, and a move of its line is the move of the
- *      order, in one statement.
+ *      order, in one write: without the executor where the tables allow it
+ *      (direct.c; its row and its part at the versions locked here), else
+ *      one statement.
  */
 #include "postgres.h"
 

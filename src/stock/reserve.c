@@ -5,10 +5,14 @@
  *
  * Invariants:
  *   1. A reserve of one line on one node (the common call) looks its key
- *      up, then in one statement takes the units from one part and writes
- *      its ledger row and the order, which is its own line (stock.h's 2;
- *      stock_reserve_line): the part's lock is held a few index insertions
- *      longer, and the call runs one statement instead of three.
+ *      up, then takes the units from one part it has locked and writes its
+ *      ledger row and the order, which is its own line (stock.h's 2;
+ *      stock_reserve_line), without the executor where the tables allow it
+ *      (direct.c), else in one statement: the part's lock is held a few
+ *      index insertions longer, and the call writes once instead of three
+ *      times.  A product of one part: part 0 locked, waiting, as the
+ *      statement's update would wait, then its units checked; too few, and
+ *      the call goes the whole way with part 0 held, first in the order.
  *   2. Its first try is the backend's home part (home_part.c), locked only
  *      if nobody holds it and it has the units (a lock of the version it
  *      looked at, so there is nothing to give back); then the tries of
