@@ -164,12 +164,14 @@ stock_bind_line(HcArgs *args, HcStatement *stmt, const StockReservation *r, cons
 
 /*
  * The common reserve, one line, on one node: the key first, then for a
- * product of one part reserve_line on part 0; of several (or one that had
- * several when this backend last reserved it), the tries of
+ * product of one part part 0 locked and checked, and the writes of
+ * reserve_line there (direct.c, or the statement); of several (or one that
+ * had several when this backend last reserved it), the tries of
  * stock_take_unordered, from the backend's home part (home_part.c; the
  * first time, its pid modulo the number of parts): that part if nobody
  * holds it and it has the units (home_part, a point lock of the version it
- * looked at, where the probe reads every part; then reserve_line there),
+ * looked at, where the probe reads every part; then the writes of
+ * reserve_line there),
  * else any part nobody holds (reserve_line_probe), then the home part,
  * waiting for it (reserve_line), these two each in a subtransaction rolled
  * back if it took nothing (so that it keeps no part whose re-check failed).
