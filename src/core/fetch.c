@@ -445,11 +445,14 @@ hc_fetch_part_tid(HcCall *call, HcFetch *fetch, const char *key, int16 part, Dat
 	return fetch_row(call, fetch, key, part, NULL, NULL, values, nulls, tid);
 }
 
-/* The same, HC_FETCH_SKIP_SEEN: locked only if admit says so of what it read. */
+/*
+ * The same, HC_FETCH_SKIP_SEEN: locked only if admit says so of what it
+ * read; with the TID of the version locked (as hc_fetch_tid).
+ */
 bool
 hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit admit,
-				 void *arg, Datum *values, bool *nulls)
+				 void *arg, Datum *values, bool *nulls, ItemPointer tid)
 {
 	Assert(fetch->part != NULL && fetch->lock == HC_FETCH_SKIP_SEEN);
-	return fetch_row(call, fetch, key, part, admit, arg, values, nulls, NULL);
+	return fetch_row(call, fetch, key, part, admit, arg, values, nulls, tid);
 }

@@ -61,6 +61,7 @@ extern bool hc_fetch_tid(HcCall *call, HcFetch *fetch, const char *key, Datum *v
 extern bool hc_fetch_part_tid(HcCall *call, HcFetch *fetch, const char *key, int16 part,
 							  Datum *values, bool *nulls, ItemPointer tid);
 extern bool hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part,
-							 HcAdmit admit, void *arg, Datum *values, bool *nulls);
+							 HcAdmit admit, void *arg, Datum *values, bool *nulls,
+							 ItemPointer tid);
 
 #endif							/* HOLDCOMMIT_FETCH_H */

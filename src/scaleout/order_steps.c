@@ -412,6 +412,7 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 	Datum		may_retake;
 	int16		part;
 	int32		locked;
+	StockLockedPart locked_part;
 
 	hc_args(&args, &read_line);
 	hc_bind_text(&args, "product_id", product_id);
@@ -421,7 +422,7 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 	part = (int16) hc_int32(0, "lock_part");
 	may_retake = hc_datum(0, "may_retake", &isnull);
 	locked = hc_stock_lock_line_part(call, product_id, reservation_id, part,
-								  retake && !isnull && DatumGetBool(may_retake));
+								  retake && !isnull && DatumGetBool(may_retake), &locked_part);
 	hc_args(&args, &read_line);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind_text(&args, "reservation_id", reservation_id);

@@ -23,7 +23,9 @@
  *      (orders.h), step by step on the nodes of its rows.
  *   5. An order of one product (r->single) is its own line: its row is
  *      locked and read once, and a move of its line is the move of the
- *      order, in one statement.
+ *      order, in one write: without the executor where the tables allow it
+ *      (direct.c; its row and its part at the versions locked here), else
+ *      one statement.
  */
 #include "postgres.h"
 
@@ -93,7 +95,7 @@ static HcStatement lock_order = {
 	"SELECT r.scope_id, r.buyer_id, r.status, r.expires_at, r.created_at, r.qty IS NOT NULL AS single,"
 	"       COALESCE(l.product_id, r.scope_id) AS product_id,"
 	"       COALESCE(l.part, r.part)::pg_catalog.int4 AS part, COALESCE(l.qty, r.qty) AS qty,"
-	"       COALESCE(l.status, r.status) AS line_status"
+	"       COALESCE(l.status, r.status) AS line_status, r.ctid AS tid"
 	"  FROM hc_stock_orders r"
 	"  LEFT JOIN hc_stock_order_lines l ON r.qty IS NULL AND l.reservation_id" EQ "r.id"
 	" WHERE r.id" EQ ":reservation_id"
@@ -118,6 +120,7 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	char	  **products;
 	int16	   *parts;
 	int32	   *locked;
+	StockLockedPart *locked_part;
 	uint64		n;
 	uint64		i;
 	bool		isnull;
@@ -135,6 +138,7 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	products = palloc(sizeof(char *) * n);
 	parts = palloc(sizeof(int16) * n);
 	locked = palloc0(sizeof(int32) * n);
+	locked_part = palloc(sizeof(StockLockedPart) * n);
 	for (i = 0; i < n; i++)
 	{
 		Datum		may_retake = hc_datum((int) i, "may_retake", &isnull);
@@ -145,7 +149,8 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 			locked[i] = -1;
 	}
 	for (i = 0; i < n; i++)
-		locked[i] = hc_stock_lock_line_part(call, products[i], reservation_id, parts[i], locked[i] != 0);
+		locked[i] = hc_stock_lock_line_part(call, products[i], reservation_id, parts[i],
+											locked[i] != 0, &locked_part[i]);
 
 	hc_args(&args, &lock_order);
 	hc_bind_text(&args, "reservation_id", reservation_id);
@@ -162,6 +167,8 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 	r->created_at = hc_timestamptz(0, "created_at");
 	r->replayed = false;
 	r->single = DatumGetBool(hc_datum(0, "single", &isnull));
+	/* The version locked of each row, for a write of an order of one product (direct.c). */
+	r->order_tid = *(ItemPointer) DatumGetPointer(hc_datum(0, "tid", &isnull));
 	r->nlines = (int) n;
 	r->lines = palloc(sizeof(StockLine) * n);
 	for (i = 0; i < n; i++)
@@ -176,6 +183,10 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 			r->lines[i].part != parts[i])
 			hc_stock_parts_changed(products[i]);
 	}
+	/* Its line's part as locked, if that is the part it counts in. */
+	r->locked = locked_part[0];
+	if (!r->single || n != 1 || r->lines[0].part != parts[0])
+		ItemPointerSetInvalid(&r->locked.tid);
 }
 
 /*
@@ -240,28 +251,14 @@ static HcStatement move_single = {
 	{MOVE_LINE_PARAMS}
 };
 
-/*
- * Move one line of the reservation from the status it had under the lock to
- * its new one, with its product's stock and reserved and the ledger; with
- * last, the reservation ends with the same status in the same statement.
- */
-void
-hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *status,
-				int32 stock_delta, int32 reserved_delta, const char *event, const char *source,
-				bool last)
+/* hc_stock_move_line's statement: move_single, move_last_line or move_line. */
+static void
+stock_move_statement(HcCall *call, StockReservation *r, StockLine *line, const char *status,
+					 int32 stock_delta, int32 reserved_delta, const char *event,
+					 const char *source, bool last)
 {
 	HcArgs		args;
 
-	if (r->spread)
-	{
-		if (!hc_stock_orders()->move(call, r, line, status, r->retake))
-			hc_stock_expired(r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
-									  line->product_id));
-		line->status = pstrdup(status);
-		if (last)
-			hc_stock_end(call, r, status);
-		return;
-	}
 	hc_args(&args, r->single ? &move_single : last ? &move_last_line : &move_line);
 	hc_bind_text(&args, "product_id", line->product_id);
 	hc_bind(&args, "part", Int16GetDatum(line->part));
@@ -281,6 +278,34 @@ hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const cha
 		elog(ERROR, "line of product \"%s\" in reservation \"%s\" is no longer %s%s",
 			 line->product_id, r->id, line->status,
 			 last ? psprintf(", or the reservation is no longer %s", r->status) : "");
+}
+
+/*
+ * Move one line of the reservation from the status it had under the lock to
+ * its new one, with its product's stock and reserved and the ledger; with
+ * last, the reservation ends with the same status in the same statement.
+ * An order of one product's, without the executor where the tables allow
+ * it (direct.c).
+ */
+void
+hc_stock_move_line(HcCall *call, StockReservation *r, StockLine *line, const char *status,
+				int32 stock_delta, int32 reserved_delta, const char *event, const char *source,
+				bool last)
+{
+	if (r->spread)
+	{
+		if (!hc_stock_orders()->move(call, r, line, status, r->retake))
+			hc_stock_expired(r, psprintf("The stock of product \"%s\" is gone: refund the payment.",
+									  line->product_id));
+		line->status = pstrdup(status);
+		if (last)
+			hc_stock_end(call, r, status);
+		return;
+	}
+	if (!r->single ||
+		!hc_stock_write_move(call, r, line, status, stock_delta, reserved_delta, event, source))
+		stock_move_statement(call, r, line, status, stock_delta, reserved_delta, event, source,
+							 last);
 	line->status = pstrdup(status);
 	if (last || r->single)
 		r->status = pstrdup(status);

@@ -83,8 +83,26 @@ hc_stock_count_parts(HcCall *call, const char *product_id)
 }
 
 /* One part of a product, locked FOR NO KEY UPDATE. */
-static HcFetch lock_part = {"hc_stock_parts", "product_id", HC_FETCH_WAIT, 2, {"stock", "reserved"},
-	"part"};
+static HcFetch lock_part = {"hc_stock_parts", "product_id", HC_FETCH_WAIT, 3,
+	{"stock", "reserved", "version"}, "part"};
+
+/*
+ * Lock one part of a product (waiting for it) and read it into *locked,
+ * with the TID of the version locked; false if there is no such part.
+ */
+bool
+hc_stock_lock_part(HcCall *call, const char *product_id, int16 part, StockLockedPart *locked)
+{
+	Datum		numbers[3];
+	bool		nulls[3];
+
+	if (!hc_fetch_part_tid(call, &lock_part, product_id, part, numbers, nulls, &locked->tid))
+		return false;
+	locked->stock = DatumGetInt32(numbers[0]);
+	locked->reserved = DatumGetInt32(numbers[1]);
+	locked->version = DatumGetInt32(numbers[2]);
+	return true;
+}
 
 /* Every part of a product, locked in part order, with its numbers. */
 static HcStatement lock_parts = {
@@ -107,8 +125,8 @@ void
 hc_stock_lock_parts(HcCall *call, const char *product_id, StockParts *p)
 {
 	HcArgs		args;
-	Datum		numbers[2];
-	bool		nulls[2];
+	Datum		numbers[3];
+	bool		nulls[3];
 	uint64		n;
 	uint64		i;
 
@@ -135,17 +153,16 @@ hc_stock_lock_parts(HcCall *call, const char *product_id, StockParts *p)
 }
 
 /*
- * Lock what a line of reservation_id counts in: its part, or every part of
- * its product (all_parts).  Returns how many parts are locked (0: the
- * line's alone); 40001 if the part is gone (hc_stock_parts_changed).
+ * Lock what a line of reservation_id counts in: its part (read into
+ * *locked), or every part of its product (all_parts; locked's tid invalid).
+ * Returns how many parts are locked (0: the line's alone); 40001 if the
+ * part is gone (hc_stock_parts_changed).
  */
 int32
 hc_stock_lock_line_part(HcCall *call, const char *product_id, const char *reservation_id,
-					 int16 part, bool all_parts)
+					 int16 part, bool all_parts, StockLockedPart *locked)
 {
-	Datum		numbers[2];
-	bool		nulls[2];
-
+	ItemPointerSetInvalid(&locked->tid);
 	if (all_parts)
 	{
 		StockParts	p;
@@ -153,7 +170,7 @@ hc_stock_lock_line_part(HcCall *call, const char *product_id, const char *reserv
 		hc_stock_lock_parts(call, product_id, &p);
 		return p.n;
 	}
-	if (!hc_fetch_part(call, &lock_part, product_id, part, numbers, nulls))
+	if (!hc_stock_lock_part(call, product_id, part, locked))
 	{
 		if (hc_stock_count_parts(call, product_id) == 0)
 			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", product_id, reservation_id);
@@ -428,6 +445,9 @@ hc_stock_retake_line(HcCall *call, StockReservation *r, StockLine *line)
 	int32		stock;
 	int32		reserved;
 
+	/* Its part, and maybe its order's row, are written here: not as hc_stock_lock locked them. */
+	ItemPointerSetInvalid(&r->order_tid);
+	ItemPointerSetInvalid(&r->locked.tid);
 	if (r->spread)
 		return true;			/* its move on its node (orders.h) takes the units again */
 	if (!stock_retake(call, line, r->id, r->buyer_id, &stock, &reserved))

@@ -5,10 +5,14 @@
  *
  * Invariants:
  *   1. A reserve of one line on one node (the common call) looks its key
- *      up, then in one statement takes the units from one part and writes
- *      its ledger row and the order, which is its own line (stock.h's 2;
- *      stock_reserve_line): the part's lock is held a few index insertions
- *      longer, and the call runs one statement instead of three.
+ *      up, then takes the units from one part it has locked and writes its
+ *      ledger row and the order, which is its own line (stock.h's 2;
+ *      stock_reserve_line), without the executor where the tables allow it
+ *      (direct.c), else in one statement: the part's lock is held a few
+ *      index insertions longer, and the call writes once instead of three
+ *      times.  A product of one part: part 0 locked, waiting, as the
+ *      statement's update would wait, then its units checked; too few, and
+ *      the call goes the whole way with part 0 held, first in the order.
  *   2. Its first try is the backend's home part (home_part.c), locked only
  *      if nobody holds it and it has the units (a lock of the version it
  *      looked at, so there is nothing to give back); then the tries of
@@ -110,8 +114,8 @@ static HcStatement reserve_line_probe = {
  * A reserve's first try: its home part, locked only if nobody holds it and
  * it has the units (stock_part_admits), so it keeps no lock it did not want.
  */
-static HcFetch home_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP_SEEN, 2,
-	{"stock", "reserved"}, "part"};
+static HcFetch home_part = {"hc_stock_parts", "product_id", HC_FETCH_SKIP_SEEN, 3,
+	{"stock", "reserved", "version"}, "part"};
 
 /* A product's second part: whether it has more than one (parts are 0..n-1). */
 static HcFetch second_part = {"hc_stock_parts", "product_id", HC_FETCH_READ, 1, {"stock"},
@@ -160,12 +164,14 @@ stock_bind_line(HcArgs *args, HcStatement *stmt, const StockReservation *r, cons
 
 /*
  * The common reserve, one line, on one node: the key first, then for a
- * product of one part reserve_line on part 0; of several (or one that had
- * several when this backend last reserved it), the tries of
+ * product of one part part 0 locked and checked, and the writes of
+ * reserve_line there (direct.c, or the statement); of several (or one that
+ * had several when this backend last reserved it), the tries of
  * stock_take_unordered, from the backend's home part (home_part.c; the
  * first time, its pid modulo the number of parts): that part if nobody
  * holds it and it has the units (home_part, a point lock of the version it
- * looked at, where the probe reads every part; then reserve_line there),
+ * looked at, where the probe reads every part; then the writes of
+ * reserve_line there),
  * else any part nobody holds (reserve_line_probe), then the home part,
  * waiting for it (reserve_line), these two each in a subtransaction rolled
  * back if it took nothing (so that it keeps no part whose re-check failed).
@@ -187,8 +193,9 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	HcKnownKey	known;
 	HcArgs		args;
 	StockLineTry t = {call, &args};
-	Datum		part[2];
-	bool		isnull[2];
+	StockLockedPart locked;
+	Datum		part[3];
+	bool		isnull[3];
 	bool		hinted;
 	int16		home;
 
@@ -211,6 +218,12 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	{
 		if (hinted)
 			hc_home_part_forget(product_id);
+		/* Locked as the update would wait for it, then checked (stock/direct.c). */
+		if (!hc_stock_lock_part(call, product_id, 0, &locked) ||
+			(int64) locked.stock - locked.reserved < r->lines[0].qty)
+			return false;
+		if (hc_stock_write_reserve(call, r, key, fp, 0, &locked))
+			return true;
 		stock_bind_line(&args, &reserve_line, r, key, fp);
 		hc_bind(&args, "part", Int16GetDatum(0));
 		return stock_try_line(&t);
@@ -224,14 +237,21 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 		home = (int16) (MyProcPid % parts);
 	}
 	if (hc_fetch_part_if(call, &home_part, product_id, home, stock_part_admits,
-						 &r->lines[0].qty, part, isnull))
+						 &r->lines[0].qty, part, isnull, &locked.tid))
 	{
 		/* Held and checked: the update takes the units. */
-		stock_bind_line(&args, &reserve_line, r, key, fp);
-		hc_bind(&args, "part", Int16GetDatum(home));
-		if (!stock_try_line(&t))
-			elog(ERROR, "part %d of product \"%s\" did not have the units it was locked with",
-				 home, product_id);
+		locked.stock = DatumGetInt32(part[0]);
+		locked.reserved = DatumGetInt32(part[1]);
+		locked.version = DatumGetInt32(part[2]);
+		t.part = home;
+		if (!hc_stock_write_reserve(call, r, key, fp, home, &locked))
+		{
+			stock_bind_line(&args, &reserve_line, r, key, fp);
+			hc_bind(&args, "part", Int16GetDatum(home));
+			if (!stock_try_line(&t))
+				elog(ERROR, "part %d of product \"%s\" did not have the units it was locked with",
+					 home, product_id);
+		}
 	}
 	else
 	{

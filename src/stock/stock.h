@@ -12,6 +12,7 @@
  *	admin.c		hc_stock_set, hc_stock_adjust, hc_stock_spread; a product's
  *				parts added, merged, set
  *	sweep.c		reclaim of expired lines: inline, and hc_stock_sweep
+ *	direct.c	the writes of an order of one product without the executor
  *	home_part.c	the part a backend tries first
  *	spread_watch.c	the reserves of each product at once, in shared memory;
  *				starting the automatic spreads and gathers
@@ -50,6 +51,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "storage/itemptr.h"
 
 #include "common/idempotency.h"
 #include "core/call.h"
@@ -76,6 +78,19 @@ typedef struct StockLine
 								 * one: how many are locked (hc_stock_lock), or 0 */
 } StockLine;
 
+/*
+ * A part locked alone, as its lock read it: what a write of it without the
+ * executor needs (direct.c).  An invalid tid: the lock ran as a statement,
+ * or the part was written since; the statements write it.
+ */
+typedef struct StockLockedPart
+{
+	ItemPointerData tid;
+	int32		stock;
+	int32		reserved;
+	int32		version;
+} StockLockedPart;
+
 /* A stock reservation, as the functions return it (hc_stock_reservation). */
 typedef struct StockReservation
 {
@@ -91,6 +106,9 @@ typedef struct StockReservation
 	bool		single;			/* of one product: the order's row is its line */
 	bool		spread;			/* on Citus, its lines on several nodes */
 	bool		retake;			/* spread: its lines locked for a late finalize */
+	/* single, locked by hc_stock_lock: its row's version and its line's part (direct.c) */
+	ItemPointerData order_tid;
+	StockLockedPart locked;
 } StockReservation;
 
 /* A product's parts, as read with all of them locked. */
@@ -117,8 +135,11 @@ extern void hc_product_not_found(const char *product_id);
 extern void hc_stock_parts_changed(const char *product_id);
 extern int32 hc_stock_count_parts(HcCall *call, const char *product_id);
 extern void hc_stock_lock_parts(HcCall *call, const char *product_id, StockParts *p);
+extern bool hc_stock_lock_part(HcCall *call, const char *product_id, int16 part,
+							   StockLockedPart *locked);
 extern int32 hc_stock_lock_line_part(HcCall *call, const char *product_id,
-									 const char *reservation_id, int16 part, bool all_parts);
+									 const char *reservation_id, int16 part, bool all_parts,
+									 StockLockedPart *locked);
 extern void hc_stock_respread(HcCall *call, const char *product_id, StockParts *p, int first,
 							  int64 extra);
 extern bool hc_stock_take(HcCall *call, const char *product_id, int32 parts, bool tried,
@@ -163,6 +184,13 @@ extern int64 hc_stock_reclaim_as(HcCall *call, const char *product_id, Datum par
 								 TimestampTz lines_from, const char *event, const char *source,
 								 StockReclaimed *done);
 extern int64 hc_stock_reclaim(HcCall *call, const char *product_id, int64 needed);
+
+/* direct.c */
+extern bool hc_stock_write_reserve(HcCall *call, const StockReservation *r, const char *key,
+								   HcFingerprint *fp, int16 part, const StockLockedPart *locked);
+extern bool hc_stock_write_move(HcCall *call, StockReservation *r, const StockLine *line,
+								const char *status, int32 stock_delta, int32 reserved_delta,
+								const char *event, const char *source);
 
 /* home_part.c */
 extern bool hc_home_part_get(const char *product_id, int16 *part);
