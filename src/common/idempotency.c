@@ -133,7 +133,24 @@ hc_fingerprint_init(HcFingerprint *fp, const char *function)
 void
 hc_fingerprint_add(HcFingerprint *fp, const char *value)
 {
-	appendStringInfo(&fp->buf, "%zu:%s;", strlen(value), value);
+	size_t		len = strlen(value);
+	char		digits[MAXINT8LEN + 1];
+
+	/* "len:value;" without a format: every call with a key builds one. */
+	appendBinaryStringInfo(&fp->buf, digits, pg_ulltoa_n((uint64) len, digits));
+	appendStringInfoChar(&fp->buf, ':');
+	appendBinaryStringInfo(&fp->buf, value, (int) len);
+	appendStringInfoChar(&fp->buf, ';');
+}
+
+/* The same for a number, in decimal. */
+void
+hc_fingerprint_add_int64(HcFingerprint *fp, int64 value)
+{
+	char		digits[MAXINT8LEN + 1];
+
+	pg_lltoa(value, digits);
+	hc_fingerprint_add(fp, digits);
 }
 
 /*

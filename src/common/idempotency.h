@@ -57,6 +57,7 @@ typedef struct HcKnownKey
 
 extern void hc_fingerprint_init(HcFingerprint *fp, const char *function);
 extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
+extern void hc_fingerprint_add_int64(HcFingerprint *fp, int64 value);
 extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
 extern bool hc_idempotency_run(HcCall *call, HcArgs *args, uint64 rows, const char *key,
 							   HcFingerprint *fp, HcKnownKey *known);

@@ -412,7 +412,7 @@ hc_hold(PG_FUNCTION_ARGS)
 	hc_fingerprint_init(&fp, call.function);
 	hc_fingerprint_add(&fp, asset_id);
 	hc_fingerprint_add(&fp, buyer_id);
-	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
+	hc_fingerprint_add_int64(&fp, ttl);
 
 	r.asset_id = asset_id;
 	r.buyer_id = buyer_id;
