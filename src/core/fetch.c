@@ -64,6 +64,7 @@
 #include "commands/extension.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -406,6 +407,23 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return found;
+}
+
+/*
+ * Has fetch->table no page at all, so that no fetch can find a row?  Cheaper
+ * than the lookup (the table's lock and its size, not the index's lock and
+ * a scan), and never stale: every row, committed or not, is on a page of the
+ * table, which only a VACUUM that found it empty, or a new relfilenode under
+ * an ACCESS EXCLUSIVE lock, takes away.
+ */
+bool
+hc_fetch_nothing(HcCall *call, HcFetch *fetch)
+{
+	Relation	heap = fetch_open(call, fetch);
+	bool		empty = RelationGetNumberOfBlocks(heap) == 0;
+
+	table_close(heap, NoLock);
+	return empty;
 }
 
 bool

@@ -53,6 +53,7 @@ typedef struct HcFetch
 	HcStatement statement;		/* the read as SQL, made when first needed */
 } HcFetch;
 
+extern bool hc_fetch_nothing(HcCall *call, HcFetch *fetch);
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
 extern bool hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part,
 						  Datum *values, bool *nulls);
