@@ -270,9 +270,9 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 	if (hc_fetch(call, &hold_key, key, values, nulls))
 		known->kind = "hold";
 	/*
-	 * A database without stock orders (an assets-only shop) skips their
-	 * index: its table has no page.  Any order that made this key was on
-	 * one before we got the key's lock.
+	 * A database that has never had a stock order (an assets-only shop)
+	 * skips the scan of their index, which has no entry: any order that
+	 * made this key made its entry before we got the key's lock.
 	 */
 	else if (!hc_fetch_nothing(call, stock) && hc_fetch(call, stock, key, values, nulls))
 		known->kind = "stock";

@@ -52,6 +52,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -410,18 +411,31 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 }
 
 /*
- * Has fetch->table no page at all, so that no fetch can find a row?  Cheaper
- * than the lookup (the table's lock and its size, not the index's lock and
- * a scan), and never stale: every row, committed or not, is on a page of the
- * table, which only a VACUUM that found it empty, or a new relfilenode under
- * an ACCESS EXCLUSIVE lock, takes away.
+ * Can the fetch find nothing at all, its index never having had an entry
+ * (its btree has no root)?  Cheaper than the lookup: the same locks, then
+ * the metapage alone, no scan.  Never stale: every row, committed or not,
+ * has its entry (NULL keys too), and a btree keeps its root once it has
+ * one; only a new relfilenode (TRUNCATE, REINDEX: under a lock that
+ * conflicts with ours) starts without.  false where there is no index.
+ * Not the table's size, which costs a system call (lseek) each time.
  */
 bool
 hc_fetch_nothing(HcCall *call, HcFetch *fetch)
 {
 	Relation	heap = fetch_open(call, fetch);
-	bool		empty = RelationGetNumberOfBlocks(heap) == 0;
+	Relation	index;
+	Buffer		meta;
+	bool		empty = false;
 
+	if (OidIsValid(fetch->indexid))
+	{
+		index = index_open(fetch->indexid, AccessShareLock);
+		meta = ReadBuffer(index, BTREE_METAPAGE);
+		LockBuffer(meta, BUFFER_LOCK_SHARE);
+		empty = BTPageGetMeta(BufferGetPage(meta))->btm_root == P_NONE;
+		UnlockReleaseBuffer(meta);
+		index_close(index, NoLock);
+	}
 	table_close(heap, NoLock);
 	return empty;
 }
