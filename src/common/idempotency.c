@@ -208,13 +208,18 @@ hc_idempotency_lock(const char *key)
 	error_context_stack = wait.previous;
 }
 
-/* The reservation of either kind that holds a key, by its unique index. */
+/*
+ * The reservation of either kind that holds a key, by its unique index.  A
+ * database that has never had a stock order (an assets-only shop) does not
+ * scan their index, which has no entry (maybe_empty): any order that made
+ * this key made its entry before we got the key's lock.
+ */
 static HcFetch hold_key = {"hc_reservations", "idempotency_key", HC_FETCH_READ, 5,
 {"id", "asset_id", "buyer_id", "fingerprint", "created_at"}};
 static HcFetch stock_key = {"hc_stock_orders", "idempotency_key", HC_FETCH_READ, 5,
-{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
+{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}, NULL, true};
 static HcFetch stock_key_03 = {"hc_stock_reservations", "idempotency_key", HC_FETCH_READ, 5,
-{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
+{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}, NULL, true};
 
 /* What a domain statement read with HC_KNOWN_KEY_COLUMNS, in its row 0. */
 static void
@@ -253,7 +258,6 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 {
 	Datum		values[5];
 	bool		nulls[5];
-	HcFetch    *stock;
 
 	if (call->scope != NULL)
 	{
@@ -266,15 +270,9 @@ hc_known_fetch(HcCall *call, const char *key, HcKnownKey *known)
 			hc_known_from_row(call, known);
 		return;
 	}
-	stock = orders_table_03() ? &stock_key_03 : &stock_key;
 	if (hc_fetch(call, &hold_key, key, values, nulls))
 		known->kind = "hold";
-	/*
-	 * A database that has never had a stock order (an assets-only shop)
-	 * skips the scan of their index, which has no entry: any order that
-	 * made this key made its entry before we got the key's lock.
-	 */
-	else if (!hc_fetch_nothing(call, stock) && hc_fetch(call, stock, key, values, nulls))
+	else if (hc_fetch(call, orders_table_03() ? &stock_key_03 : &stock_key, key, values, nulls))
 		known->kind = "stock";
 	else
 	{

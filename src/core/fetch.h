@@ -43,6 +43,9 @@ typedef struct HcFetch
 	int			ncolumns;
 	const char *columns[HC_FETCH_MAX_COLUMNS];
 	const char *part;			/* NULL, or the smallint second key of the index */
+	bool		maybe_empty;	/* often never written: look at the index's
+								 * metapage first, and scan only if it has
+								 * ever had an entry */
 	/* found on first use */
 	Oid			schema;
 	Oid			relid;
@@ -53,7 +56,6 @@ typedef struct HcFetch
 	HcStatement statement;		/* the read as SQL, made when first needed */
 } HcFetch;
 
-extern bool hc_fetch_nothing(HcCall *call, HcFetch *fetch);
 extern bool hc_fetch(HcCall *call, HcFetch *fetch, const char *key, Datum *values, bool *nulls);
 extern bool hc_fetch_part(HcCall *call, HcFetch *fetch, const char *key, int16 part,
 						  Datum *values, bool *nulls);
