@@ -125,29 +125,54 @@ static HcStatement forget_keys_03 = {FORGET_KEYS("hc_stock_reservations"), FORGE
 void
 hc_fingerprint_init(HcFingerprint *fp, const char *function)
 {
-	initStringInfo(&fp->buf);
+	fp->parts[0] = function;
+	fp->nparts = 1;
+	fp->buf.data = NULL;
 	fp->digest = NULL;
-	hc_fingerprint_add(fp, function);
 }
 
-void
-hc_fingerprint_add(HcFingerprint *fp, const char *value)
+/* "len:value;", without a format. */
+static void
+fingerprint_write(HcFingerprint *fp, const char *value)
 {
 	size_t		len = strlen(value);
 	char		digits[MAXINT8LEN + 1];
 
-	/* "len:value;" without a format: every call with a key builds one. */
 	appendBinaryStringInfo(&fp->buf, digits, pg_ulltoa_n((uint64) len, digits));
 	appendStringInfoChar(&fp->buf, ':');
 	appendBinaryStringInfo(&fp->buf, value, (int) len);
 	appendStringInfoChar(&fp->buf, ';');
 }
 
+/* The parts that wait, written. */
+static void
+fingerprint_flush(HcFingerprint *fp)
+{
+	int			i;
+
+	if (fp->buf.data == NULL)
+		initStringInfo(&fp->buf);
+	for (i = 0; i < fp->nparts; i++)
+		fingerprint_write(fp, fp->parts[i]);
+	fp->nparts = 0;
+}
+
+void
+hc_fingerprint_add(HcFingerprint *fp, const char *value)
+{
+	if (fp->nparts == HC_FINGERPRINT_PARTS)
+		fingerprint_flush(fp);
+	if (fp->buf.data == NULL)
+		fp->parts[fp->nparts++] = value;
+	else
+		fingerprint_write(fp, value);
+}
+
 /* The same for a number, in decimal. */
 void
 hc_fingerprint_add_int64(HcFingerprint *fp, int64 value)
 {
-	char		digits[MAXINT8LEN + 1];
+	char	   *digits = palloc(MAXINT8LEN + 1);
 
 	pg_lltoa(value, digits);
 	hc_fingerprint_add(fp, digits);
@@ -155,7 +180,7 @@ hc_fingerprint_add_int64(HcFingerprint *fp, int64 value)
 
 /*
  * The SHA-256 of the request, taken once and only for a call that stores or
- * compares it: a refusal never needs it.
+ * compares it: a refusal never needs it (nor its text).
  */
 bytea *
 hc_fingerprint_digest(HcFingerprint *fp)
@@ -165,6 +190,7 @@ hc_fingerprint_digest(HcFingerprint *fp)
 
 	if (fp->digest != NULL)
 		return fp->digest;
+	fingerprint_flush(fp);
 	digest = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
 	ctx = pg_cryptohash_create(PG_SHA256);
 
