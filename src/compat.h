@@ -91,6 +91,16 @@ hc_lock_held_by_me(const LOCKTAG *tag, LOCKMODE mode)
 #define HC_MY_BACKEND_INDEX (MyBackendId - 1)
 #endif
 
+/*
+ * 18: errhint_internal, a hint that is not looked up in a message catalog
+ * (before, errhint always looks).
+ */
+#if PG_VERSION_NUM >= 180000
+#define hc_errhint_internal errhint_internal
+#else
+#define hc_errhint_internal errhint
+#endif
+
 /* 18: MAX_BACKENDS moved from postmaster/postmaster.h to storage/procnumber.h. */
 #if PG_VERSION_NUM >= 180000
 #include "storage/procnumber.h"

@@ -125,20 +125,62 @@ static HcStatement forget_keys_03 = {FORGET_KEYS("hc_stock_reservations"), FORGE
 void
 hc_fingerprint_init(HcFingerprint *fp, const char *function)
 {
-	initStringInfo(&fp->buf);
+	fp->parts[0] = function;
+	fp->nparts = 1;
+	fp->buf.data = NULL;
 	fp->digest = NULL;
-	hc_fingerprint_add(fp, function);
+}
+
+/* "len:value;", without a format. */
+static void
+fingerprint_write(HcFingerprint *fp, const char *value)
+{
+	size_t		len = strlen(value);
+	char		digits[MAXINT8LEN + 1];
+
+	appendBinaryStringInfo(&fp->buf, digits, pg_ulltoa_n((uint64) len, digits));
+	appendStringInfoChar(&fp->buf, ':');
+	appendBinaryStringInfo(&fp->buf, value, (int) len);
+	appendStringInfoChar(&fp->buf, ';');
+}
+
+/* The parts that wait, written. */
+static void
+fingerprint_flush(HcFingerprint *fp)
+{
+	int			i;
+
+	if (fp->buf.data == NULL)
+		initStringInfo(&fp->buf);
+	for (i = 0; i < fp->nparts; i++)
+		fingerprint_write(fp, fp->parts[i]);
+	fp->nparts = 0;
 }
 
 void
 hc_fingerprint_add(HcFingerprint *fp, const char *value)
 {
-	appendStringInfo(&fp->buf, "%zu:%s;", strlen(value), value);
+	if (fp->nparts == HC_FINGERPRINT_PARTS)
+		fingerprint_flush(fp);
+	if (fp->buf.data == NULL)
+		fp->parts[fp->nparts++] = value;
+	else
+		fingerprint_write(fp, value);
+}
+
+/* The same for a number, in decimal. */
+void
+hc_fingerprint_add_int64(HcFingerprint *fp, int64 value)
+{
+	char	   *digits = palloc(MAXINT8LEN + 1);
+
+	pg_lltoa(value, digits);
+	hc_fingerprint_add(fp, digits);
 }
 
 /*
  * The SHA-256 of the request, taken once and only for a call that stores or
- * compares it: a refusal never needs it.
+ * compares it: a refusal never needs it (nor its text).
  */
 bytea *
 hc_fingerprint_digest(HcFingerprint *fp)
@@ -148,6 +190,7 @@ hc_fingerprint_digest(HcFingerprint *fp)
 
 	if (fp->digest != NULL)
 		return fp->digest;
+	fingerprint_flush(fp);
 	digest = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
 	ctx = pg_cryptohash_create(PG_SHA256);
 
@@ -191,13 +234,18 @@ hc_idempotency_lock(const char *key)
 	error_context_stack = wait.previous;
 }
 
-/* The reservation of either kind that holds a key, by its unique index. */
+/*
+ * The reservation of either kind that holds a key, by its unique index.  A
+ * database that has never had a stock order (an assets-only shop) does not
+ * scan their index, which has no entry (maybe_empty): any order that made
+ * this key made its entry before we got the key's lock.
+ */
 static HcFetch hold_key = {"hc_reservations", "idempotency_key", HC_FETCH_READ, 5,
 {"id", "asset_id", "buyer_id", "fingerprint", "created_at"}};
 static HcFetch stock_key = {"hc_stock_orders", "idempotency_key", HC_FETCH_READ, 5,
-{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
+{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}, NULL, true};
 static HcFetch stock_key_03 = {"hc_stock_reservations", "idempotency_key", HC_FETCH_READ, 5,
-{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}};
+{"id", "scope_id", "buyer_id", "fingerprint", "created_at"}, NULL, true};
 
 /* What a domain statement read with HC_KNOWN_KEY_COLUMNS, in its row 0. */
 static void

@@ -9,10 +9,17 @@
 
 #include "core/statement.h"
 
-/* A request's fingerprint: its SHA-256 is taken only when a call needs it. */
+/*
+ * A request's fingerprint: its text, and its SHA-256, are made only when a
+ * call needs them (a refusal never does); until then the first values wait
+ * in parts, which must live as long as the fingerprint.
+ */
+#define HC_FINGERPRINT_PARTS 8
 typedef struct HcFingerprint
 {
-	StringInfoData buf;
+	const char *parts[HC_FINGERPRINT_PARTS];
+	int			nparts;
+	StringInfoData buf;			/* data NULL until the parts are written */
 	bytea	   *digest;			/* NULL until hc_fingerprint_digest() */
 } HcFingerprint;
 
@@ -57,6 +64,7 @@ typedef struct HcKnownKey
 
 extern void hc_fingerprint_init(HcFingerprint *fp, const char *function);
 extern void hc_fingerprint_add(HcFingerprint *fp, const char *value);
+extern void hc_fingerprint_add_int64(HcFingerprint *fp, int64 value);
 extern bytea *hc_fingerprint_digest(HcFingerprint *fp);
 extern bool hc_idempotency_run(HcCall *call, HcArgs *args, uint64 rows, const char *key,
 							   HcFingerprint *fp, HcKnownKey *known);

@@ -46,12 +46,14 @@
  *
  * Review on a new major: what ExecLockRows, EvalPlanQual and an index scan
  * do for such a statement (heap_lock_tuple's flags, table_tuple_lock's
- * results, index_beginscan's arguments: compat.h), and the relcache
- * callback that forgets the OIDs.
+ * results, index_beginscan's arguments: compat.h), the btree metapage's
+ * btm_root (fetch_index_empty), and the relcache callback that forgets the
+ * OIDs.
  */
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -64,6 +66,7 @@
 #include "commands/extension.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -335,6 +338,25 @@ fetch_columns(HcCall *call, HcFetch *fetch, TupleTableSlot *slot, Datum *values,
 }
 
 /*
+ * Has the btree never had an entry (no root)?  Then no scan can find
+ * anything.  Never stale: every row, committed or not, has its entry (NULL
+ * keys too), and a btree keeps its root once it has one; only a new
+ * relfilenode (TRUNCATE, REINDEX: under a lock that conflicts with ours)
+ * starts without.  Its metapage alone, not the table's size (an lseek).
+ */
+static bool
+fetch_index_empty(Relation index)
+{
+	Buffer		meta = ReadBuffer(index, BTREE_METAPAGE);
+	bool		empty;
+
+	LockBuffer(meta, BUFFER_LOCK_SHARE);
+	empty = BTPageGetMeta(BufferGetPage(meta))->btm_root == P_NONE;
+	UnlockReleaseBuffer(meta);
+	return empty;
+}
+
+/*
  * Look the row of fetch->table whose key column equals key (and part column,
  * part) up, locked as fetch->lock says (see the top of this file); with
  * HC_FETCH_SKIP_SEEN, only if admit(values, nulls, arg) says so.  Copy its
@@ -372,6 +394,12 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 		return fetch_statement(call, fetch, key, part, values, nulls);
 	}
 	index = index_open(fetch->indexid, AccessShareLock);
+	if (fetch->maybe_empty && fetch_index_empty(index))
+	{
+		index_close(index, NoLock);
+		table_close(heap, NoLock);
+		return false;
+	}
 
 	/* As SPI does for each statement: see what this call has written so far. */
 	CommandCounterIncrement();

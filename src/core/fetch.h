@@ -43,6 +43,9 @@ typedef struct HcFetch
 	int			ncolumns;
 	const char *columns[HC_FETCH_MAX_COLUMNS];
 	const char *part;			/* NULL, or the smallint second key of the index */
+	bool		maybe_empty;	/* often never written: look at the index's
+								 * metapage first, and scan only if it has
+								 * ever had an entry */
 	/* found on first use */
 	Oid			schema;
 	Oid			relid;

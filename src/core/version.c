@@ -90,16 +90,37 @@ hc_extension_row(Oid *owner, Oid *schema, char **version)
 	return found;
 }
 
+/*
+ * The numbers of a version of the form N.N.N (0 where one is missing), read
+ * by hand: hc_sql_at_least runs on every call, and sscanf costs thousands of
+ * instructions.
+ */
+static void
+version_numbers(const char *s, int v[3])
+{
+	int			i;
+
+	for (i = 0; i < 3; i++)
+	{
+		v[i] = 0;
+		for (; *s >= '0' && *s <= '9'; s++)
+			if (v[i] < 100000)
+				v[i] = v[i] * 10 + (*s - '0');
+		if (*s == '.')
+			s++;
+	}
+}
+
 /* Is version a, of the form N.N.N, later than b? */
 static bool
 version_later(const char *a, const char *b)
 {
-	int			va[3] = {0};
-	int			vb[3] = {0};
+	int			va[3];
+	int			vb[3];
 	int			i;
 
-	(void) sscanf(a, "%d.%d.%d", &va[0], &va[1], &va[2]);
-	(void) sscanf(b, "%d.%d.%d", &vb[0], &vb[1], &vb[2]);
+	version_numbers(a, va);
+	version_numbers(b, vb);
 	for (i = 0; i < 3; i++)
 		if (va[i] != vb[i])
 			return va[i] > vb[i];

@@ -363,11 +363,11 @@ stock_reserve(FunctionCallInfo fcinfo, const char *function, StockLine *lines, i
 		HC_ROUTE(&call, fcinfo, lines[0].product_id);
 	hc_fingerprint_init(&fp, function);
 	hc_fingerprint_add(&fp, buyer_id);
-	hc_fingerprint_add(&fp, psprintf(INT64_FORMAT, ttl));
+	hc_fingerprint_add_int64(&fp, ttl);
 	for (i = 0; i < n; i++)
 	{
 		hc_fingerprint_add(&fp, lines[i].product_id);
-		hc_fingerprint_add(&fp, psprintf("%d", lines[i].qty));
+		hc_fingerprint_add_int64(&fp, lines[i].qty);
 	}
 
 	r.buyer_id = buyer_id;

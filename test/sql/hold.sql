@@ -25,6 +25,11 @@ SELECT status, current_reservation_id = :'r1' AS mine, hold_expires_at IS NOT NU
 -- The same key and arguments again: the stored row, replayed (HTTP 200).
 SELECT reservation_id = :'r1' AS same, asset_id, buyer_id, status, replayed
   FROM hc_hold('LOT-1', 'alice', 'key-1', '600 seconds');
+-- What a replay compares: the SHA-256 of the function and the arguments, each
+-- as length:value; (the ttl in microseconds).  Stored keys outlive an update
+-- of the library, so these bytes never change.
+SELECT fingerprint = sha256('7:hc_hold;5:LOT-1;5:alice;9:600000000;') AS fingerprint_as_ever
+  FROM hc_reservations WHERE id = :'r1';
 -- The same key with other arguments: RS005, whatever the asset.
 SELECT state() AS before \gset
 SELECT outcome($$SELECT hc_hold('LOT-1', 'alice', 'key-1', '5 minutes')$$);

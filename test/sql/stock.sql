@@ -27,6 +27,9 @@ SELECT reservation_id AS r1, expires_at - created_at AS ttl
 SELECT :'r1' ~ '^res_[0-9A-HJKMNP-TV-Z]{26}$' AS ulid, :'ttl' AS ttl, inv('SKU-A');
 SELECT reservation_id = :'r1' AS same, buyer_id, status, items, replayed
   FROM hc_reserve('SKU-A', 4, 'alice', 'skey-1', '10 minutes');
+-- What a replay compares, as in hold.sql: these bytes never change.
+SELECT fingerprint = sha256('10:hc_reserve;5:alice;9:600000000;5:SKU-A;1:4;') AS fingerprint_as_ever
+  FROM hc_stock_orders WHERE id = :'r1';
 SELECT stock_state() AS before \gset
 SELECT outcome($$SELECT hc_reserve('SKU-A', 3, 'alice', 'skey-1')$$);
 SELECT outcome($$SELECT hc_hold('LOT-1', 'alice', 'skey-1')$$);
