@@ -84,7 +84,17 @@ BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
         IF NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
                 WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass) THEN
-            RETURN;  -- a Citus worker: done by the coordinator (above)
+            -- A Citus worker: done by the coordinator (above).  Its own
+            -- copy of the orders' table (empty, the rows are in the shards)
+            -- kept 0.3.0's unique indexes, which hc_distribute() replaced on
+            -- the coordinator's only: they go as on a single node, and are
+            -- made below as a fresh install has them.
+            IF pg_catalog.to_regclass('@extschema@.hc_stock_reservations_id') IS NOT NULL THEN
+                ALTER TABLE @extschema@.hc_stock_orders DROP CONSTRAINT hc_stock_orders_pkey;
+                DROP INDEX @extschema@.hc_stock_reservations_id, @extschema@.hc_stock_reservations_key,
+                           @extschema@.hc_stock_orders_key_age;
+            END IF;
+            RETURN;
         END IF;
     END IF;
     DROP INDEX @extschema@.hc_stock_reservations_expiry;
@@ -172,18 +182,21 @@ END
 $$;
 
 DO $$
+DECLARE
+    worker boolean := false;
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        IF NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
-                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass) THEN
-            RETURN;  -- a Citus worker: done by the coordinator (above)
-        END IF;
+        worker := NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass);
     END IF;
     IF pg_catalog.to_regclass('@extschema@.hc_stock_orders_pkey') IS NULL THEN
         ALTER TABLE @extschema@.hc_stock_orders ADD CONSTRAINT hc_stock_orders_pkey PRIMARY KEY (id);
         CREATE UNIQUE INDEX hc_stock_orders_key ON @extschema@.hc_stock_orders (idempotency_key);
         CREATE INDEX hc_stock_orders_key_age ON @extschema@.hc_stock_orders (created_at)
             WHERE idempotency_key IS NOT NULL;
+    END IF;
+    IF worker THEN
+        RETURN;  -- a Citus worker: the rest done by the coordinator (above)
     END IF;
     CREATE INDEX hc_stock_orders_expiry ON @extschema@.hc_stock_orders (scope_id, expires_at)
         WHERE status = 'RESERVED' AND qty IS NOT NULL;

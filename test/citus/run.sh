@@ -614,6 +614,9 @@ $(uc -c "SELECT string_agg(right(reservation_id, 2) || ':' || n, ' ' ORDER BY re
 11:2 14:2 20:2"
 check "the stock tables as a fresh install distributed by hc_distribute(): columns, indexes, constraints" \
     "$(uc -c "$schema")" "$fresh_schema"
+check "... and on each worker, its copies of them as a fresh install's there" \
+    "$(for p in $((port + 1)) $((port + 2)); do [ "$(u $p -c "$schema")" = "$(w $p -c "$schema")" ] && echo -n "same "; done)" \
+    "same same "
 check "hc_distribute() has nothing left to do; hc_check() is empty" \
     "$(uc -c "SELECT count(*) FROM hc_distribute()") $(uc -c "SELECT count(*) FROM hc_check()")" "0 0"
 check "0.3.0 keys replay, of an order of one product and of several, and of a hold" \
