@@ -36,6 +36,10 @@ BEGIN
             RETURN;
         END IF;
     END IF;
+    -- The ledger first, as a sweep takes it before the orders: a sweep under
+    -- way would wait for the orders while the update waited for its ledger,
+    -- a deadlock that cancels the update.  Nothing read this index (below).
+    DROP INDEX @extschema@.hc_ledger_reservation;
     ALTER TABLE @extschema@.hc_stock_reservations RENAME TO hc_stock_orders;
     ALTER TABLE @extschema@.hc_stock_reservation_lines RENAME TO hc_stock_order_lines;
     ALTER TABLE @extschema@.hc_stock_orders ALTER COLUMN products DROP NOT NULL,
@@ -76,7 +80,7 @@ COMMENT ON TABLE @extschema@.hc_stock_order_lines IS
 --     those a reclaim left RESERVED.
 -- The lines of orders of several products keep theirs (a line by product
 -- and order, an order's lines, a product's live lines by expiry); the
--- ledger loses its index by reservation, which nothing read.  On a
+-- ledger has lost its index by reservation (above).  On a
 -- distributed setup (hc_distribute() replaced the unique indexes of 0.3.0)
 -- the indexes it made stay, renamed.
 DO $$
@@ -98,7 +102,6 @@ BEGIN
         END IF;
     END IF;
     DROP INDEX @extschema@.hc_stock_reservations_expiry;
-    DROP INDEX @extschema@.hc_ledger_reservation;
     IF pg_catalog.to_regclass('@extschema@.hc_stock_reservations_id') IS NOT NULL THEN
         ALTER TABLE @extschema@.hc_stock_orders DROP CONSTRAINT hc_stock_reservations_pkey;
         DROP INDEX @extschema@.hc_stock_reservations_id, @extschema@.hc_stock_reservations_key,

@@ -60,10 +60,14 @@ remote() {
         sed -E "s/_[0-9]+ /_N /g; s/'[^']*'/'.'/g"
 }
 
-# doc/scale-out.md's hc_distribute, as printed (<!-- snippet: run-by test/citus/run.sh distribute -->).
-perl -ne 'if (m{<!--\s*snippet:\s*run-by\s+test/citus/run\.sh\s+distribute\s*-->}) { $on = 1; next }
-          if ($on == 1 && /^\s*```/) { $on = 2; next } if ($on == 2 && /^\s*```/) { exit }
-          print if $on == 2' doc/scale-out.md >"$work/distribute.sql"
+# snippet NAME: doc/scale-out.md's block NAME, as printed (<!-- snippet: run-by test/citus/run.sh NAME -->).
+snippet() {
+    perl -ne 'BEGIN { $name = shift @ARGV }
+              if (m{<!--\s*snippet:\s*run-by\s+test/citus/run\.sh\s+\Q$name\E\s*-->}) { $on = 1; next }
+              if ($on == 1 && /^\s*```/) { $on = 2; next } if ($on == 2 && /^\s*```/) { exit }
+              print if $on == 2' "$1" doc/scale-out.md
+}
+snippet distribute >"$work/distribute.sql"
 c -c "CREATE EXTENSION holdcommit" >/dev/null
 steps=$(c -f "$work/distribute.sql" | wc -l)
 again=$(c -f "$work/distribute.sql" | wc -l)
@@ -474,6 +478,12 @@ schema="SELECT string_agg(x, E'\n' ORDER BY x) FROM (
 fresh_schema=$(c -c "$schema")
 u() { local p=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -h "${TMPDIR:-/tmp}/holdcommit-$p" -p "$p" -U postgres -d hc_up3 "$@"; }
 uc() { u "$port" "$@"; }
+# The background sweepers off (the sweep above set them to run every second):
+# the calls below sweep, and the rows are compared; a sweep under way during
+# the update is checked apart.
+for p in $port $((port + 1)) $((port + 2)); do
+    w $p -c "ALTER SYSTEM SET holdcommit.sweep_interval = 0" -c "SELECT pg_reload_conf()" >/dev/null
+done
 for p in $port $((port + 1)) $((port + 2)); do
     w $p -c "CREATE DATABASE hc_up3" >/dev/null 2>&1
     u $p -c "CREATE EXTENSION citus" >/dev/null
@@ -596,11 +606,13 @@ check "a distributed 0.3.0: orders on both workers, hc_check() empty" \
 $(uc -c "SELECT count(*) FROM hc_check()") $(uc -c "$stock")" "2
 0 $hot=38/3 $p1=16/4 $p2=9/5"
 rows_before=$(uc -c "$rows")
-uc -c "ALTER EXTENSION holdcommit UPDATE" >"$work/up3-update.log" 2>&1
+# doc/scale-out.md's update, as printed.
+snippet update >"$work/update.sql"
+uc -f "$work/update.sql" >"$work/up3-update.log" 2>&1
 check "ALTER EXTENSION holdcommit UPDATE on the coordinator of a distributed 0.3.0: 0.4.0 on every node" \
-    "$(for p in $port $((port + 1)) $((port + 2)); do
+    "$(grep -c 'ALTER EXTENSION holdcommit UPDATE' "$work/update.sql") $(for p in $port $((port + 1)) $((port + 2)); do
            u $p -c "SELECT extversion FROM pg_extension WHERE extname = 'holdcommit'"; done | tr '\n' ' ')" \
-    "0.4.0 0.4.0 0.4.0 "
+    "1 0.4.0 0.4.0 0.4.0 "
 grep -q '^ERROR' "$work/up3-update.log" && grep -B2 -A6 '^ERROR' "$work/up3-update.log" | sed 's/^/#   /'
 check "every row kept, the views as 0.3.0's tables showed them" "$(uc -c "$rows")" "$rows_before"
 check "the order a reclaim left RESERVED ended EXPIRED with its line" \
