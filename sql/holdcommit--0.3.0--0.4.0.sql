@@ -15,10 +15,47 @@
 -- renamed to say what they hold, and hc_stock_reservations and
 -- hc_stock_reservation_lines become views with 0.3.0's columns and meaning
 -- (doc/architecture.md, "The stock tables and their readers").
-ALTER TABLE @extschema@.hc_stock_reservations RENAME TO hc_stock_orders;
-ALTER TABLE @extschema@.hc_stock_reservation_lines RENAME TO hc_stock_order_lines;
-ALTER TABLE @extschema@.hc_stock_orders ALTER COLUMN products DROP NOT NULL,
-    ADD COLUMN qty integer, ADD COLUMN part smallint;
+--
+-- On a database distributed with hc_distribute() (Citus), every node runs
+-- this script: the coordinator first, then each worker, to which Citus sends
+-- ALTER EXTENSION.  The coordinator's changes of the distributed tables reach
+-- their shards and the workers' copies of the tables, as Citus sends them:
+-- the text of each statement, which for a statement of the script itself is
+-- the whole script (a worker refuses it: "cannot insert multiple commands
+-- into a prepared statement"), so they are made in DO blocks, one statement
+-- each, and a worker skips them and the conversion: done already
+-- (doc/scale-out.md, "Updating").
+DO $$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        distributed := EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass);
+        IF distributed AND NOT pg_catalog.citus_is_coordinator() THEN
+            RETURN;
+        END IF;
+    END IF;
+    -- The ledger first, as a sweep takes it before the orders: a sweep under
+    -- way would wait for the orders while the update waited for its ledger,
+    -- a deadlock that cancels the update.  Nothing read this index (below).
+    DROP INDEX @extschema@.hc_ledger_reservation;
+    ALTER TABLE @extschema@.hc_stock_reservations RENAME TO hc_stock_orders;
+    ALTER TABLE @extschema@.hc_stock_reservation_lines RENAME TO hc_stock_order_lines;
+    ALTER TABLE @extschema@.hc_stock_orders ALTER COLUMN products DROP NOT NULL,
+        ADD COLUMN qty integer, ADD COLUMN part smallint;
+    -- Citus renames no constraint of a distributed table (an index, which
+    -- renames its constraint, yes): this one is made again.
+    IF distributed THEN
+        ALTER TABLE @extschema@.hc_stock_order_lines DROP CONSTRAINT hc_stock_reservation_lines_qty_check;
+        ALTER TABLE @extschema@.hc_stock_order_lines
+            ADD CONSTRAINT hc_stock_order_lines_qty_check CHECK (qty > 0);
+    ELSE
+        ALTER TABLE @extschema@.hc_stock_order_lines
+            RENAME CONSTRAINT hc_stock_reservation_lines_qty_check TO hc_stock_order_lines_qty_check;
+    END IF;
+END
+$$;
 COMMENT ON TABLE @extschema@.hc_stock_orders IS
     'Stock reservations (orders): RESERVED -> FINALIZED | RELEASED | EXPIRED; an order of one product carries its line (qty, part).';
 COMMENT ON COLUMN @extschema@.hc_stock_orders.products IS
@@ -29,8 +66,6 @@ COMMENT ON COLUMN @extschema@.hc_stock_orders.part IS
     'An order of one product: the part its units are counted in (while RESERVED), or were counted in last.';
 COMMENT ON TABLE @extschema@.hc_stock_order_lines IS
     'The lines of the orders of several products, one per product.';
-ALTER TABLE @extschema@.hc_stock_order_lines
-    RENAME CONSTRAINT hc_stock_reservation_lines_qty_check TO hc_stock_order_lines_qty_check;
 
 -- The indexes of the orders: dropped before the conversion below, made
 -- after it (a sort each, faster than an entry per row).  Each one's reader:
@@ -45,20 +80,34 @@ ALTER TABLE @extschema@.hc_stock_order_lines
 --     those a reclaim left RESERVED.
 -- The lines of orders of several products keep theirs (a line by product
 -- and order, an order's lines, a product's live lines by expiry); the
--- ledger loses its index by reservation, which nothing read.  On a
+-- ledger has lost its index by reservation (above).  On a
 -- distributed setup (hc_distribute() replaced the unique indexes of 0.3.0)
 -- the indexes it made stay, renamed.
-DROP INDEX @extschema@.hc_stock_reservations_expiry;
-DROP INDEX @extschema@.hc_ledger_reservation;
 DO $$
 BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass) THEN
+            -- A Citus worker: done by the coordinator (above).  Its own
+            -- copy of the orders' table (empty, the rows are in the shards)
+            -- kept 0.3.0's unique indexes, which hc_distribute() replaced on
+            -- the coordinator's only: they go as on a single node, and are
+            -- made below as a fresh install has them.
+            IF pg_catalog.to_regclass('@extschema@.hc_stock_reservations_id') IS NOT NULL THEN
+                ALTER TABLE @extschema@.hc_stock_orders DROP CONSTRAINT hc_stock_orders_pkey;
+                DROP INDEX @extschema@.hc_stock_reservations_id, @extschema@.hc_stock_reservations_key,
+                           @extschema@.hc_stock_orders_key_age;
+            END IF;
+            RETURN;
+        END IF;
+    END IF;
+    DROP INDEX @extschema@.hc_stock_reservations_expiry;
     IF pg_catalog.to_regclass('@extschema@.hc_stock_reservations_id') IS NOT NULL THEN
         ALTER TABLE @extschema@.hc_stock_orders DROP CONSTRAINT hc_stock_reservations_pkey;
         DROP INDEX @extschema@.hc_stock_reservations_id, @extschema@.hc_stock_reservations_key,
                    @extschema@.hc_stock_reservations_key_age;
     ELSE
-        ALTER TABLE @extschema@.hc_stock_orders
-            RENAME CONSTRAINT hc_stock_reservations_pkey TO hc_stock_orders_pkey;
+        ALTER INDEX @extschema@.hc_stock_reservations_pkey RENAME TO hc_stock_orders_pkey;
         ALTER INDEX @extschema@.hc_stock_reservations_key_age RENAME TO hc_stock_orders_key_age;
         ALTER INDEX IF EXISTS @extschema@.hc_stock_reservations_by_id RENAME TO hc_stock_orders_by_id;
         ALTER INDEX IF EXISTS @extschema@.hc_stock_reservations_scope_key RENAME TO hc_stock_orders_scope_key;
@@ -76,7 +125,34 @@ $$;
 -- the time under the update's locks, and leaves no dead rows
 -- (doc/operations.md, "Updating").  A fresh install has nothing to convert.
 DO $$
+DECLARE
+    ended timestamptz := pg_catalog.now();  -- Citus takes no now() in a CASE
 BEGIN
+    -- On Citus the same in two statements that each shard runs on its own
+    -- rows (an order and its lines are on the shard of its first product),
+    -- made by the coordinator: copies would gather every row there.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass) THEN
+            IF NOT pg_catalog.citus_is_coordinator() THEN
+                RETURN;  -- a Citus worker: done by the coordinator
+            END IF;
+            UPDATE @extschema@.hc_stock_orders o
+               SET status = CASE WHEN o.status OPERATOR(pg_catalog.=) 'RESERVED' AND l.status OPERATOR(pg_catalog.=) 'EXPIRED'
+                                 THEN 'EXPIRED' ELSE o.status END,
+                   ended_at = CASE WHEN o.status OPERATOR(pg_catalog.=) 'RESERVED' AND l.status OPERATOR(pg_catalog.=) 'EXPIRED'
+                                   THEN ended ELSE o.ended_at END,
+                   products = NULL, qty = l.qty, part = l.part
+              FROM @extschema@.hc_stock_order_lines l
+             WHERE l.product_id OPERATOR(pg_catalog.=) o.scope_id AND l.reservation_id OPERATOR(pg_catalog.=) o.id
+               AND pg_catalog.cardinality(o.products) OPERATOR(pg_catalog.=) 1;
+            DELETE FROM @extschema@.hc_stock_order_lines l
+             USING @extschema@.hc_stock_orders o
+             WHERE o.scope_id OPERATOR(pg_catalog.=) l.product_id AND o.id OPERATOR(pg_catalog.=) l.reservation_id
+               AND o.qty IS NOT NULL;
+            RETURN;
+        END IF;
+    END IF;
     IF NOT EXISTS (SELECT FROM @extschema@.hc_stock_orders) THEN
         RETURN;
     END IF;
@@ -109,23 +185,31 @@ END
 $$;
 
 DO $$
+DECLARE
+    worker boolean := false;
 BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        worker := NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass);
+    END IF;
     IF pg_catalog.to_regclass('@extschema@.hc_stock_orders_pkey') IS NULL THEN
         ALTER TABLE @extschema@.hc_stock_orders ADD CONSTRAINT hc_stock_orders_pkey PRIMARY KEY (id);
         CREATE UNIQUE INDEX hc_stock_orders_key ON @extschema@.hc_stock_orders (idempotency_key);
         CREATE INDEX hc_stock_orders_key_age ON @extschema@.hc_stock_orders (created_at)
             WHERE idempotency_key IS NOT NULL;
     END IF;
+    IF worker THEN
+        RETURN;  -- a Citus worker: the rest done by the coordinator (above)
+    END IF;
+    CREATE INDEX hc_stock_orders_expiry ON @extschema@.hc_stock_orders (scope_id, expires_at)
+        WHERE status = 'RESERVED' AND qty IS NOT NULL;
+    CREATE INDEX hc_stock_orders_open ON @extschema@.hc_stock_orders (expires_at)
+        WHERE status = 'RESERVED' AND qty IS NULL;
+    ALTER INDEX @extschema@.hc_stock_reservation_lines_pkey RENAME TO hc_stock_order_lines_pkey;
+    ALTER INDEX @extschema@.hc_stock_reservation_lines_reservation RENAME TO hc_stock_order_lines_reservation;
+    ALTER INDEX @extschema@.hc_stock_reservation_lines_expiry RENAME TO hc_stock_order_lines_expiry;
 END
 $$;
-CREATE INDEX hc_stock_orders_expiry ON @extschema@.hc_stock_orders (scope_id, expires_at)
-    WHERE status = 'RESERVED' AND qty IS NOT NULL;
-CREATE INDEX hc_stock_orders_open ON @extschema@.hc_stock_orders (expires_at)
-    WHERE status = 'RESERVED' AND qty IS NULL;
-ALTER TABLE @extschema@.hc_stock_order_lines
-    RENAME CONSTRAINT hc_stock_reservation_lines_pkey TO hc_stock_order_lines_pkey;
-ALTER INDEX @extschema@.hc_stock_reservation_lines_reservation RENAME TO hc_stock_order_lines_reservation;
-ALTER INDEX @extschema@.hc_stock_reservation_lines_expiry RENAME TO hc_stock_order_lines_expiry;
 
 -- The documented read surfaces, with 0.3.0's columns and meaning.
 CREATE VIEW @extschema@.hc_stock_reservations AS
@@ -256,12 +340,28 @@ COMMENT ON TABLE @extschema@.hc_stock_spreads IS
     'Per product: the fewest parts an operator set (hc_stock_spread), and what holdcommit''s automatic spreads and gathers did: when, sized by how many waiters, how long they held part 0.';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_spreads', '');
 
--- The products an operator spread under 0.3.0 keep those parts as their floor.
-INSERT INTO @extschema@.hc_stock_spreads (product_id, min_parts, changed_at)
-SELECT p.product_id, pg_catalog.count(*)::pg_catalog.int2, pg_catalog.max(p.updated_at)
-  FROM @extschema@.hc_stock_parts p
- GROUP BY p.product_id
-HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1;
+-- The products an operator spread under 0.3.0 keep those parts as their
+-- floor.  On Citus each node has its own hc_stock_spreads and keeps every
+-- floor (a node reads those of its products only); a worker, which runs this
+-- script for the coordinator, reads the distributed hc_stock_parts in a
+-- query Citus takes for one nested in a shard's, and lets through once told.
+DO $$
+DECLARE
+    nested text := pg_catalog.current_setting('citus.allow_nested_distributed_execution', true);
+BEGIN
+    IF nested IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', 'on', true);
+    END IF;
+    INSERT INTO @extschema@.hc_stock_spreads (product_id, min_parts, changed_at)
+    SELECT p.product_id, pg_catalog.count(*)::pg_catalog.int2, pg_catalog.max(p.updated_at)
+      FROM @extschema@.hc_stock_parts p
+     GROUP BY p.product_id
+    HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1;
+    IF nested IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', nested, true);
+    END IF;
+END
+$$;
 
 CREATE FUNCTION @extschema@.hc_stock_auto_spread(product_id text, parts integer)
 RETURNS integer

@@ -60,10 +60,14 @@ remote() {
         sed -E "s/_[0-9]+ /_N /g; s/'[^']*'/'.'/g"
 }
 
-# doc/scale-out.md's hc_distribute, as printed (<!-- snippet: run-by test/citus/run.sh distribute -->).
-perl -ne 'if (m{<!--\s*snippet:\s*run-by\s+test/citus/run\.sh\s+distribute\s*-->}) { $on = 1; next }
-          if ($on == 1 && /^\s*```/) { $on = 2; next } if ($on == 2 && /^\s*```/) { exit }
-          print if $on == 2' doc/scale-out.md >"$work/distribute.sql"
+# snippet NAME: doc/scale-out.md's block NAME, as printed (<!-- snippet: run-by test/citus/run.sh NAME -->).
+snippet() {
+    perl -ne 'BEGIN { $name = shift @ARGV }
+              if (m{<!--\s*snippet:\s*run-by\s+test/citus/run\.sh\s+\Q$name\E\s*-->}) { $on = 1; next }
+              if ($on == 1 && /^\s*```/) { $on = 2; next } if ($on == 2 && /^\s*```/) { exit }
+              print if $on == 2' "$1" doc/scale-out.md
+}
+snippet distribute >"$work/distribute.sql"
 c -c "CREATE EXTENSION holdcommit" >/dev/null
 steps=$(c -f "$work/distribute.sql" | wc -l)
 again=$(c -f "$work/distribute.sql" | wc -l)
@@ -446,4 +450,222 @@ check "... and reports a row broken on a worker" \
 w $((port + 1)) -c "UPDATE holdcommit.$shard SET status = 'AVAILABLE'
                     WHERE status = 'HELD' AND current_reservation_id IS NULL" >/dev/null
 check "... and is empty again once it is mended" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
+
+# A database distributed with 0.3.0, updated to 0.4.0 from the coordinator
+# with ALTER EXTENSION holdcommit UPDATE (doc/scale-out.md, "Updating"): its
+# own database on the three nodes.  The stock as 0.3.0's calls stored it
+# (this library refuses 0.3.0's stock calls until the update; the rows as in
+# test/upgrade/upgrade-0.3.0.sh): orders of one product and of several, whose
+# lines are on both workers, reserved, finalized, released, expired and swept,
+# expired and not swept, one a reclaim left RESERVED; holds by 0.3.0's calls.
+# The stock tables and their views, as a fresh install distributed by
+# hc_distribute() has them (the database postgres, above).
+schema="SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+    SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ||
+           CASE WHEN a.attnotnull THEN ' not null' ELSE '' END x
+      FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+     WHERE c.relnamespace = 'holdcommit'::regnamespace
+       AND c.relname IN ('hc_stock_orders', 'hc_stock_order_lines', 'hc_stock_reservations', 'hc_stock_reservation_lines')
+    UNION ALL
+    SELECT 'index ' || indexdef FROM pg_indexes
+     WHERE schemaname = 'holdcommit' AND tablename IN ('hc_stock_orders', 'hc_stock_order_lines')
+    UNION ALL
+    SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+     WHERE conrelid IN ('holdcommit.hc_stock_orders'::regclass, 'holdcommit.hc_stock_order_lines'::regclass)
+    UNION ALL
+    SELECT 'view ' || viewname || ' ' || definition FROM pg_views
+     WHERE schemaname = 'holdcommit' AND viewname IN ('hc_stock_reservations', 'hc_stock_reservation_lines')) s"
+fresh_schema=$(c -c "$schema")
+u() { local p=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -h "${TMPDIR:-/tmp}/holdcommit-$p" -p "$p" -U postgres -d hc_up3 "$@"; }
+uc() { u "$port" "$@"; }
+# The background sweepers off (the sweep above set them to run every second):
+# the calls below sweep, and the rows are compared; a sweep under way during
+# the update is checked apart.
+for p in $port $((port + 1)) $((port + 2)); do
+    w $p -c "ALTER SYSTEM SET holdcommit.sweep_interval = 0" -c "SELECT pg_reload_conf()" >/dev/null
+done
+for p in $port $((port + 1)) $((port + 2)); do
+    w $p -c "CREATE DATABASE hc_up3" >/dev/null 2>&1
+    u $p -c "CREATE EXTENSION citus" >/dev/null
+done
+uc -c "SELECT citus_set_coordinator_host('127.0.0.1', $port)" \
+   -c "SELECT citus_add_node('127.0.0.1', $((port + 1))), citus_add_node('127.0.0.1', $((port + 2)))" \
+   -c "CREATE EXTENSION holdcommit VERSION '0.3.0'" -c "SELECT count(*) FROM hc_distribute()" \
+   -c "SELECT hc_grant_app('shop_app')" >/dev/null
+# product_on PORT: a product whose shard is on the worker of PORT.
+product_on() {
+    uc -c "SELECT 'u3-p' || g FROM generate_series(1, 100) g JOIN pg_dist_shard_placement p
+              ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_stock_parts', 'u3-p' || g)
+            WHERE p.nodeport = $1 ORDER BY g LIMIT 1"
+}
+p1=$(product_on $((port + 1))); p2=$(product_on $((port + 2))); hot=u3-hot
+if ! u "$port" -v p1="$p1" -v p2="$p2" -v hot="$hot" >"$work/up3.log" 2>&1 <<'SQL'; then
+\set VERBOSITY terse
+SELECT hc_asset_add('u3-a' || n) FROM generate_series(1, 3) n;
+SELECT hc_hold('u3-a1', 'alice', 'u3-hold-held', '30 minutes');
+SELECT hc_commit(reservation_id) FROM hc_hold('u3-a2', 'bob', 'u3-hold-sold');
+CREATE FUNCTION pg_temp.fp(VARIADIC v text[]) RETURNS bytea LANGUAGE sql AS $$
+    SELECT sha256(convert_to(string_agg(octet_length(x) || ':' || x || ';', '' ORDER BY i), 'UTF8'))
+      FROM unnest(v) WITH ORDINALITY AS u (x, i) $$;
+BEGIN;
+CREATE TEMP TABLE orders (n int, id text, fn text, buyer text, key text, status text, items text[][],
+                          ttl interval, line_status text);
+INSERT INTO orders VALUES
+    (1, 'res_01U3CITUS0000000000000011', 'hc_reserve_items', 'erin', 'u3-order-reserved', 'RESERVED',
+     ARRAY[[:'p1', '2', '0'], [:'p2', '3', '0']], '30 minutes', NULL),
+    (2, 'res_01U3CITUS0000000000000012', 'hc_reserve', 'erin', 'u3-order-single', 'RESERVED',
+     ARRAY[[:'p1', '1', '0']], '30 minutes', NULL),
+    (3, 'res_01U3CITUS0000000000000013', 'hc_reserve', 'erin', 'u3-order-hot', 'RESERVED',
+     ARRAY[[:'hot', '3', '1']], '30 minutes', NULL),
+    (4, 'res_01U3CITUS0000000000000014', 'hc_reserve_items', 'frank', 'u3-order-final', 'FINALIZED',
+     ARRAY[[:'p1', '4', '0'], [:'p2', '1', '0']], '10 minutes', NULL),
+    (5, 'res_01U3CITUS0000000000000015', 'hc_reserve', 'frank', 'u3-order-hot-final', 'FINALIZED',
+     ARRAY[[:'hot', '2', '2']], '10 minutes', NULL),
+    (6, 'res_01U3CITUS0000000000000016', 'hc_reserve', 'grace', 'u3-order-released', 'RELEASED',
+     ARRAY[[:'p2', '2', '0']], '10 minutes', NULL),
+    (7, 'res_01U3CITUS0000000000000017', 'hc_reserve', 'heidi', 'u3-order-swept', 'EXPIRED',
+     ARRAY[[:'p1', '1', '0']], '-1 minute', NULL),
+    (8, 'res_01U3CITUS0000000000000018', 'hc_reserve', 'ivan', 'u3-order-expired', 'RESERVED',
+     ARRAY[[:'p2', '1', '0']], '-1 minute', NULL),
+    (9, 'res_01U3CITUS0000000000000019', 'hc_reserve', 'judy', 'u3-order-left', 'RESERVED',
+     ARRAY[[:'p2', '1', '0']], '-1 minute', 'EXPIRED'),
+    (10, 'res_01U3CITUS0000000000000020', 'hc_reserve_items', 'kim', 'u3-order-multi-expired', 'RESERVED',
+     ARRAY[[:'p1', '1', '0'], [:'p2', '1', '0']], '-1 minute', NULL);
+CREATE TEMP VIEW lines AS
+SELECT o.*, o.items[k][1] AS product_id, o.items[k][2]::int AS qty, o.items[k][3]::smallint AS part,
+       COALESCE(o.line_status, o.status) AS lstatus
+  FROM orders o, generate_subscripts(o.items, 1) k;
+INSERT INTO hc_stock_reservations (scope_id, id, buyer_id, idempotency_key, status, expires_at, created_at,
+                                   ended_at, fingerprint, products)
+SELECT (SELECT min(l.product_id COLLATE "C") FROM lines l WHERE l.id = o.id), id, buyer, key, status,
+       now() + ttl, now() - interval '2 minutes',
+       CASE WHEN status = 'RESERVED' THEN NULL ELSE now() - interval '1 minute' END,
+       pg_temp.fp(VARIADIC ARRAY[fn, buyer, (CASE WHEN ttl > '0' THEN extract(epoch FROM ttl)::bigint * 1000000
+                                                  ELSE 1000 END)::text] ||
+                  ARRAY(SELECT v.x FROM lines l, LATERAL (VALUES (1, l.product_id), (2, l.qty::text)) v (j, x)
+                         WHERE l.id = o.id ORDER BY l.product_id COLLATE "C", v.j)),
+       ARRAY(SELECT l.product_id FROM lines l WHERE l.id = o.id ORDER BY l.product_id COLLATE "C")
+  FROM orders o;
+INSERT INTO hc_stock_reservation_lines (product_id, reservation_id, qty, status, expires_at, buyer_id, part,
+                                        scope_id)
+SELECT l.product_id, l.id, l.qty, l.lstatus, now() + l.ttl, l.buyer, l.part,
+       (SELECT min(m.product_id COLLATE "C") FROM lines m WHERE m.id = l.id) FROM lines l;
+CREATE TEMP TABLE changes AS
+SELECT row_number() OVER (PARTITION BY product_id, part ORDER BY n, step) AS version, *
+  FROM (SELECT product_id, 0::smallint AS part, 0 AS n, 0 AS step, 'stock_set' AS event,
+               'adjustment' AS source, 'hc_stock_set' AS fn, NULL::text AS rid, NULL::text AS buyer,
+               0 AS rdelta, stock AS sdelta, 'created' AS detail
+          FROM (VALUES (:'p1', 20), (:'p2', 10), (:'hot', 40)) p (product_id, stock)
+        UNION ALL
+        SELECT product_id, part, n, 2, 'reserve', 'call', fn, id, buyer, qty, 0, NULL FROM lines
+        UNION ALL
+        SELECT product_id, part, n, 3,
+               CASE lstatus WHEN 'EXPIRED' THEN 'expire' WHEN 'FINALIZED' THEN 'finalize' ELSE 'release' END,
+               CASE WHEN line_status IS NOT NULL THEN 'reclaim' WHEN lstatus = 'EXPIRED' THEN 'sweep'
+                    ELSE 'call' END,
+               CASE WHEN line_status IS NOT NULL THEN 'hc_reserve' WHEN lstatus = 'EXPIRED' THEN 'hc_sweep'
+                    WHEN lstatus = 'FINALIZED' THEN 'hc_finalize' ELSE 'hc_unreserve' END,
+               id, buyer, -qty, CASE lstatus WHEN 'FINALIZED' THEN -qty ELSE 0 END, NULL
+          FROM lines WHERE lstatus <> 'RESERVED') c;
+-- The hot product: spread by hand over 4 parts of 10 (part 0 gave 30 away).
+INSERT INTO hc_stock_parts (product_id, part, stock, reserved, version)
+SELECT product_id, part, sum(sdelta) + CASE WHEN product_id <> :'hot' THEN 0 WHEN part = 0 THEN -30 ELSE 10 END,
+       sum(rdelta), max(version)
+  FROM changes GROUP BY product_id, part
+UNION ALL
+SELECT :'hot', p, 10, 0, 0 FROM generate_series(1, 3) p
+ WHERE NOT EXISTS (SELECT FROM changes c WHERE c.product_id = :'hot' AND c.part = p);
+INSERT INTO hc_ledger (kind, entity_id, seq, at, event, source, function, reservation_id, buyer_id,
+                       reserved_delta, stock_delta, actor, detail)
+SELECT 'product', product_id, part * 281474976710656 + version, now(), event, source, fn, rid, buyer,
+       rdelta, sdelta, current_user, detail
+  FROM changes;
+COMMIT;
+SQL
+    echo "not ok - a distributed 0.3.0 with data in every state"
+    sed 's/^/#   /' "$work/up3.log"
+fi
+stock="SELECT string_agg(product_id || '=' || stock || '/' || reserved, ' '
+                ORDER BY array_position(ARRAY['$hot', '$p1', '$p2'], product_id)) FROM hc_inventory"
+left=res_01U3CITUS0000000000000019
+rows="SELECT md5(string_agg(r, E'\n' ORDER BY r)) FROM (
+    SELECT 'a' || row(id, name, status, current_reservation_id, version)::text r FROM hc_assets UNION ALL
+    SELECT 'r' || row(id, asset_id, buyer_id, idempotency_key, status, expires_at, created_at, ended_at,
+                      fingerprint)::text FROM hc_reservations UNION ALL
+    SELECT 'i' || row(product_id, stock, reserved, available, version)::text FROM hc_inventory UNION ALL
+    SELECT 'p' || row(product_id, part, stock, reserved)::text FROM hc_stock_parts UNION ALL
+    SELECT 's' || row(id, scope_id, buyer_id, idempotency_key, status, expires_at, created_at, ended_at,
+                      fingerprint, products)::text FROM hc_stock_reservations WHERE id <> '$left' UNION ALL
+    SELECT 'l' || row(product_id, reservation_id, qty, status, expires_at, buyer_id, part, scope_id)::text
+      FROM hc_stock_reservation_lines WHERE reservation_id <> '$left' UNION ALL
+    SELECT 'g' || row(kind, entity_id, seq, at, event, source, function, reservation_id, buyer_id,
+                      reserved_delta, stock_delta, actor, detail)::text FROM hc_ledger) s"
+check "a distributed 0.3.0: orders on both workers, hc_check() empty" \
+    "$(uc -c "SELECT count(DISTINCT p.nodeport) FROM hc_stock_reservation_lines l JOIN pg_dist_shard_placement p
+                ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_stock_reservation_lines', l.product_id)")
+$(uc -c "SELECT count(*) FROM hc_check()") $(uc -c "$stock")" "2
+0 $hot=38/3 $p1=16/4 $p2=9/5"
+rows_before=$(uc -c "$rows")
+# doc/scale-out.md's update, as printed.
+snippet update >"$work/update.sql"
+uc -f "$work/update.sql" >"$work/up3-update.log" 2>&1
+check "ALTER EXTENSION holdcommit UPDATE on the coordinator of a distributed 0.3.0: 0.4.0 on every node" \
+    "$(grep -c 'ALTER EXTENSION holdcommit UPDATE' "$work/update.sql") $(for p in $port $((port + 1)) $((port + 2)); do
+           u $p -c "SELECT extversion FROM pg_extension WHERE extname = 'holdcommit'"; done | tr '\n' ' ')" \
+    "1 0.4.0 0.4.0 0.4.0 "
+grep -q '^ERROR' "$work/up3-update.log" && grep -B2 -A6 '^ERROR' "$work/up3-update.log" | sed 's/^/#   /'
+check "every row kept, the views as 0.3.0's tables showed them" "$(uc -c "$rows")" "$rows_before"
+check "the order a reclaim left RESERVED ended EXPIRED with its line" \
+    "$(uc -c "SELECT o.status, o.ended_at IS NOT NULL, l.status, l.qty FROM hc_stock_reservations o
+                JOIN hc_stock_reservation_lines l ON l.reservation_id = o.id WHERE o.id = '$left'")" "EXPIRED|t|EXPIRED|1"
+check "each order of one product is one row now, each of several keeps its lines" \
+    "$(uc -c "SELECT string_agg(buyer_id || ':' || (qty IS NOT NULL), ' ' ORDER BY id) FROM hc_stock_orders")
+$(uc -c "SELECT string_agg(right(reservation_id, 2) || ':' || n, ' ' ORDER BY reservation_id)
+           FROM (SELECT reservation_id, count(*) n FROM hc_stock_order_lines GROUP BY reservation_id) l")" \
+    "erin:false erin:true erin:true frank:false frank:true grace:true heidi:true ivan:true judy:true kim:false
+11:2 14:2 20:2"
+check "the stock tables as a fresh install distributed by hc_distribute(): columns, indexes, constraints" \
+    "$(uc -c "$schema")" "$fresh_schema"
+check "... and on each worker, its copies of them as a fresh install's there" \
+    "$(for p in $((port + 1)) $((port + 2)); do [ "$(u $p -c "$schema")" = "$(w $p -c "$schema")" ] && echo -n "same "; done)" \
+    "same same "
+check "hc_distribute() has nothing left to do; hc_check() is empty" \
+    "$(uc -c "SELECT count(*) FROM hc_distribute()") $(uc -c "SELECT count(*) FROM hc_check()")" "0 0"
+check "0.3.0 keys replay, of an order of one product and of several, and of a hold" \
+    "$(uc -c "SELECT reservation_id, replayed FROM hc_reserve('$p1', 1, 'erin', 'u3-order-single', '30 minutes')" \
+          -c "SELECT reservation_id, replayed FROM hc_reserve_items('[{\"product_id\": \"$p2\", \"qty\": 3}, {\"product_id\": \"$p1\", \"qty\": 2}]',
+                                                                   'erin', 'u3-order-reserved', '30 minutes')" \
+          -c "SELECT status, replayed FROM hc_hold('u3-a1', 'alice', 'u3-hold-held', '30 minutes')" | tr '\n' ' ')" \
+    "res_01U3CITUS0000000000000012|t res_01U3CITUS0000000000000011|t HELD|t "
+check "the sweep takes the expired orders, of one product and of several" \
+    "$(uc -c "SELECT expired_reservations FROM hc_sweep()")
+$(uc -c "SELECT string_agg(status, ' ' ORDER BY id) FROM hc_stock_reservations WHERE id IN
+           ('res_01U3CITUS0000000000000018', 'res_01U3CITUS0000000000000020')")" "$(printf '2\nEXPIRED EXPIRED')"
+check "the converted orders finalize and unreserve, given their product and by id alone" \
+    "$(uc -c "SELECT status FROM hc_finalize('$p1', 'res_01U3CITUS0000000000000012', false)" \
+          -c "SELECT status FROM hc_unreserve('res_01U3CITUS0000000000000013')" \
+          -c "SELECT status FROM hc_finalize('res_01U3CITUS0000000000000011')" | tr '\n' ' ')" \
+    "FINALIZED RELEASED FINALIZED "
+check "new reserves, of one product and of several, by the application role" \
+    "$(psql -X -qAt -h "$host" -p "$port" -U shop_app -d hc_up3 \
+           -c "SELECT status FROM hc_reserve('$hot', 2, 'x1', 'u3-new-1')" \
+           -c "SELECT status FROM hc_reserve_items('[{\"product_id\": \"$p1\", \"qty\": 1}, {\"product_id\": \"$p2\", \"qty\": 1}]', 'x1', 'u3-new-2')" \
+           -c "SELECT count(*) FROM hc_stock_reservations WHERE buyer_id = 'x1'" 2>&1 | tr '\n' ' ')" \
+    "RESERVED RESERVED 2 "
+check "the stock adds up after them; hc_check() is empty" \
+    "$(uc -c "$stock") $(uc -c "SELECT count(*) FROM hc_check()")" "$hot=38/2 $p1=13/1 $p2=6/1 0"
+# Each row of the stock tables is in the shard of its routing id (a
+# product's rows on one shard), on every worker.
+misplaced="SELECT COALESCE(sum((xpath('/row/n/text()', query_to_xml(pg_catalog.format(
+              'SELECT count(*) AS n FROM holdcommit.%I t WHERE get_shard_id_for_distribution_column(%L, t.%I) <> %s',
+              c.relname || '_' || s.shardid, s.logicalrelid::text, a.attname, s.shardid), false, true, '')))[1]::text::int), 0)
+             || ' ' || (count(*) > 0)
+             FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
+             JOIN pg_class c ON c.oid = s.logicalrelid
+             JOIN pg_dist_partition d ON d.logicalrelid = s.logicalrelid
+             JOIN pg_attribute a ON a.attrelid = s.logicalrelid AND a.attname = column_to_column_name(d.logicalrelid, d.partkey)
+            WHERE p.groupid = (SELECT groupid FROM pg_dist_local_group)
+              AND c.relname IN ('hc_stock_orders', 'hc_stock_order_lines', 'hc_stock_parts', 'hc_ledger')"
+check "each row of the stock tables is on the shard of its product (shards checked on each worker)" \
+    "$(u $((port + 1)) -c "$misplaced") $(u $((port + 2)) -c "$misplaced")" "0 true 0 true"
 exit 0
