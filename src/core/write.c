@@ -82,6 +82,7 @@
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #include "optimizer/optimizer.h"
+#include "utils/fmgrprotos.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -560,4 +561,14 @@ hc_writer_end(HcWriter *writer)
 	FreeExecutorState(estate);
 	PopActiveSnapshot();
 	CommandCounterIncrement();
+}
+
+/*
+ * a + b for a value a write sets, as the statement it stands for adds them:
+ * int4pl refuses an overflow with 22003.
+ */
+int32
+hc_write_add(int32 a, int32 b)
+{
+	return DatumGetInt32(DirectFunctionCall2(int4pl, Int32GetDatum(a), Int32GetDatum(b)));
 }

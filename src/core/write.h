@@ -71,5 +71,6 @@ extern void hc_write_insert(HcWriter *writer, HcWrite *write, const Datum *value
 extern void hc_write_update(HcWriter *writer, HcWrite *write, ItemPointer tid,
 							const Datum *values, const bool *nulls);
 extern void hc_writer_end(HcWriter *writer);
+extern int32 hc_write_add(int32 a, int32 b);
 
 #endif							/* HOLDCOMMIT_WRITE_H */

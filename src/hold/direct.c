@@ -89,7 +89,7 @@ static int32
 set_asset(HcWriter *w, const HoldReservation *r, const char *status, TimestampTz until,
 		  const char *reservation_id, int version_step)
 {
-	int32		version = r->asset_version + version_step;
+	int32		version = hc_write_add(r->asset_version, version_step);
 	Datum		values[5];
 	bool		nulls[5] = {false};
 
@@ -270,10 +270,10 @@ hc_hold_write_extend(HcCall *call, HoldReservation *r, TimestampTz until, const 
 	values[0] = TimestampTzGetDatum(until);
 	hc_write_update(&w, &reservation_extend, &l.tid, values, nulls);
 	values[0] = TimestampTzGetDatum(until);
-	values[1] = Int32GetDatum(r->asset_version + 1);
+	values[1] = Int32GetDatum(hc_write_add(r->asset_version, 1));
 	values[2] = TimestampTzGetDatum(call->now);
 	hc_write_update(&w, &asset_extend, &r->asset_tid, values, nulls);
-	log_change(&w, r, r->asset_version + 1, "extend", "call", r->id, l.buyer_id, 0, 0, detail);
+	log_change(&w, r, hc_write_add(r->asset_version, 1), "extend", "call", r->id, l.buyer_id, 0, 0, detail);
 	hc_writer_end(&w);
 	return true;
 }

@@ -150,14 +150,15 @@ static HcStatement record_change = {
  * gather by_part merges only its last part into part 0 (done->more: it
  * has more than target still): each step locks two parts and moves the
  * lines of one, so its stall stays short whatever the product has sold.
- * waiters: the reserves at once that decided a spread (0: none).  locked,
+ * waiters: the reserves at once that decided a spread (0: none); grow_only:
+ * a spread, which leaves a product with more parts than target as it is.  locked,
  * if given, is called once part 0 is held.  True if the parts changed;
  * done says what it found and did (parts_from: kept from the first step of
  * a gather, zero it to start).
  */
 bool
 hc_stock_auto_spread_run(HcCall *call, const char *product_id, int32 target, int32 waiters,
-						 bool by_part, void (*locked) (void), HcSpreadDone *done)
+						 bool by_part, bool grow_only, void (*locked) (void), HcSpreadDone *done)
 {
 	HcArgs		args;
 	Datum		value;
@@ -189,7 +190,11 @@ hc_stock_auto_spread_run(HcCall *call, const char *product_id, int32 target, int
 	if (done->parts_from == 0)
 		done->parts_from = have;
 	done->parts_to = have;
-	if (want == have)
+	/*
+	 * A spread only grows the product: its slot may have forgotten the parts
+	 * (idle, a restart) and sized a later, smaller rush below them.
+	 */
+	if (want == have || (grow_only && want < have))
 		return false;
 	to = want < have && by_part ? have - 1 : want;
 	if (want > have)
@@ -296,7 +301,7 @@ hc_stock_auto_spread(PG_FUNCTION_ARGS)
 				 errmsg("hc_stock_auto_spread does not run on Citus"),
 				 errhint("Use hc_stock_spread().")));
 	memset(&done, 0, sizeof(done));
-	(void) hc_stock_auto_spread_run(&call, product_id, parts, 0, false, NULL, &done);
+	(void) hc_stock_auto_spread_run(&call, product_id, parts, 0, false, false, NULL, &done);
 	if (!done.found)
 		hc_product_not_found(product_id);
 	hc_stock_watch_parts(product_id, done.parts_to);

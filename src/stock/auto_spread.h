@@ -56,8 +56,8 @@ typedef struct HcSpreadDone
 
 /* auto_spread.c */
 extern bool hc_stock_auto_spread_run(HcCall *call, const char *product_id, int32 target,
-									 int32 waiters, bool by_part, void (*locked) (void),
-									 HcSpreadDone *done);
+									 int32 waiters, bool by_part, bool grow_only,
+									 void (*locked) (void), HcSpreadDone *done);
 extern void hc_stock_spread_record_stall(HcCall *call, const char *product_id, double stall_ms);
 extern void hc_stock_spread_record_failure(HcCall *call, const char *product_id, const char *why,
 										   double stall_ms);

@@ -46,13 +46,6 @@ static HcWrite order_new = {"hc_stock_orders", HC_WRITE_INSERT, 10,
 /* An order of one product ended: FINALIZED, RELEASED or EXPIRED. */
 static HcWrite order_end = {"hc_stock_orders", HC_WRITE_UPDATE, 2, {"status", "ended_at"}};
 
-/* a + b, as the statement adds them (int4pl refuses an overflow with 22003). */
-static int32
-stock_add(int32 a, int32 b)
-{
-	return DatumGetInt32(DirectFunctionCall2(int4pl, Int32GetDatum(a), Int32GetDatum(b)));
-}
-
 /* The part's ledger row, at its new version. */
 static void
 log_part(HcWriter *w, const char *product_id, int16 part, int32 version, const char *event,
@@ -85,8 +78,8 @@ hc_stock_write_reserve(HcCall *call, const StockReservation *r, const char *key,
 	Assert(r->nlines == 1 && (int64) locked->stock - locked->reserved >= line->qty);
 	if (!ItemPointerIsValid(&locked->tid) || !hc_writer_begin(call, &w, writes, 3))
 		return false;
-	version = stock_add(locked->version, 1);
-	values[0] = Int32GetDatum(stock_add(locked->reserved, line->qty));
+	version = hc_write_add(locked->version, 1);
+	values[0] = Int32GetDatum(hc_write_add(locked->reserved, line->qty));
 	values[1] = Int32GetDatum(version);
 	values[2] = TimestampTzGetDatum(call->now);
 	hc_write_update(&w, &part_take, (ItemPointer) &locked->tid, values, nulls);
@@ -134,9 +127,9 @@ hc_stock_write_move(HcCall *call, StockReservation *r, const StockLine *line, co
 	values[1] = TimestampTzGetDatum(call->now);
 	hc_write_update(&w, &order_end, &r->order_tid, values, nulls);
 
-	version = stock_add(locked->version, 1);
-	values[0] = Int32GetDatum(stock_add(locked->stock, stock_delta));
-	values[1] = Int32GetDatum(stock_add(locked->reserved, reserved_delta));
+	version = hc_write_add(locked->version, 1);
+	values[0] = Int32GetDatum(hc_write_add(locked->stock, stock_delta));
+	values[1] = Int32GetDatum(hc_write_add(locked->reserved, reserved_delta));
 	values[2] = Int32GetDatum(version);
 	values[3] = TimestampTzGetDatum(call->now);
 	hc_write_update(&w, &part_move, &locked->tid, values, nulls);

@@ -303,3 +303,14 @@ SELECT hw_hold('x1', 'HW-X1', 'alice');
 SELECT status FROM hc_commit(hw_id('x1'));
 SELECT hw_statements();
 ROLLBACK;
+
+-- 7. An asset's version at its largest: the write refuses to wrap it, as the
+-- statement did (22003), and the session goes on.
+\c
+BEGIN;
+SELECT hw_assets('HW-MAX');
+UPDATE hc_assets SET version = 2147483647 WHERE id = 'HW-MAX';
+SELECT status FROM hc_hold('HW-MAX', 'alice', 'hw-max-key');
+ROLLBACK;
+SELECT hw_statements();
+SELECT 1;

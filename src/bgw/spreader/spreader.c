@@ -164,8 +164,8 @@ spreader_step(const char *product_id, int32 target, int32 waiters)
 	{
 		spreader_begin(&call, order.stall_ms + (order.kind == HC_SPREAD_PRODUCT ?
 												HC_SPREAD_WAIT_MS : HC_GATHER_WAIT_MS));
-		(void) hc_stock_auto_spread_run(&call, product_id, target, waiters, true, spreader_locked,
-										&done);
+		(void) hc_stock_auto_spread_run(&call, product_id, target, waiters, true,
+										order.kind == HC_SPREAD_PRODUCT, spreader_locked, &done);
 		spreader_commit(&call);
 	}
 	PG_CATCH();
