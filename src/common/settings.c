@@ -35,6 +35,7 @@ int			hc_stock_spread_callers = 8;
 int			hc_stock_spread_max_parts = 64;
 int			hc_stock_gather_after = 300;
 int			hc_stock_spread_stall = 200;
+int			hc_max_spreaders = 2;
 
 /* holdcommit.databases must be a list of names, as search_path is. */
 static bool
@@ -196,6 +197,13 @@ hc_settings_define(void)
 							&hc_stock_spread_stall,
 							200, 1, 60000,
 							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("holdcommit.max_spreaders",
+							"The most workers that spread or gather products at once, over all databases.",
+							"A database has at most one less (all of them when it is 1), and one gatherer.",
+							&hc_max_spreaders,
+							2, 1, HC_MAX_SPREADERS,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
 	/* It sizes shared memory: it exists only where the library is preloaded. */

@@ -25,6 +25,10 @@ extern int	hc_stock_spread_callers;
 extern int	hc_stock_spread_max_parts;
 extern int	hc_stock_gather_after;
 extern int	hc_stock_spread_stall;	/* milliseconds */
+extern int	hc_max_spreaders;
+
+/* The spreaders' seats in shared memory: holdcommit.max_spreaders's most. */
+#define HC_MAX_SPREADERS	8
 
 extern void hc_settings_define(void);
 

@@ -30,7 +30,9 @@ typedef struct HcSpreadOrder
 	int32		stall_ms;		/* holdcommit.stock_spread_stall of whoever started it */
 	int32		gather_after_s; /* holdcommit.stock_gather_after, likewise */
 	int16		max_parts;		/* holdcommit.stock_spread_max_parts, likewise */
+	int16		seat;			/* its seat among the spreaders; -1: none (no preload) */
 	TimestampTz sized_at;		/* a spread is sized no earlier (the rush's callers came) */
+	TimestampTz seat_claimed;	/* when its seat was claimed, which names the claim */
 	char		product_id[HC_MAX_ID_BYTES + 1];
 } HcSpreadOrder;
 
@@ -64,7 +66,9 @@ extern void hc_stock_spread_record_failure(HcCall *call, const char *product_id,
 
 /* spread_watch.c */
 extern List *hc_stock_gather_due(HcCall *call, int gather_after_s);
-extern void hc_stock_watch_spread_done(const char *product_id, int32 parts);
+extern void hc_stock_watch_spread_done(Oid dboid, const char *product_id, int32 parts);
+extern bool hc_stock_spreader_seat_take(const HcSpreadOrder *order);
+extern void hc_stock_spreader_seat_leave(const HcSpreadOrder *order);
 extern void hc_stock_watch_parts(const char *product_id, int32 parts);
 extern int32 hc_stock_watch_size(const char *product_id, int32 *waiters, int32 max_parts);
 

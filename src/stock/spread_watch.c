@@ -32,6 +32,14 @@
  * Without the preload there is no table: a reserve sees nothing of the
  * others, and nothing is spread by itself; hc_sweep() still gathers.
  *
+ * The workers are shared by every database: a worker is started only with
+ * a seat of the spreaders' (holdcommit.max_spreaders, over all databases),
+ * claimed here by whoever starts it and left by the worker however it
+ * ends.  A database has at most max_spreaders - 1 of them (all when it is
+ * 1) and one gatherer, so a database with many hot products never keeps
+ * another's from being spread.  Without the preload a database has at most
+ * one gatherer (spreader.c) and nothing else.
+ *
  * Invariants:
  *   1. A slot's fields change only under its spinlock, held for a few
  *      loads and stores: never across a call, an allocation or a wait.
@@ -41,6 +49,11 @@
  *   3. A slot goes to another product only when nothing reserves its
  *      product, no spread of it runs, and it has been idle WATCH_IDLE_US.
  *   4. The watch is a hint: the worker decides under the product's locks.
+ *   5. A seat is claimed before its worker is registered and left by that
+ *      worker (before_shmem_exit), or by the claimer if none could be; a
+ *      worker that never came frees its seat SEAT_UNTAKEN_US after the
+ *      claim, and a worker that comes later than that finds its claim gone
+ *      and exits.
  *
  * Review on a new major: the XactCallback's events, RegisterDynamicBackgroundWorker.
  */
@@ -111,13 +124,32 @@ static bool callback_registered = false;
 /* The slot the current reserve entered, first of its transaction there; -1: none. */
 static int	entered_now = -1;
 
+/* A seat whose worker has not come this long after its claim never will. */
+#define SEAT_UNTAKEN_US		(10 * USECS_PER_SEC)
+
+typedef struct SpreaderSeat
+{
+	Oid			dboid;			/* InvalidOid: free */
+	int16		kind;			/* HcSpreadKind */
+	int			pid;			/* its worker, once it came; 0 before */
+	TimestampTz claimed_at;		/* names the claim */
+} SpreaderSeat;
+
+typedef struct Spreaders
+{
+	slock_t		mutex;
+	SpreaderSeat seats[HC_MAX_SPREADERS];
+} Spreaders;
+
+static Spreaders *spreaders = NULL;
+
 /* How often a reserve that waits for a spread looks anyway (its broadcast may come first). */
 #define WATCH_POLL_MS		100
 
 Size
 hc_stock_watch_shmem_size(void)
 {
-	return mul_size(WATCH_SLOTS, sizeof(WatchSlot));
+	return add_size(mul_size(WATCH_SLOTS, sizeof(WatchSlot)), sizeof(Spreaders));
 }
 
 /* Create the table, or find it (shmem_startup_hook, under AddinShmemInitLock). */
@@ -127,10 +159,17 @@ hc_stock_watch_shmem_init(void)
 	bool		found;
 	int			i;
 
-	watch = ShmemInitStruct("holdcommit stock waits", hc_stock_watch_shmem_size(), &found);
+	spreaders = ShmemInitStruct("holdcommit spreaders", sizeof(Spreaders), &found);
+	if (!found)
+	{
+		memset(spreaders, 0, sizeof(Spreaders));
+		SpinLockInit(&spreaders->mutex);
+	}
+	watch = ShmemInitStruct("holdcommit stock waits", mul_size(WATCH_SLOTS, sizeof(WatchSlot)),
+							&found);
 	if (found)
 		return;
-	memset(watch, 0, hc_stock_watch_shmem_size());
+	memset(watch, 0, mul_size(WATCH_SLOTS, sizeof(WatchSlot)));
 	for (i = 0; i < WATCH_SLOTS; i++)
 	{
 		SpinLockInit(&watch[i].mutex);
@@ -209,11 +248,102 @@ watch_xact_callback(XactEvent event, void *arg)
 	nentered = 0;
 }
 
-/* Start a spreader worker for order; false if no background worker slot is free. */
+/*
+ * Claim a seat for order's worker: false if every seat is taken, or the
+ * database has its share of them, or (a gather) its gatherer already.
+ */
+static bool
+seat_claim(HcSpreadOrder *order)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			free = -1;
+	int			all = 0;
+	int			mine = 0;
+	bool		gathering = false;
+
+	SpinLockAcquire(&spreaders->mutex);
+	for (int i = 0; i < HC_MAX_SPREADERS; i++)
+	{
+		SpreaderSeat *seat = &spreaders->seats[i];
+
+		if (seat->pid == 0 && now - seat->claimed_at > SEAT_UNTAKEN_US)
+			seat->dboid = InvalidOid;
+		if (!OidIsValid(seat->dboid))
+		{
+			free = free < 0 ? i : free;
+			continue;
+		}
+		all++;
+		if (seat->dboid == order->dboid)
+		{
+			mine++;
+			gathering |= seat->kind == HC_SPREAD_GATHER;
+		}
+	}
+	if (free >= 0 && all < hc_max_spreaders && mine < Max(hc_max_spreaders - 1, 1) &&
+		!(order->kind == HC_SPREAD_GATHER && gathering))
+	{
+		spreaders->seats[free].dboid = order->dboid;
+		spreaders->seats[free].kind = order->kind;
+		spreaders->seats[free].pid = 0;
+		spreaders->seats[free].claimed_at = now;
+		order->seat = (int16) free;
+		order->seat_claimed = now;
+	}
+	else
+		free = -1;
+	SpinLockRelease(&spreaders->mutex);
+	return free >= 0;
+}
+
+/* The worker of order takes the seat claimed for it: false if the claim is gone. */
+bool
+hc_stock_spreader_seat_take(const HcSpreadOrder *order)
+{
+	SpreaderSeat *seat;
+	bool		mine;
+
+	if (order->seat < 0 || spreaders == NULL)
+		return true;
+	seat = &spreaders->seats[order->seat];
+	SpinLockAcquire(&spreaders->mutex);
+	mine = seat->dboid == order->dboid && seat->claimed_at == order->seat_claimed;
+	if (mine)
+		seat->pid = MyProcPid;
+	SpinLockRelease(&spreaders->mutex);
+	return mine;
+}
+
+/* The seat of order is free again (its worker ends, or none could start). */
+void
+hc_stock_spreader_seat_leave(const HcSpreadOrder *order)
+{
+	SpreaderSeat *seat;
+
+	if (order->seat < 0 || spreaders == NULL)
+		return;
+	seat = &spreaders->seats[order->seat];
+	SpinLockAcquire(&spreaders->mutex);
+	if (seat->dboid == order->dboid && seat->claimed_at == order->seat_claimed)
+	{
+		seat->dboid = InvalidOid;
+		seat->pid = 0;
+	}
+	SpinLockRelease(&spreaders->mutex);
+}
+
+/*
+ * Start a spreader worker for order, with a seat if the spreaders are in
+ * shared memory: false if no seat or no background worker slot is free.
+ */
 static bool
 watch_start(HcSpreadOrder *order)
 {
 	BackgroundWorker worker = {0};
+
+	order->seat = -1;
+	if (spreaders != NULL && !seat_claim(order))
+		return false;
 
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -223,7 +353,10 @@ watch_start(HcSpreadOrder *order)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "holdcommit spreader");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "holdcommit spreader");
 	memcpy(worker.bgw_extra, order, sizeof(HcSpreadOrder));
-	return RegisterDynamicBackgroundWorker(&worker, NULL);
+	if (RegisterDynamicBackgroundWorker(&worker, NULL))
+		return true;
+	hc_stock_spreader_seat_leave(order);
+	return false;
 }
 
 /* The parts for so many reserves at once: a power of two, within max_parts. */
@@ -272,7 +405,7 @@ watch_launch(HcSpreadOrder *order)
 	order->stall_ms = hc_stock_spread_stall;
 	order->gather_after_s = hc_stock_gather_after;
 	if (!watch_start(order))
-		hc_stock_watch_spread_done(order->product_id, 0);
+		hc_stock_watch_spread_done(order->dboid, order->product_id, 0);
 }
 
 /*
@@ -410,11 +543,11 @@ hc_stock_watch_parts(const char *product_id, int32 parts)
 
 /* A spread of the product ended with parts (0: none known): another may start. */
 void
-hc_stock_watch_spread_done(const char *product_id, int32 parts)
+hc_stock_watch_spread_done(Oid dboid, const char *product_id, int32 parts)
 {
 	int			i;
 
-	if (watch == NULL || (i = watch_find(MyDatabaseId, product_id, false, 0)) < 0)
+	if (watch == NULL || (i = watch_find(dboid, product_id, false, 0)) < 0)
 		return;
 	watch[i].spreading = false;
 	if (parts > 0)
@@ -494,7 +627,7 @@ hc_stock_gather_start(HcCall *call)
 	order.gather_after_s = hc_stock_gather_after;
 	if (!watch_start(&order))
 		ereport(DEBUG1,
-				(errmsg("holdcommit could not start a worker to gather spread products: no background worker slot is free")));
+				(errmsg("holdcommit could not start a worker to gather spread products: no seat of holdcommit.max_spreaders or background worker slot is free, or the database's gatherer runs")));
 }
 
 /*

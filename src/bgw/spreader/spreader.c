@@ -74,12 +74,13 @@ static Oid	owner;
 static Oid	schema;
 static char *actor;
 
-/* However the worker ends, another spread of its product may start. */
+/* However the worker ends, its seat is free and another spread of its product may start. */
 static void
 spreader_exit(int code, Datum arg)
 {
+	hc_stock_spreader_seat_leave(&order);
 	if (order.kind == HC_SPREAD_PRODUCT)
-		hc_stock_watch_spread_done(order.product_id, 0);
+		hc_stock_watch_spread_done(order.dboid, order.product_id, 0);
 }
 
 static void
@@ -195,7 +196,7 @@ spreader_step(const char *product_id, int32 target, int32 waiters)
 	}
 	/* The reserves that wait for the spread go on at once, not after its record. */
 	if (order.kind == HC_SPREAD_PRODUCT)
-		hc_stock_watch_spread_done(product_id, done.parts_to);
+		hc_stock_watch_spread_done(order.dboid, product_id, done.parts_to);
 	if (done.parts_to != before || done.parts_to != done.parts_from)
 		spreader_record(product_id, NULL, (double) (end - done.locked_at) / 1000.0);
 	return true;
@@ -289,6 +290,8 @@ hc_spreader_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	before_shmem_exit(spreader_exit, (Datum) 0);
+	if (!hc_stock_spreader_seat_take(&order))
+		proc_exit(0);
 	BackgroundWorkerInitializeConnectionByOid(order.dboid, InvalidOid, 0);
 	if (RecoveryInProgress())
 		proc_exit(0);
@@ -326,7 +329,7 @@ hc_spreader_main(Datum main_arg)
 		if (early_ms > 0)
 			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, early_ms, PG_WAIT_EXTENSION);
 		target = hc_stock_watch_size(order.product_id, &waiters, order.max_parts);
-		hc_stock_watch_spread_done(order.product_id,
+		hc_stock_watch_spread_done(order.dboid, order.product_id,
 								   spreader_run(order.product_id, Max(order.target, target), waiters,
 												DT_NOEND));
 	}
