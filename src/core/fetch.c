@@ -35,6 +35,12 @@
  * the values it looked at.  A lock that a re-check would have found unwanted is
  * never taken, and the caller needs no subtransaction to give it back.
  *
+ * HC_FETCH_MINE takes no lock: it tells whether this transaction holds the
+ * row already (it locked it, updated it or inserted it), from the version
+ * read's xmin and xmax, as heap_lock_tuple tells whether it holds a lock it
+ * is asked for.  A caller about to wait for someone who waits for that row
+ * must not.
+ *
  * The read uses a fresh snapshot after CommandCounterIncrement, as SPI
  * does for each statement, so a call sees what it has written so far.
  * Outside READ COMMITTED, or in a read-only transaction, the lock is
@@ -47,12 +53,15 @@
  * Review on a new major: what ExecLockRows, EvalPlanQual and an index scan
  * do for such a statement (heap_lock_tuple's flags, table_tuple_lock's
  * results, index_beginscan's arguments: compat.h), the btree metapage's
- * btm_root (fetch_index_empty), and the relcache callback that forgets the
- * OIDs.
+ * btm_root (fetch_index_empty), the heap tuple header's xmin, xmax and
+ * multixact members (fetch_mine), and the relcache callback that forgets
+ * the OIDs.
  */
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/multixact.h"
 #include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
@@ -78,6 +87,9 @@
 
 #include "compat.h"
 #include "core/fetch.h"
+
+/* Does the fetch lock the row it finds? */
+#define FETCH_LOCKS(fetch)	((fetch)->lock != HC_FETCH_READ && (fetch)->lock != HC_FETCH_MINE)
 
 /* Every HcFetch found so far, to forget on a relcache invalidation. */
 #define HC_MAX_FETCHES 16
@@ -265,7 +277,7 @@ fetch_open(HcCall *call, HcFetch *fetch)
 	}
 	if (!OidIsValid(relid))
 		elog(ERROR, "relation %s of holdcommit is missing", fetch->table);
-	heap = table_open(relid, fetch->lock != HC_FETCH_READ ? RowShareLock : AccessShareLock);
+	heap = table_open(relid, FETCH_LOCKS(fetch) ? RowShareLock : AccessShareLock);
 	while (fetch->relid != relid || fetch->schema != call->schema)
 	{
 		fetch->relid = relid;
@@ -316,6 +328,41 @@ fetch_lock(HcFetch *fetch, Relation heap, TupleTableSlot *slot, ScanKey skey, in
 			return false;
 	}
 	return true;
+}
+
+/*
+ * Does this transaction hold the heap row version in slot: did it insert
+ * it (or the update that made it), or does its xmax (or a member of its
+ * multixact) name this transaction?
+ */
+static bool
+fetch_mine(TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	HeapTupleHeader tuple;
+	uint16		infomask;
+	TransactionId xmax;
+	bool		mine;
+	MultiXactMember *members;
+	int			n;
+
+	Assert(TTS_IS_BUFFERTUPLE(slot));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	tuple = bslot->base.tuple->t_data;
+	infomask = tuple->t_infomask;
+	xmax = HeapTupleHeaderGetRawXmax(tuple);
+	mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	if (mine || (infomask & HEAP_XMAX_INVALID))
+		return mine;
+	if (!(infomask & HEAP_XMAX_IS_MULTI))
+		return TransactionIdIsCurrentTransactionId(xmax);
+	n = GetMultiXactIdMembers(xmax, &members, false, HEAP_XMAX_IS_LOCKED_ONLY(infomask));
+	for (int i = 0; i < n; i++)
+		mine |= TransactionIdIsCurrentTransactionId(members[i].xid);
+	if (n > 0)
+		pfree(members);
+	return mine;
 }
 
 /* The columns of the row in slot, copied into the caller's memory. */
@@ -375,7 +422,7 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 	int			nkeys = fetch->part != NULL ? 2 : 1;
 	bool		found;
 
-	if (fetch->lock != HC_FETCH_READ)
+	if (FETCH_LOCKS(fetch))
 	{
 		/* What SELECT ... FOR NO KEY UPDATE refuses, so does this. */
 		PreventCommandIfReadOnly("SELECT FOR NO KEY UPDATE");
@@ -388,8 +435,8 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 	if (!OidIsValid(fetch->indexid))
 	{
 		table_close(heap, NoLock);
-		/* A statement cannot look before it locks: no row, the caller goes on without it. */
-		if (fetch->lock == HC_FETCH_SKIP_SEEN)
+		/* A statement cannot look before it locks, nor see whose: no row, the caller goes on without it. */
+		if (fetch->lock == HC_FETCH_SKIP_SEEN || fetch->lock == HC_FETCH_MINE)
 			return false;
 		return fetch_statement(call, fetch, key, part, values, nulls);
 	}
@@ -419,6 +466,8 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 		fetch_columns(call, fetch, slot, values, nulls);
 		found = admit(values, nulls, arg) && fetch_lock(fetch, heap, slot, skey, nkeys);
 	}
+	else if (found && fetch->lock == HC_FETCH_MINE)
+		found = fetch_mine(slot);
 	else
 	{
 		if (found && fetch->lock != HC_FETCH_READ)
@@ -427,7 +476,7 @@ fetch_row(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAdmit adm
 			fetch_columns(call, fetch, slot, values, nulls);
 	}
 	/* The version locked: the one a write (write.c) replaces. */
-	if (found && tid != NULL && fetch->lock != HC_FETCH_READ)
+	if (found && tid != NULL && FETCH_LOCKS(fetch))
 		*tid = slot->tts_tid;
 	ExecDropSingleTupleTableSlot(slot);
 	PopActiveSnapshot();

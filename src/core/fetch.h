@@ -16,9 +16,11 @@ typedef enum HcFetchLock
 	HC_FETCH_WAIT,				/* FOR NO KEY UPDATE: wait for a holder */
 	HC_FETCH_SKIP,				/* FOR NO KEY UPDATE SKIP LOCKED: skip a held row */
 	HC_FETCH_SKIP_NOWAIT,		/* the same, and never wait on an update chain */
-	HC_FETCH_SKIP_SEEN			/* lock the version read if the caller admits it,
+	HC_FETCH_SKIP_SEEN,			/* lock the version read if the caller admits it,
 								 * unless anyone holds or has changed it: never
 								 * a lock on a row the caller did not want */
+	HC_FETCH_MINE				/* no lock: found only if this transaction locked
+								 * or wrote the version read */
 } HcFetchLock;
 
 /* The caller's look at a row's columns before it is locked (HC_FETCH_SKIP_SEEN). */

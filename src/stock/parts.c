@@ -104,6 +104,16 @@ hc_stock_lock_part(HcCall *call, const char *product_id, int16 part, StockLocked
 	return true;
 }
 
+/* Part 0 of a product, found only if this transaction holds it. */
+static HcFetch mine_part = {"hc_stock_parts", "product_id", HC_FETCH_MINE, 0, {NULL}, "part"};
+
+/* Does this transaction hold part 0 of the product (locked, written or made it)? */
+bool
+hc_stock_holds_part0(HcCall *call, const char *product_id)
+{
+	return hc_fetch_part(call, &mine_part, product_id, 0, NULL, NULL);
+}
+
 /* Every part of a product, locked in part order, with its numbers. */
 static HcStatement lock_parts = {
 	"SELECT part::pg_catalog.int4 AS part, stock, reserved FROM hc_stock_parts"

@@ -214,7 +214,7 @@ stock_reserve_line(HcCall *call, StockReservation *r, const char *key, HcFingerp
 	/* A spread of a product of one part under way: waited for, its parts read again. */
 	if ((!hinted || home == 0) &&
 		!hc_fetch_part(call, &second_part, product_id, 1, part, isnull) &&
-		!hc_stock_watch_spreading())
+		!hc_stock_watch_spreading(call, product_id))
 	{
 		if (hinted)
 			hc_home_part_forget(product_id);

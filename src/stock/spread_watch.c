@@ -476,11 +476,13 @@ hc_stock_watch(HcCall *call, const char *product_id)
  * 0, the reserve would make the spread's own wait for part 0 longer (it
  * waits behind the queue), and take its units from part 0 after the
  * spread, one commit after the other, as every reserve queued there does.
- * Only a reserve whose transaction holds nothing of the product yet (the
- * first to enter its slot): the spread may wait for any part it holds.
+ * Only a reserve whose transaction has not reserved the product yet (the
+ * first to enter its slot), and holds nothing of its part 0 (a finalize,
+ * an unreserve, hc_stock_set earlier in the transaction): the spread waits
+ * for part 0.
  */
 bool
-hc_stock_watch_spreading(void)
+hc_stock_watch_spreading(HcCall *call, const char *product_id)
 {
 	int64		longest = WATCH_WINDOW_US +
 		(int64) (HC_SPREAD_WAIT_MS + hc_stock_spread_stall) * 1000;
@@ -501,7 +503,8 @@ hc_stock_watch_spreading(void)
 		started = slot->spread_started;
 		SpinLockRelease(&slot->mutex);
 		/* A spread that outlasts its bounds (a worker that never came) is not waited for. */
-		if (!spreading || GetCurrentTimestamp() - started > longest)
+		if (!spreading || GetCurrentTimestamp() - started > longest ||
+			(!waited && hc_stock_holds_part0(call, product_id)))
 			break;
 		waited = true;
 		(void) ConditionVariableTimedSleep(&slot->spread_over, WATCH_POLL_MS, PG_WAIT_EXTENSION);

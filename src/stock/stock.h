@@ -156,7 +156,8 @@ extern void hc_stock_set_parts(HcCall *call, const char *product_id, int32 have,
 
 /* spread_watch.c */
 extern void hc_stock_watch(HcCall *call, const char *product_id);
-extern bool hc_stock_watch_spreading(void);
+extern bool hc_stock_watch_spreading(HcCall *call, const char *product_id);
+extern bool hc_stock_holds_part0(HcCall *call, const char *product_id);
 
 /* reserve.c */
 extern void hc_stock_insufficient(const char *product_id, int32 qty, int32 stock,
