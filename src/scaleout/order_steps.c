@@ -423,6 +423,8 @@ order_lock_line(HcCall *call, const char *product_id, const char *reservation_id
 	may_retake = hc_datum(0, "may_retake", &isnull);
 	locked = hc_stock_lock_line_part(call, product_id, reservation_id, part,
 								  retake && !isnull && DatumGetBool(may_retake), &locked_part);
+	if (locked < 0)
+		hc_stock_parts_changed(product_id);
 	hc_args(&args, &read_line);
 	hc_bind_text(&args, "product_id", product_id);
 	hc_bind_text(&args, "reservation_id", reservation_id);

@@ -10,10 +10,13 @@
  *      part alone (or, for a late finalize, every part of a product of
  *      several parts whose line may have to find its units again), then
  *      its row, and only then read with its lines (hc_stock_lock).
- *   2. A line that moved to another part between the look and the lock
- *      (hc_stock_spread, a late finalize) is 40001: the caller retries.  A
- *      line that no longer counts is locked at part 0 if its part is gone
- *      (stock.h's 2): nothing of it counts in any part.
+ *   2. A line whose part is gone between the look and the lock (a gather
+ *      or hc_stock_spread merged it into part 0) is looked at again, its
+ *      product's parts not locked yet; one that moved to another part that
+ *      is still there (a late finalize of the same reservation) is 40001:
+ *      the caller retries.  A line that no longer counts is locked at part
+ *      0 if its part is gone (stock.h's 2): nothing of it counts in any
+ *      part.
  *   3. A move takes a line from the status it had under the lock to its new
  *      one, with its part's stock and reserved and its ledger row, in one
  *      statement (the last line's with the reservation's end): a line that
@@ -105,6 +108,25 @@ static HcStatement lock_order = {
 };
 
 /*
+ * The part to lock for the line of product_id in the reservation, looked at
+ * anew (ORDER_LINE_PARTS); -1 if there is no such line.
+ */
+static int16
+stock_look_again(HcCall *call, const char *reservation_id, const char *product_id)
+{
+	HcArgs		args;
+	uint64		n;
+
+	hc_args(&args, &order_products);
+	hc_bind_text(&args, "reservation_id", reservation_id);
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	for (uint64 i = 0; i < n; i++)
+		if (strcmp(hc_text(call, (int) i, "product_id"), product_id) == 0)
+			return (int16) hc_int32((int) i, "part");
+	return -1;
+}
+
+/*
  * Lock a reservation for finalize or unreserve: its products one at a time
  * in order, then the reservation row, and read it with its lines under
  * those locks.  Of each product, the line's part; for a late finalize
@@ -149,8 +171,25 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 			locked[i] = -1;
 	}
 	for (i = 0; i < n; i++)
-		locked[i] = hc_stock_lock_line_part(call, products[i], reservation_id, parts[i],
-											locked[i] != 0, &locked_part[i]);
+	{
+		bool		all_parts = locked[i] != 0;
+
+		/*
+		 * Its part merged into part 0 since the look (a gather, hc_stock_spread):
+		 * holding nothing of the product, look again and lock that one.
+		 */
+		for (int tries = 0;
+			 (locked[i] = hc_stock_lock_line_part(call, products[i], reservation_id, parts[i],
+												  all_parts, &locked_part[i])) < 0;
+			 tries++)
+		{
+			int16		part = stock_look_again(call, reservation_id, products[i]);
+
+			if (tries == 2 || part < 0 || part == parts[i])
+				hc_stock_parts_changed(products[i]);
+			parts[i] = part;
+		}
+	}
 
 	hc_args(&args, &lock_order);
 	hc_bind_text(&args, "reservation_id", reservation_id);

@@ -165,8 +165,9 @@ hc_stock_lock_parts(HcCall *call, const char *product_id, StockParts *p)
 /*
  * Lock what a line of reservation_id counts in: its part (read into
  * *locked), or every part of its product (all_parts; locked's tid invalid).
- * Returns how many parts are locked (0: the line's alone); 40001 if the
- * part is gone (hc_stock_parts_changed).
+ * Returns how many parts are locked (0: the line's alone), or -1 if the
+ * part is gone (a gather or hc_stock_spread merged it into part 0 since the
+ * caller looked): nothing of the product is locked then.
  */
 int32
 hc_stock_lock_line_part(HcCall *call, const char *product_id, const char *reservation_id,
@@ -184,7 +185,7 @@ hc_stock_lock_line_part(HcCall *call, const char *product_id, const char *reserv
 	{
 		if (hc_stock_count_parts(call, product_id) == 0)
 			elog(ERROR, "product \"%s\" of reservation \"%s\" vanished", product_id, reservation_id);
-		hc_stock_parts_changed(product_id);
+		return -1;
 	}
 	return 0;
 }

@@ -10,9 +10,9 @@
 #       product is gathered back to one part while it reserves
 #   (c) the rush again, until the product is sold out: spread again
 #   (d) what is left sold by one client, a unit at a time, until RS002
-#   Throughout: no deadlock (pgbench --failures-detailed), 40001 only
-#   (a finalize or unreserve of a line that a gather moved: retried), no
-#   refusal while the units asked for remain (each RS002's detail), and at
+#   Throughout: no deadlock and no 40001 (pgbench --failures-detailed: a
+#   finalize or unreserve of a line that a gather moved finds it in part 0),
+#   no refusal while the units asked for remain (each RS002's detail), and at
 #   the end exactly the stock sold (finalized and reserved units), the
 #   ledger agreeing, hc_check() empty.
 #   (e) the stall bound: a gather that would hold part 0 longer than
@@ -34,7 +34,7 @@ CREATE SEQUENCE false_refusals;
 -- One client's transaction: reserve qty, then (action) finalize, unreserve or
 -- nothing.  RS002 is counted, and checked against its own numbers: the units
 -- asked for were not there when the reserve decided, every part locked.
--- Every other error goes to pgbench (40001 and 40P01 are retried and counted).
+-- Every other error goes to pgbench (40001 and 40P01 would be retried and counted).
 CREATE FUNCTION spread_step(client int, qty int, action int, ttl_ms int) RETURNS text
 LANGUAGE plpgsql AS \$\$
 DECLARE
@@ -92,6 +92,8 @@ pgbench_mix() {
     pgbench_phase "$1" "$1: $3 clients for $2 s" -c "$3" -j 4 -T "$2" --max-tries=20 --failures-detailed
     echo "# $1: $(grep -E '^(number of transactions actually processed|number of transactions retried|tps)' "$work/$1.log" | tr '\n' ' ')"
     check "$1: no deadlock" "$(sed -n 's/^number of deadlock failures: \([0-9]*\).*/\1/p' "$work/$1.log")" "0"
+    check "$1: no 40001 or 40P01 (nothing retried)" \
+        "$(sed -n 's/^number of transactions retried: \([0-9]*\).*/\1/p' "$work/$1.log")" "0"
     check "$1: nothing failed, whatever was retried" \
         "$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$work/$1.log")" "0"
 }
