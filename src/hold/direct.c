@@ -178,12 +178,15 @@ hc_hold_write_take(HcCall *call, const HoldReservation *r, const char *key, Datu
 }
 
 /*
- * hold.c's sell_asset: the asset SOLD to r, which must still be r->status
- * (HELD, or EXPIRED for a late commit), COMMITTED.  r gets the
- * reservation's buyer and times, as the statement returns them.
+ * The asset r holds leaves the hold: sold (SOLD to r, which must still be
+ * r->status: HELD, or EXPIRED for a late commit) or freed (AVAILABLE
+ * again; r HELD and holding it); r ends as status, with the ledger's row,
+ * event from source.  r gets the reservation's buyer and times, as the
+ * statement returns them.
  */
-bool
-hc_hold_write_sell(HcCall *call, HoldReservation *r, int32 reserved_delta)
+static bool
+end_hold(HcCall *call, HoldReservation *r, bool sold, const char *status, const char *event,
+		 const char *source, int32 reserved_delta)
 {
 	HcWrite    *writes[] = {&asset_state, &reservation_end, &hc_ledger_row};
 	HcWriter	w;
@@ -198,11 +201,14 @@ hc_hold_write_sell(HcCall *call, HoldReservation *r, int32 reserved_delta)
 		hc_writer_end(&w);
 		return false;
 	}
-	if (!found || strcmp(l.status, r->status) != 0)
-		elog(ERROR, "reservation \"%s\" could not become COMMITTED", r->id);
-	version = set_asset(&w, r, "SOLD", DT_NOBEGIN, r->id, 1);
-	end_reservation(&w, &l.tid, "COMMITTED");
-	log_change(&w, r, version, "commit", "call", r->id, l.buyer_id, reserved_delta, -1, NULL);
+	if (!found || (sold ? strcmp(l.status, r->status) != 0 :
+				   strcmp(l.status, "HELD") != 0 || !hold_is_current(r)))
+		elog(ERROR, "reservation \"%s\" of asset \"%s\" could not become %s", r->id, r->asset_id,
+			 status);
+	version = set_asset(&w, r, sold ? "SOLD" : "AVAILABLE", DT_NOBEGIN, sold ? r->id : NULL, 1);
+	end_reservation(&w, &l.tid, status);
+	log_change(&w, r, version, event, source, r->id, l.buyer_id, reserved_delta, sold ? -1 : 0,
+			   NULL);
 	hc_writer_end(&w);
 	r->buyer_id = l.buyer_id;
 	r->expires_at = l.expires_at;
@@ -210,38 +216,19 @@ hc_hold_write_sell(HcCall *call, HoldReservation *r, int32 reserved_delta)
 	return true;
 }
 
-/*
- * hold.c's free_asset: the asset, HELD by r, AVAILABLE again; r, HELD, ends
- * as status, with the ledger's event from source.  r gets the
- * reservation's buyer and times.
- */
+/* hold.c's sell_asset: the asset SOLD to r, COMMITTED. */
+bool
+hc_hold_write_sell(HcCall *call, HoldReservation *r, int32 reserved_delta)
+{
+	return end_hold(call, r, true, "COMMITTED", "commit", "call", reserved_delta);
+}
+
+/* hold.c's free_asset: the asset AVAILABLE again; r, HELD, ends as status. */
 bool
 hc_hold_write_free(HcCall *call, HoldReservation *r, const char *status, const char *event,
 				   const char *source)
 {
-	HcWrite    *writes[] = {&asset_state, &reservation_end, &hc_ledger_row};
-	HcWriter	w;
-	LockedReservation l;
-	bool		found;
-	int32		version;
-
-	if (!ItemPointerIsValid(&r->asset_tid) || !hc_writer_begin(call, &w, writes, 3))
-		return false;
-	if (!lock_one(call, r->asset_id, r->id, &l, &found))
-	{
-		hc_writer_end(&w);
-		return false;
-	}
-	if (!found || strcmp(l.status, "HELD") != 0 || !hold_is_current(r))
-		elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
-	version = set_asset(&w, r, "AVAILABLE", DT_NOBEGIN, NULL, 1);
-	end_reservation(&w, &l.tid, status);
-	log_change(&w, r, version, event, source, r->id, l.buyer_id, -1, 0, NULL);
-	hc_writer_end(&w);
-	r->buyer_id = l.buyer_id;
-	r->expires_at = l.expires_at;
-	r->created_at = l.created_at;
-	return true;
+	return end_hold(call, r, false, status, event, source, -1);
 }
 
 /*
