@@ -71,6 +71,7 @@ hc_shmem_request(void)
 	RequestNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE, 1);
 	RequestAddinShmemSpace(hc_pool_shmem_size());
 	RequestAddinShmemSpace(hc_stock_watch_shmem_size());
+	RequestNamedLWLockTranche(HC_SPREADERS_LWLOCK_TRANCHE, 1);
 }
 
 /* shmem_startup_hook: create them, or find them. */
@@ -82,7 +83,7 @@ hc_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	hc_sweeper_shmem_init(&(GetNamedLWLockTranche(HC_SWEEPER_LWLOCK_TRANCHE))->lock);
 	hc_pool_shmem_init();
-	hc_stock_watch_shmem_init();
+	hc_stock_watch_shmem_init(&(GetNamedLWLockTranche(HC_SPREADERS_LWLOCK_TRANCHE))->lock);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -98,9 +99,18 @@ hc_post_parse_analyze(ParseState *pstate, Query *query, HcJumbleState *jstate)
 	hc_search_path_check(pstate, query);
 }
 
+/* What holds a database that a command needs to itself lets it go. */
+static void
+hc_database_leave(Oid dboid)
+{
+	hc_autonomous_retire(dboid);
+	hc_stock_spreaders_stop(dboid);
+}
+
 /*
  * ProcessUtility_hook: a command that needs a database to itself pauses its
- * sweeping (bgw/sweeper) and lets its autonomous workers go (bgw/autonomous).
+ * sweeping (bgw/sweeper) and lets its autonomous workers (bgw/autonomous)
+ * and its spreaders (bgw/spreader) go.
  */
 static void
 hc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
@@ -108,7 +118,7 @@ hc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
 	hc_sweeper_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv,
-							   dest, qc, prev_process_utility, hc_autonomous_retire);
+							   dest, qc, prev_process_utility, hc_database_leave);
 }
 
 /*

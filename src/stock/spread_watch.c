@@ -50,14 +50,17 @@
  *      product, no spread of it runs, and it has been idle WATCH_IDLE_US.
  *   4. The watch is a hint: the worker decides under the product's locks.
  *   5. A seat is claimed before its worker is registered and left by that
- *      worker (before_shmem_exit), or by the claimer if none could be; a
- *      worker that never came frees its seat SEAT_UNTAKEN_US after the
+ *      worker (before_shmem_exit, its pid cleared under the seats' LWLock,
+ *      under which alone it is signalled), or by the claimer if none could
+ *      be; a worker that never came frees its seat SEAT_UNTAKEN_US after the
  *      claim, and a worker that comes later than that finds its claim gone
  *      and exits.
  *
  * Review on a new major: the XactCallback's events, RegisterDynamicBackgroundWorker.
  */
 #include "postgres.h"
+
+#include <signal.h>
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -135,9 +138,10 @@ typedef struct SpreaderSeat
 	TimestampTz claimed_at;		/* names the claim */
 } SpreaderSeat;
 
+/* The seats, under an LWLock: a pid is signalled under it (hc_stock_spreaders_stop). */
 typedef struct Spreaders
 {
-	slock_t		mutex;
+	LWLock	   *lock;
 	SpreaderSeat seats[HC_MAX_SPREADERS];
 } Spreaders;
 
@@ -154,7 +158,7 @@ hc_stock_watch_shmem_size(void)
 
 /* Create the table, or find it (shmem_startup_hook, under AddinShmemInitLock). */
 void
-hc_stock_watch_shmem_init(void)
+hc_stock_watch_shmem_init(LWLock *spreaders_lock)
 {
 	bool		found;
 	int			i;
@@ -163,7 +167,7 @@ hc_stock_watch_shmem_init(void)
 	if (!found)
 	{
 		memset(spreaders, 0, sizeof(Spreaders));
-		SpinLockInit(&spreaders->mutex);
+		spreaders->lock = spreaders_lock;
 	}
 	watch = ShmemInitStruct("holdcommit stock waits", mul_size(WATCH_SLOTS, sizeof(WatchSlot)),
 							&found);
@@ -261,7 +265,7 @@ seat_claim(HcSpreadOrder *order)
 	int			mine = 0;
 	bool		gathering = false;
 
-	SpinLockAcquire(&spreaders->mutex);
+	LWLockAcquire(spreaders->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < HC_MAX_SPREADERS; i++)
 	{
 		SpreaderSeat *seat = &spreaders->seats[i];
@@ -292,7 +296,7 @@ seat_claim(HcSpreadOrder *order)
 	}
 	else
 		free = -1;
-	SpinLockRelease(&spreaders->mutex);
+	LWLockRelease(spreaders->lock);
 	return free >= 0;
 }
 
@@ -306,11 +310,11 @@ hc_stock_spreader_seat_take(const HcSpreadOrder *order)
 	if (order->seat < 0 || spreaders == NULL)
 		return true;
 	seat = &spreaders->seats[order->seat];
-	SpinLockAcquire(&spreaders->mutex);
+	LWLockAcquire(spreaders->lock, LW_EXCLUSIVE);
 	mine = seat->dboid == order->dboid && seat->claimed_at == order->seat_claimed;
 	if (mine)
 		seat->pid = MyProcPid;
-	SpinLockRelease(&spreaders->mutex);
+	LWLockRelease(spreaders->lock);
 	return mine;
 }
 
@@ -323,13 +327,32 @@ hc_stock_spreader_seat_leave(const HcSpreadOrder *order)
 	if (order->seat < 0 || spreaders == NULL)
 		return;
 	seat = &spreaders->seats[order->seat];
-	SpinLockAcquire(&spreaders->mutex);
+	LWLockAcquire(spreaders->lock, LW_EXCLUSIVE);
 	if (seat->dboid == order->dboid && seat->claimed_at == order->seat_claimed)
 	{
 		seat->dboid = InvalidOid;
 		seat->pid = 0;
 	}
-	SpinLockRelease(&spreaders->mutex);
+	LWLockRelease(spreaders->lock);
+}
+
+/*
+ * A command needs the database to itself (DROP DATABASE, ...; the sweeper's
+ * ProcessUtility hook calls this): its spreaders end now, so that it does
+ * not wait for them.  A spread or gather under way rolls back (nothing of
+ * it was committed) and is tried again later.  Signalled under the lock
+ * that each clears its pid under before it exits: never a stale pid.
+ */
+void
+hc_stock_spreaders_stop(Oid dboid)
+{
+	if (spreaders == NULL)
+		return;
+	LWLockAcquire(spreaders->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < HC_MAX_SPREADERS; i++)
+		if (spreaders->seats[i].dboid == dboid && spreaders->seats[i].pid != 0)
+			(void) kill(spreaders->seats[i].pid, SIGTERM);
+	LWLockRelease(spreaders->lock);
 }
 
 /*

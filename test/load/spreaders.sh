@@ -9,6 +9,8 @@
 #       product is spread
 #   (d) a gatherer per database at most: A's gather kept waiting, another
 #       sweep of A starts none, B's sweep starts B's
+#   (e) DROP DATABASE B ends B's spreaders at once, however long they would
+#       wait
 # Each product is hot with holdcommit.stock_spread_callers = 2: a reserve
 # that finds another in flight starts the spread.  The spreads and gathers
 # wait for part 0 up to 3 s (a gather 1 s) plus holdcommit.stock_spread_stall
@@ -143,6 +145,27 @@ check "A never ran more than its share, the server never more than holdcommit.ma
 for d in "$dba" "$dbb"; do
     check "hc_check() is empty in $d" "$(psql -X -qAt -d "$d" -c "SELECT count(*) FROM hc_check()")" "0"
 done
+
+# (e) DROP DATABASE stops the database's spreaders: B's gather waits on G's
+# part 0 (for up to 21 s); the DROP, which waits 5 s for B's sessions to go,
+# ends it at once; then the session holding G goes, and the DROP succeeds.
+qb "SELECT hc_stock_auto_spread('G', 2); UPDATE hc_stock_spreads SET changed_at = '-infinity' WHERE product_id = 'G'" >/dev/null
+psql -X -qAt -d "$dbb" -c "SET application_name = blocker" -c "BEGIN" \
+    -c "SELECT 1 FROM hc_stock_parts WHERE product_id = 'G' AND part = 0 FOR UPDATE" \
+    -c "SELECT pg_sleep(120)" -c "COMMIT" >/dev/null 2>&1 &
+wait_for 10 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'blocker' AND wait_event = 'PgSleep'" 1 >/dev/null
+qb "SELECT count(*) FROM hc_sweep()" >/dev/null
+wait_for 10 "$spreaders AND datname = '$dbb' AND wait_event_type = 'Lock'" 1 >/dev/null
+psql -X -q -d postgres -c "DROP DATABASE $dbb" >"$work/drop" 2>&1 &
+dropping=$!
+waited=$(wait_for 3 "$spreaders AND datname = '$dbb'" 0)
+check "(e) DROP DATABASE ends B's gather at once (in $waited s), though it waits for G's part 0" \
+    "$waited" "${waited#timeout}"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'blocker'" >/dev/null
+wait $dropping
+check "(e) ... and succeeds once B's last session is gone" \
+    "$(cat "$work/drop")$(q "SELECT count(*) FROM pg_database WHERE datname = '$dbb'")" "0"
+
 psql -X -q -d postgres -c "SELECT 1" >/dev/null
 check "the session is usable" "$(q "SELECT 1")" "1"
 exit 0

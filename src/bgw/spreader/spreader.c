@@ -64,8 +64,9 @@ PGDLLEXPORT void hc_spreader_main(Datum main_arg);
 #define GATHERER_LOCK_KIND	0x6863
 /*
  * A gatherer starts no step after this long (the next sweep goes on), so
- * that it never keeps DROP DATABASE, which waits 5 s for the sessions of the
- * database, from its work.
+ * that even without the preload (which ends it at once: spread_watch.c's
+ * hc_stock_spreaders_stop) it never keeps DROP DATABASE, which waits 5 s
+ * for the sessions of the database, from its work.
  */
 #define GATHERER_BUDGET_US	(2 * USECS_PER_SEC)
 
