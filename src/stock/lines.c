@@ -28,15 +28,19 @@
  *      locked and read once, and a move of its line is the move of the
  *      order, in one write: without the executor where the tables allow it
  *      (direct.c; its row and its part at the versions locked here), else
- *      one statement.
+ *      one statement.  One that is RESERVED when looked at is looked at and
+ *      locked without the executor too (stock_lock_single), in the same
+ *      order and with the same reads as the statements.
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"
 
 #include "common/errors.h"
 #include "common/ledger.h"
 #include "common/notify.h"
+#include "core/fetch.h"
 #include "stock/orders.h"
 #include "stock/stock.h"
 
@@ -108,6 +112,70 @@ static HcStatement lock_order = {
 };
 
 /*
+ * An order of one product, as a look sees it, and locked: the rows the two
+ * statements above read of it, without the executor (core/fetch.c).
+ */
+static HcFetch look_single = {"hc_stock_orders", "id", HC_FETCH_READ, 4,
+	{"scope_id", "part", "status", "qty"}};
+static HcFetch lock_single = {"hc_stock_orders", "id", HC_FETCH_WAIT, 7,
+	{"scope_id", "buyer_id", "status", "expires_at", "created_at", "qty", "part"}};
+
+/*
+ * hc_stock_lock of an order of one product that is RESERVED when looked at
+ * (every finalize and unreserve in time): its part, then its row, as the
+ * statements lock them, with what they read.  False, with nothing locked,
+ * for any other order, or if its part is gone meanwhile: the statements
+ * then look and lock.
+ */
+static bool
+stock_lock_single(HcCall *call, const char *product_id, const char *reservation_id,
+				  StockReservation *r)
+{
+	Datum		values[7];
+	bool		nulls[7];
+	MemoryContext old;
+	StockLine  *line;
+	int16		part;
+
+	if (!hc_fetch(call, &look_single, reservation_id, values, nulls) || nulls[3] ||
+		strcmp(TextDatumGetCString(values[2]), "RESERVED") != 0)
+		return false;
+	part = DatumGetInt16(values[1]);
+	if (hc_stock_lock_line_part(call, TextDatumGetCString(values[0]), reservation_id, part, false,
+								&r->locked) < 0)
+		return false;
+	if (!hc_fetch_tid(call, &lock_single, reservation_id, values, nulls, &r->order_tid))
+		elog(ERROR, "reservation \"%s\" has lines but no row", reservation_id);
+
+	old = MemoryContextSwitchTo(call->outer);
+	r->id = pstrdup(reservation_id);
+	r->scope_id = TextDatumGetCString(values[0]);
+	r->buyer_id = TextDatumGetCString(values[1]);
+	r->status = TextDatumGetCString(values[2]);
+	r->lines = palloc(sizeof(StockLine));
+	MemoryContextSwitchTo(old);
+	if (product_id != NULL && strcmp(r->scope_id, product_id) != 0)
+		hc_stock_not_found(product_id, reservation_id);
+	r->expires_at = DatumGetTimestampTz(values[3]);
+	r->created_at = DatumGetTimestampTz(values[4]);
+	r->replayed = false;
+	r->single = true;
+	r->nlines = 1;
+	line = &r->lines[0];
+	line->product_id = r->scope_id;
+	line->qty = DatumGetInt32(values[5]);
+	line->part = DatumGetInt16(values[6]);
+	line->status = r->status;
+	line->parts = 0;
+	/* The line moved to another part meanwhile (a late finalize of this order). */
+	if (strcmp(line->status, "RESERVED") == 0 && line->part != part)
+		hc_stock_parts_changed(line->product_id);
+	if (line->part != part)
+		ItemPointerSetInvalid(&r->locked.tid);
+	return true;
+}
+
+/*
  * The part to lock for the line of product_id in the reservation, looked at
  * anew (ORDER_LINE_PARTS); -1 if there is no such line.
  */
@@ -152,6 +220,8 @@ hc_stock_lock(HcCall *call, const char *product_id, const char *reservation_id, 
 		hc_stock_orders()->lock(call, reservation_id, retake, r);
 		return;
 	}
+	if (stock_lock_single(call, product_id, reservation_id, r))
+		return;
 	hc_args(&args, &order_products);
 	hc_bind_text(&args, "reservation_id", reservation_id);
 	n = hc_run(call, &args, SPI_OK_SELECT);
