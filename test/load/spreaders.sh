@@ -79,7 +79,9 @@ for p in P1 P2 P3; do hot "$dba" "$p"; done
 # P2's and P3's reserves queue on their part 0 once their spread was refused a seat.
 wait_for 20 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'trigger'
               AND datname = '$dba' AND wait_event_type = 'Lock'" 2 >/dev/null
-check "(a) A runs one spreader while its three products are hot" "$(q "$spreaders AND datname = '$dba'")" "1"
+# P1's spreader has its seat since its reserve decided; its process may take a while to start.
+check "(a) A runs one spreader while its three products are hot" \
+    "$(wait_for 20 "$spreaders AND datname = '$dba'" 1 >/dev/null; q "$spreaders AND datname = '$dba'")" "1"
 check "(a) ... P1's, the first" "$(spreading "$dba" P1)/$(spreading "$dba" P2)/$(spreading "$dba" P3)" "t/f/f"
 
 # (b) B's hot product is spread meanwhile.
