@@ -674,3 +674,142 @@ BEGIN
     END LOOP;
 END
 $distribute$;
+
+------------------------------------------------------------------------------
+-- Many seats, one hold; the best seats available
+------------------------------------------------------------------------------
+
+-- What a venue needs to choose seats: the pool they are sold from, a rank
+-- (lower is better), the group of adjacent seats (a row) and the position
+-- in it.  A group hold (hc_hold_many, hc_hold_best) is one reservation id
+-- over its seats: a row per seat in hc_reservations, the same id on each,
+-- `seats` the number of them (NULL for hc_hold's); the key and the
+-- request's fingerprint are on the first seat's row (bytewise by asset_id)
+-- alone.  The lookup by reservation id alone becomes unique on (id,
+-- asset_id), its readers finding a group's first seat.  On a distributed
+-- setup (hc_distribute() replaced that index) only the columns are added,
+-- by the coordinator.
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_assets'::pg_catalog.regclass)
+           AND NOT pg_catalog.citus_is_coordinator() THEN
+            RETURN;
+        END IF;
+    END IF;
+    ALTER TABLE @extschema@.hc_assets ADD COLUMN pool text, ADD COLUMN rank integer,
+        ADD COLUMN grp text, ADD COLUMN pos integer;
+    ALTER TABLE @extschema@.hc_reservations ADD COLUMN seats integer;
+    IF pg_catalog.to_regclass('@extschema@.hc_reservations_id') IS NOT NULL THEN
+        DROP INDEX @extschema@.hc_reservations_id;
+        CREATE UNIQUE INDEX hc_reservations_id ON @extschema@.hc_reservations (id, asset_id);
+    END IF;
+    -- The reader: hc_hold_best, which reads a pool's seats in (grp, pos)
+    -- order.  None of its columns changes when a seat is held or sold, so
+    -- a hold stays a HOT update.
+    CREATE INDEX hc_assets_pool ON @extschema@.hc_assets (pool, grp, pos) WHERE pool IS NOT NULL;
+END
+$$;
+COMMENT ON COLUMN @extschema@.hc_assets.pool IS
+    'The pool hc_hold_best() sells the asset from (a category of a venue), or NULL.';
+COMMENT ON COLUMN @extschema@.hc_assets.rank IS
+    'Within the pool, lower is better: hc_hold_best() takes the lowest.';
+COMMENT ON COLUMN @extschema@.hc_assets.grp IS
+    'The group of adjacent assets (a row of seats) that pos orders.';
+COMMENT ON COLUMN @extschema@.hc_assets.pos IS
+    'The position in grp: pos and pos + 1 are neighbours.';
+COMMENT ON COLUMN @extschema@.hc_reservations.seats IS
+    'A group hold (hc_hold_many, hc_hold_best): the number of its seats, each a row with the same id; NULL for hc_hold.';
+
+-- hc_asset_add takes the new columns: made again, with the grants of the
+-- old one (an operator's), kept out of the extension's initial privileges
+-- as on a fresh install, so that pg_dump keeps them.  Who may read a
+-- reservation's buyer may read its seats.
+DO $$
+DECLARE
+    updater text := current_user;
+    old_acl pg_catalog.aclitem[];
+    old_owner pg_catalog.oid;
+    fresh pg_catalog.aclitem[];
+    fn pg_catalog.regprocedure;
+    g record;
+BEGIN
+    SELECT p.proacl, p.proowner INTO old_acl, old_owner FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_asset_add(text, text)'::pg_catalog.regprocedure;
+    DROP FUNCTION @extschema@.hc_asset_add(text, text);
+    CREATE FUNCTION @extschema@.hc_asset_add(id text, name text DEFAULT '', pool text DEFAULT NULL,
+                                             rank integer DEFAULT NULL, grp text DEFAULT NULL,
+                                             pos integer DEFAULT NULL)
+    RETURNS @extschema@.hc_assets
+    AS 'MODULE_PATHNAME', 'hc_asset_add' LANGUAGE C VOLATILE;
+    COMMENT ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, integer) IS
+        'Add an AVAILABLE asset (operator), with its place in a pool for hc_hold_best().';
+    REVOKE ALL ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, integer) FROM PUBLIC;
+    fn := '@extschema@.hc_asset_add(text, text, text, integer, text, integer)'::pg_catalog.regprocedure;
+    SELECT i.initprivs INTO fresh FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) fn
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+    FOR g IN SELECT a.grantor, a.grantee, a.is_grantable FROM pg_catalog.aclexplode(old_acl) a
+              WHERE a.grantee OPERATOR(pg_catalog.<>) old_owner AND a.grantee OPERATOR(pg_catalog.<>) 0
+              ORDER BY a.grantor OPERATOR(pg_catalog.<>) old_owner, a.is_grantable DESC
+    LOOP
+        IF g.grantor OPERATOR(pg_catalog.<>) old_owner THEN
+            EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
+        END IF;
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', fn,
+                                  g.grantee::pg_catalog.regrole,
+                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
+    END LOOP;
+    FOR g IN SELECT DISTINCT a.grantee, a.is_grantable
+               FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) a
+              WHERE t.attrelid OPERATOR(pg_catalog.=) '@extschema@.hc_reservations'::pg_catalog.regclass
+                AND t.attname OPERATOR(pg_catalog.=) 'buyer_id' AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+    LOOP
+        EXECUTE pg_catalog.format('GRANT SELECT (seats) ON TABLE @extschema@.hc_reservations TO %s%s',
+                                  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                       ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+    UPDATE pg_catalog.pg_init_privs i SET initprivs = fresh
+     WHERE i.objoid OPERATOR(pg_catalog.=) fn
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+    DELETE FROM pg_catalog.pg_init_privs i
+     WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+       AND i.objoid OPERATOR(pg_catalog.=) '@extschema@.hc_reservations'::pg_catalog.regclass;
+END
+$$;
+
+-- Roles granted hc_hold before (hc_grant_app) must be granted again to call
+-- the group holds.
+DO $$
+DECLARE
+    ungranted text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_hold(text, text, text, interval)'::pg_catalog.regprocedure
+       AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+    IF ungranted IS NOT NULL THEN
+        RAISE WARNING 'these roles cannot call hc_hold_many or hc_hold_best until they are granted again: %', ungranted
+              USING HINT = 'For each: SELECT hc_grant_app(''role'').';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION @extschema@.hc_hold_many(asset_ids text[], buyer_id text, idempotency_key text,
+                                         ttl interval DEFAULT '10 minutes')
+RETURNS SETOF @extschema@.hc_reservation ROWS 4
+AS 'MODULE_PATHNAME', 'hc_hold_many' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_hold_many(text[], text, text, interval) IS
+    'Hold every asset or none, under one reservation id and one expiry; RS001 names those not available.';
+REVOKE ALL ON FUNCTION @extschema@.hc_hold_many(text[], text, text, interval) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.hc_hold_best(pool text, n integer, buyer_id text, idempotency_key text,
+                                         ttl interval DEFAULT '10 minutes')
+RETURNS SETOF @extschema@.hc_reservation ROWS 4
+AS 'MODULE_PATHNAME', 'hc_hold_best' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval) IS
+    'Hold the n best available assets of a pool, adjacent where they can be, as one group hold; RS002 if fewer are free.';
+REVOKE ALL ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval) FROM PUBLIC;

@@ -71,6 +71,8 @@ static const char *const app_keyless_tables[] = {
  * caller.
  */
 static const char *const app_keyless_tables_0_4[] = {"hc_stock_orders", NULL};
+/* The group holds of 0.4.0. */
+static const char *const app_functions_0_4[] = {"hc_hold_many", "hc_hold_best", NULL};
 static const char *const app_tables_0_4[] = {"hc_stock_order_lines", NULL};
 
 /* What an operator's tooling adds: stock, assets, resets, and everything to read. */
@@ -335,6 +337,7 @@ grant_app(GrantTarget *t)
 	}
 	if (hc_sql_at_least("0.4.0"))
 	{
+		grant_functions(t, app_functions_0_4);
 		grant_select(t, app_tables_0_4, false);
 		grant_select(t, app_keyless_tables_0_4, true);
 	}

@@ -92,7 +92,7 @@
 #define FETCH_LOCKS(fetch)	((fetch)->lock != HC_FETCH_READ && (fetch)->lock != HC_FETCH_MINE)
 
 /* Every HcFetch found so far, to forget on a relcache invalidation. */
-#define HC_MAX_FETCHES 16
+#define HC_MAX_FETCHES 32
 static HcFetch *fetches[HC_MAX_FETCHES];
 static int	nfetches = 0;
 static bool fetch_callback = false;
@@ -139,8 +139,8 @@ fetch_copy(Datum value, Form_pg_attribute attr)
 /*
  * Find the table's columns and the index to read it by: valid, unique and
  * immediate, btree, the text key column as its only key with the column's
- * own collation (or first key, the smallint part second), no predicate
- * (InvalidOid if there is none).  The table must
+ * own collation (or first key, the smallint part or the text column
+ * `then` second), no predicate (InvalidOid if there is none).  The table must
  * be a plain table of the extension.  With Citus in the database there is
  * none: a distributed table's rows are in its shards, not in the table on
  * this node, and only a statement reaches them.
@@ -184,9 +184,14 @@ fetch_find(HcFetch *fetch, Relation heap)
 		Form_pg_index form = index->rd_index;
 
 		if (form->indisunique && form->indimmediate && form->indisvalid &&
-			form->indnkeyatts == (fetch->part != NULL ? 2 : 1) && form->indkey.values[0] == key &&
-			(fetch->part == NULL ||
-			 (form->indkey.values[1] == fetch->partattnum && index->rd_opcintype[1] == INT2OID)) &&
+			form->indkey.values[0] == key &&
+			(fetch->part != NULL ?
+			 (form->indnkeyatts == 2 && form->indkey.values[1] == fetch->partattnum &&
+			  index->rd_opcintype[1] == INT2OID) :
+			 (form->indnkeyatts == 1 ||
+			  (fetch->then != NULL && form->indnkeyatts == 2 &&
+			   form->indkey.values[1] == get_attnum(relid, fetch->then) &&
+			   index->rd_opcintype[1] == TEXTOID))) &&
 			index->rd_rel->relam == BTREE_AM_OID && index->rd_opcintype[0] == TEXTOID &&
 			index->rd_indcollation[0] == TupleDescAttr(RelationGetDescr(heap), key - 1)->attcollation &&
 			RelationGetIndexPredicate(index) == NIL)
@@ -222,6 +227,8 @@ fetch_statement(HcCall *call, HcFetch *fetch, const char *key, int16 part, Datum
 		appendStringInfo(&sql, " FROM %s WHERE %s" EQ ":key", fetch->table, fetch->key);
 		if (fetch->part != NULL)
 			appendStringInfo(&sql, " AND %s" EQ ":part", fetch->part);
+		if (fetch->then != NULL)
+			appendStringInfo(&sql, " ORDER BY %s LIMIT 1", fetch->then);
 		appendStringInfoString(&sql, fetch->lock == HC_FETCH_READ ? "" :
 						 fetch->lock == HC_FETCH_WAIT ? " FOR NO KEY UPDATE" :
 						 " FOR NO KEY UPDATE SKIP LOCKED");

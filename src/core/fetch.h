@@ -48,6 +48,11 @@ typedef struct HcFetch
 	bool		maybe_empty;	/* often never written: look at the index's
 								 * metapage first, and scan only if it has
 								 * ever had an entry */
+	const char *then;			/* NULL, or a text column the unique index
+								 * may have as its second key: rows may then
+								 * share the key (a group hold's seats), and
+								 * the fetch finds the first of them in the
+								 * index's order */
 	/* found on first use */
 	Oid			schema;
 	Oid			relid;

@@ -24,6 +24,7 @@
 #include "utils/builtins.h"
 
 #include "common/ledger.h"
+#include "core/version.h"
 #include "core/fetch.h"
 #include "core/write.h"
 #include "hold/hold.h"
@@ -45,9 +46,14 @@ static HcWrite reservation_end = {"hc_reservations", HC_WRITE_UPDATE, 2, {"statu
 
 static HcWrite reservation_extend = {"hc_reservations", HC_WRITE_UPDATE, 1, {"expires_at"}};
 
-/* A reservation locked before it changes (invariant 2). */
+/*
+ * A reservation locked before it changes (invariant 2); in 0.4.0 with its
+ * seats, to leave a group's (found by its first seat) to the statements.
+ */
 static HcFetch lock_reservation = {"hc_reservations", "id", HC_FETCH_WAIT, 5,
-{"asset_id", "buyer_id", "status", "expires_at", "created_at"}};
+{"asset_id", "buyer_id", "status", "expires_at", "created_at"}, .then = "asset_id"};
+static HcFetch lock_reservation_seats = {"hc_reservations", "id", HC_FETCH_WAIT, 6,
+{"asset_id", "buyer_id", "status", "expires_at", "created_at", "seats"}, .then = "asset_id"};
 
 /* The reservation as lock_reservation found it. */
 typedef struct LockedReservation
@@ -60,18 +66,20 @@ typedef struct LockedReservation
 } LockedReservation;
 
 /*
- * Lock reservation id of asset_id: false if it ran as a statement (then so
- * must the writes; nothing is written yet).  found: is there such a
- * reservation of that asset?
+ * Lock reservation id of asset_id: false if it ran as a statement, or if it
+ * is a group's (then so must the writes; nothing is written yet).  found:
+ * is there such a reservation of that asset?
  */
 static bool
 lock_one(HcCall *call, const char *asset_id, const char *id, LockedReservation *l, bool *found)
 {
-	Datum		values[5];
-	bool		nulls[5];
+	Datum		values[6];
+	bool		nulls[6];
+	bool		seats = hc_sql_at_least("0.4.0");
 
-	*found = hc_fetch_tid(call, &lock_reservation, id, values, nulls, &l->tid);
-	if (*found && !ItemPointerIsValid(&l->tid))
+	*found = hc_fetch_tid(call, seats ? &lock_reservation_seats : &lock_reservation, id, values,
+						  nulls, &l->tid);
+	if (*found && (!ItemPointerIsValid(&l->tid) || (seats && !nulls[5])))
 		return false;
 	*found = *found && strcmp(TextDatumGetCString(values[0]), asset_id) == 0;
 	if (*found)
@@ -143,7 +151,7 @@ hc_hold_write_take(HcCall *call, const HoldReservation *r, const char *key, Datu
 	Datum		values[8];
 	bool		nulls[8] = {false};
 
-	if (!ItemPointerIsValid(&r->asset_tid) ||
+	if (!ItemPointerIsValid(&r->asset_tid) || r->seats > 0 ||
 		!hc_writer_begin(call, &w, writes, expired_id != NULL ? 4 : 3))
 		return false;
 	if (expired_id != NULL && !lock_one(call, r->asset_id, expired_id, &expired, &found))
@@ -194,7 +202,8 @@ end_hold(HcCall *call, HoldReservation *r, bool sold, const char *status, const 
 	bool		found;
 	int32		version;
 
-	if (!ItemPointerIsValid(&r->asset_tid) || !hc_writer_begin(call, &w, writes, 3))
+	if (!ItemPointerIsValid(&r->asset_tid) || r->seats > 0 ||
+		!hc_writer_begin(call, &w, writes, 3))
 		return false;
 	if (!lock_one(call, r->asset_id, r->id, &l, &found))
 	{
@@ -245,7 +254,8 @@ hc_hold_write_extend(HcCall *call, HoldReservation *r, TimestampTz until, const 
 	Datum		values[3];
 	bool		nulls[3] = {false};
 
-	if (!ItemPointerIsValid(&r->asset_tid) || !hc_writer_begin(call, &w, writes, 3))
+	if (!ItemPointerIsValid(&r->asset_tid) || r->seats > 0 ||
+		!hc_writer_begin(call, &w, writes, 3))
 		return false;
 	if (!lock_one(call, r->asset_id, r->id, &l, &found))
 	{

@@ -33,6 +33,7 @@
 #include "common/validate.h"
 #include "core/fetch.h"
 #include "core/placement.h"
+#include "core/version.h"
 #include "hold/hold.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
@@ -44,31 +45,26 @@ PG_FUNCTION_INFO_V1(hc_commit_asset);
 PG_FUNCTION_INFO_V1(hc_release_asset);
 PG_FUNCTION_INFO_V1(hc_extend_asset);
 
+#define ADD_ASSET(columns, values) \
+	"WITH a AS (" \
+	"  INSERT INTO hc_assets (id, name, created_at, updated_at" columns ")" \
+	"  VALUES (:asset_id, :name, :now, :now" values ")" \
+	"  ON CONFLICT DO NOTHING RETURNING *)," \
+	" logged AS (" \
+	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'add'", "'adjustment'", "NULL", "NULL", \
+				   "0", "1", "NULL") " FROM a)" \
+	" SELECT * FROM a"
+
+/* An asset of 0.2.0's and 0.3.0's hc_assets; of 0.4.0's, with its place in a pool. */
 static HcStatement add_asset = {
-	"WITH a AS ("
-	"  INSERT INTO hc_assets (id, name, created_at, updated_at)"
-	"  VALUES (:asset_id, :name, :now, :now)"
-	"  ON CONFLICT DO NOTHING RETURNING *),"
-	" logged AS ("
-	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'add'", "'adjustment'", "NULL", "NULL",
-				   "0", "1", "NULL") " FROM a)"
-	" SELECT * FROM a",
+	ADD_ASSET("", ""),
 	{{"asset_id", TEXTOID}, {"name", TEXTOID}, HC_LEDGER_PARAMS}
 };
-
-/*
- * What a hold looks at first, after the key: the asset, read without a
- * statement.  A refusal of an asset that is sold or held ends here.
- */
-static HcFetch peek_asset = {"hc_assets", "id", HC_FETCH_READ, 2, {"status", "hold_expires_at"}};
-
-/*
- * Then the asset locked FOR NO KEY UPDATE SKIP LOCKED: a hold never waits
- * for another call in flight.  Locked, the newest version says whether the
- * asset can still be taken.
- */
-static HcFetch take_asset = {"hc_assets", "id", HC_FETCH_SKIP, 4,
-{"status", "current_reservation_id", "hold_expires_at", "version"}};
+static HcStatement add_seat = {
+	ADD_ASSET(", pool, rank, grp, pos", ", :pool, :rank, :grp, :pos"),
+	{{"asset_id", TEXTOID}, {"name", TEXTOID}, {"pool", TEXTOID}, {"rank", INT4OID},
+	 {"grp", TEXTOID}, {"pos", INT4OID}, HC_LEDGER_PARAMS}
+};
 
 /*
  * The hold itself, under the asset's lock, for a new key (which the key's
@@ -115,87 +111,18 @@ static HcStatement end_expired_hold = {
 	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"seq", INT8OID}, HC_LEDGER_PARAMS}
 };
 
-/* A reservation's asset, and the asset, locked FOR NO KEY UPDATE. */
-static HcFetch reservation_asset = {"hc_reservations", "id", HC_FETCH_READ, 1, {"asset_id"}};
-static HcFetch lock_asset = {"hc_assets", "id", HC_FETCH_WAIT, 4,
-{"status", "current_reservation_id", "hold_expires_at", "version"}};
+/*
+ * A reservation's asset (a group's first seat, and its number of seats, in
+ * 0.4.0).
+ */
+static HcFetch reservation_asset = {"hc_reservations", "id", HC_FETCH_READ, 1, {"asset_id"},
+.then = "asset_id"};
+static HcFetch reservation_seats = {"hc_reservations", "id", HC_FETCH_READ, 2, {"asset_id", "seats"},
+.then = "asset_id"};
 
 /* The reservation as it is under its asset's lock. */
 static HcFetch read_reservation = {"hc_reservations", "id", HC_FETCH_READ, 4,
-{"buyer_id", "status", "expires_at", "created_at"}};
-
-/* Has another buyer held the asset since this reservation was made? */
-static HcStatement taken_since = {
-	"SELECT 1 FROM hc_reservations"
-	" WHERE asset_id" EQ ":asset_id" " AND id" NE ":reservation_id"
-	"   AND created_at" GE ":created_at" " LIMIT 1",
-	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"created_at", TIMESTAMPTZOID}}
-};
-
-/*
- * Sell the asset to a reservation that is still :status (HELD, or EXPIRED
- * for a late commit).  :reserved_delta is -1 if the hold still counted.
- * Returns the reservation as it was.
- */
-static HcStatement sell_asset = {
-	"WITH a AS ("
-	"  UPDATE hc_assets"
-	"     SET status = 'SOLD', hold_expires_at = NULL, current_reservation_id = :reservation_id,"
-	"         version = version" PLUS "1, updated_at = :now"
-	"   WHERE id" EQ ":asset_id" " RETURNING version),"
-	" r AS ("
-	"  UPDATE hc_reservations SET status = 'COMMITTED', ended_at = :now"
-	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
-	"     AND status" EQ ":status" " RETURNING buyer_id, expires_at, created_at),"
-	" logged AS ("
-	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'commit'", "'call'", ":reservation_id",
-				   "r.buyer_id", ":reserved_delta", "-1", "NULL") " FROM a, r)"
-	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
-	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
-	 {"reserved_delta", INT4OID}, HC_LEDGER_PARAMS}
-};
-
-/*
- * Give the asset back from a HELD reservation, which ends as :status
- * (RELEASED, or EXPIRED), with the ledger's :event from :source.  Returns
- * the reservation as it was.
- */
-static HcStatement free_asset = {
-	"WITH a AS ("
-	"  UPDATE hc_assets"
-	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
-	"         version = version" PLUS "1, updated_at = :now"
-	"   WHERE id" EQ ":asset_id" " AND status" EQ "'HELD'"
-	"     AND current_reservation_id" EQ ":reservation_id" " RETURNING version),"
-	" r AS ("
-	"  UPDATE hc_reservations SET status = :status, ended_at = :now"
-	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
-	"     AND status" EQ "'HELD' RETURNING buyer_id, expires_at, created_at),"
-	" logged AS ("
-	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", ":event", ":source", ":reservation_id",
-				   "r.buyer_id", "-1", "0", "NULL") " FROM a, r)"
-	" SELECT r.buyer_id, r.expires_at, r.created_at FROM a, r",
-	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"status", TEXTOID},
-	 {"event", TEXTOID}, {"source", TEXTOID}, HC_LEDGER_PARAMS}
-};
-
-/* Move a live hold's end to :until, with both ends in the ledger's :detail. */
-static HcStatement extend_hold = {
-	"WITH r AS ("
-	"  UPDATE hc_reservations SET expires_at = :until"
-	"   WHERE asset_id" EQ ":asset_id" " AND id" EQ ":reservation_id"
-	"     AND status" EQ "'HELD' RETURNING buyer_id),"
-	" a AS ("
-	"  UPDATE hc_assets"
-	"     SET hold_expires_at = :until, version = version" PLUS "1, updated_at = :now"
-	"   WHERE id" EQ ":asset_id" " AND status" EQ "'HELD'"
-	"     AND current_reservation_id" EQ ":reservation_id" " RETURNING version)"
-	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'extend'", "'call'", ":reservation_id",
-				   "r.buyer_id", "0", "0", ":detail")
-	" FROM r, a RETURNING seq",
-	{{"asset_id", TEXTOID}, {"reservation_id", TEXTOID}, {"until", TIMESTAMPTZOID},
-	 {"detail", TEXTOID}, HC_LEDGER_PARAMS}
-};
+{"buyer_id", "status", "expires_at", "created_at"}, .then = "asset_id"};
 
 /*
  * The sweeper's expired holds, oldest first from :resume_from on: lock each
@@ -250,25 +177,19 @@ static HcStatement sweep_holds = {
 	{{"resume_from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, HC_LEDGER_PARAMS}
 };
 
-/* Build the hc_reservation row a function returns. */
+/* The hc_reservation row a function returns. */
 static Datum
 hold_result(FunctionCallInfo fcinfo, const HoldReservation *r)
 {
 	Datum		values[7];
-	bool		nulls[7] = {false};
+	bool		nulls[7];
 
-	values[0] = CStringGetTextDatum(r->id);
-	values[1] = CStringGetTextDatum(r->asset_id);
-	values[2] = CStringGetTextDatum(r->buyer_id);
-	values[3] = CStringGetTextDatum(r->status);
-	values[4] = TimestampTzGetDatum(r->expires_at);
-	values[5] = TimestampTzGetDatum(r->created_at);
-	values[6] = BoolGetDatum(r->replayed);
+	hc_hold_values(r, values, nulls);
 	return hc_result_tuple(fcinfo, values, nulls);
 }
 
 /*
- * hc_asset_add(id, name): add an AVAILABLE asset.
+ * hc_asset_add(id, name[, pool, rank, grp, pos]): add an AVAILABLE asset.
  */
 Datum
 hc_asset_add(PG_FUNCTION_ARGS)
@@ -300,9 +221,28 @@ hc_asset_add(PG_FUNCTION_ARGS)
 #endif
 	hc_call_begin(&call, fcinfo, "hc_asset_add");
 	HC_ROUTE(&call, fcinfo, id);
-	hc_args(&args, &add_asset);
+	hc_args(&args, PG_NARGS() > 2 ? &add_seat : &add_asset);
 	hc_bind_text(&args, "asset_id", id);
 	hc_bind_text(&args, "name", name);
+	if (PG_NARGS() > 2)
+	{
+		if (PG_ARGISNULL(2))
+			hc_bind_null(&args, "pool");
+		else
+			hc_bind_text(&args, "pool", hc_arg_id(fcinfo, 2, "pool"));
+		if (PG_ARGISNULL(3))
+			hc_bind_null(&args, "rank");
+		else
+			hc_bind(&args, "rank", PG_GETARG_DATUM(3));
+		if (PG_ARGISNULL(4))
+			hc_bind_null(&args, "grp");
+		else
+			hc_bind_text(&args, "grp", hc_arg_id(fcinfo, 4, "grp"));
+		if (PG_ARGISNULL(5))
+			hc_bind_null(&args, "pos");
+		else
+			hc_bind(&args, "pos", PG_GETARG_DATUM(5));
+	}
 	if (hc_run(&call, &args, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
@@ -351,14 +291,6 @@ hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz 
 			 hc_errhint_internal("Offer the buyer another asset, or try again in a moment.")));
 }
 
-/* Can a hold take an asset in this state (sold or held until until)? */
-static bool
-hold_can_take(HcCall *call, const char *status, TimestampTz until)
-{
-	return strcmp(status, "AVAILABLE") == 0 ||
-		(strcmp(status, "HELD") == 0 && until <= call->now);
-}
-
 /*
  * The hold's statements, where direct.c cannot write it: the asset taken
  * (locked, and free), the reservation, the ledger; and if expired_id, the
@@ -371,6 +303,16 @@ hold_take(HcCall *call, const HoldReservation *r, const char *key, HcFingerprint
 	HcArgs		args;
 	int64		seq;
 
+	/* A group's seat: the whole group ends, and the asset is free. */
+	if (expired_id != NULL)
+	{
+		int			group = hc_group_expire(call, expired_id);
+
+		if (group < 0)
+			hold_refuse(call, r->asset_id, "LOCKED", 0);
+		if (group > 0)
+			expired_id = NULL;
+	}
 	hc_args(&args, &hold_asset);
 	hc_bind_text(&args, "asset_id", r->asset_id);
 	hc_bind_text(&args, "reservation_id", r->id);
@@ -440,18 +382,18 @@ hc_hold(PG_FUNCTION_ARGS)
 		char	   *expired_id;
 		TimestampTz until = 0;
 
-		if (hc_fetch(&call, &peek_asset, asset_id, asset, nulls))
+		if (hc_fetch(&call, &hc_hold_peek_asset, asset_id, asset, nulls))
 		{
 			status = TextDatumGetCString(asset[0]);
 			until = nulls[1] ? 0 : DatumGetTimestampTz(asset[1]);
 		}
-		if (status == NULL || !hold_can_take(&call, status, until))
+		if (status == NULL || !hc_hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
-		if (!hc_fetch_tid(&call, &take_asset, asset_id, asset, nulls, &r.asset_tid))
+		if (!hc_fetch_tid(&call, &hc_hold_take_asset, asset_id, asset, nulls, &r.asset_tid))
 			hold_refuse(&call, asset_id, "LOCKED", 0);
 		status = TextDatumGetCString(asset[0]);
 		until = nulls[2] ? 0 : DatumGetTimestampTz(asset[2]);
-		if (!hold_can_take(&call, status, until))
+		if (!hc_hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
 		if (strcmp(status, "HELD") == 0 && nulls[1])
 			elog(ERROR, "held asset \"%s\" names no hold", asset_id);
@@ -483,7 +425,8 @@ hold_not_found(const char *asset_id, const char *reservation_id)
  * change until we commit: if it names the reservation as its live hold, the
  * reservation is HELD until the asset's hold_expires_at (its buyer and
  * created_at come back from the write); otherwise, or if whole, the
- * reservation is read again under the lock.
+ * reservation is read again under the lock.  A group hold's (r->seats > 0)
+ * is left to group.c, nothing locked.
  */
 static void
 hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldReservation *r,
@@ -491,13 +434,19 @@ hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldRe
 {
 	Datum		values[4];
 	bool		nulls[4];
+	bool		seats = hc_sql_at_least("0.4.0");
 
-	if (!hc_fetch(call, &reservation_asset, reservation_id, values, nulls) ||
-		(asset_id != NULL && strcmp(TextDatumGetCString(values[0]), asset_id) != 0))
+	if (!hc_fetch(call, seats ? &reservation_seats : &reservation_asset, reservation_id,
+				  values, nulls))
 		hold_not_found(asset_id, reservation_id);
 	r->id = pstrdup(reservation_id);
+	r->seats = seats && !nulls[1] ? DatumGetInt32(values[1]) : 0;
+	if (r->seats > 0)
+		return;
+	if (asset_id != NULL && strcmp(TextDatumGetCString(values[0]), asset_id) != 0)
+		hold_not_found(asset_id, reservation_id);
 	r->asset_id = TextDatumGetCString(values[0]);
-	if (!hc_fetch_tid(call, &lock_asset, r->asset_id, values, nulls, &r->asset_tid))
+	if (!hc_fetch_tid(call, &hc_hold_lock_asset, r->asset_id, values, nulls, &r->asset_tid))
 		elog(ERROR, "asset \"%s\" of reservation \"%s\" vanished", r->asset_id, r->id);
 	r->asset_status = TextDatumGetCString(values[0]);
 	r->asset_reservation_id = nulls[1] ? NULL : TextDatumGetCString(values[1]);
@@ -539,41 +488,6 @@ hold_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function, const ch
 	return false;
 }
 
-/* The reservation as sell_asset or free_asset returned it, before it ended. */
-static void
-hold_written(HcCall *call, HoldReservation *r)
-{
-	r->buyer_id = hc_text(call, 0, "buyer_id");
-	r->expires_at = hc_timestamptz(0, "expires_at");
-	r->created_at = hc_timestamptz(0, "created_at");
-}
-
-/*
- * End a HELD reservation as status (RELEASED or EXPIRED), giving its asset
- * back, with the ledger event from source.
- */
-static void
-hold_free(HcCall *call, HoldReservation *r, const char *status, const char *event,
-		  const char *source)
-{
-	HcArgs		args;
-
-	if (!hc_hold_write_free(call, r, status, event, source))
-	{
-		hc_args(&args, &free_asset);
-		hc_bind_text(&args, "asset_id", r->asset_id);
-		hc_bind_text(&args, "reservation_id", r->id);
-		hc_bind_text(&args, "status", status);
-		hc_bind_text(&args, "event", event);
-		hc_bind_text(&args, "source", source);
-		if (hc_run(call, &args, SPI_OK_SELECT) != 1)
-			elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r->id, r->asset_id);
-		hold_written(call, r);
-	}
-	r->status = pstrdup(status);
-	hc_notify("asset", r->asset_id, "AVAILABLE");
-}
-
 /* RS004 and RS003 for a hold: the detail names its asset. */
 static void
 hold_not_active(const HoldReservation *r, const char *hint)
@@ -602,10 +516,11 @@ hold_commit(FunctionCallInfo fcinfo, int first)
 	HoldReservation r = {0};
 	Datum		routed;
 	bool		expired;
-	HcArgs		args;
 
 	if (hold_begin(&call, fcinfo, "hc_commit", asset_id, reservation_id, false, &r, &routed))
 		return routed;
+	if (r.seats > 0)
+		return hc_group_commit(&call, fcinfo, r.id, late_ok);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		r.replayed = true;
@@ -621,30 +536,9 @@ hold_commit(FunctionCallInfo fcinfo, int first)
 					 errhint("Run hc_check() to list the broken invariants.")));
 		if (expired && !late_ok)
 			hold_expired(&r, "Refund the payment, or commit with late_ok => true if the asset may still be free.");
-		if (expired && !hold_is_current(&r))
-		{
-			hc_args(&args, &taken_since);
-			hc_bind_text(&args, "asset_id", r.asset_id);
-			hc_bind_text(&args, "reservation_id", r.id);
-			hc_bind(&args, "created_at", TimestampTzGetDatum(r.created_at));
-			if (strcmp(r.asset_status, "AVAILABLE") != 0 ||
-				hc_run(&call, &args, SPI_OK_SELECT) > 0)
-				hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
-		}
-
-		if (!hc_hold_write_sell(&call, &r, strcmp(r.status, "HELD") == 0 ? -1 : 0))
-		{
-			hc_args(&args, &sell_asset);
-			hc_bind_text(&args, "asset_id", r.asset_id);
-			hc_bind_text(&args, "reservation_id", r.id);
-			hc_bind_text(&args, "status", r.status);
-			hc_bind(&args, "reserved_delta", Int32GetDatum(strcmp(r.status, "HELD") == 0 ? -1 : 0));
-			if (hc_run(&call, &args, SPI_OK_SELECT) != 1)
-				elog(ERROR, "reservation \"%s\" could not become COMMITTED", r.id);
-			hold_written(&call, &r);
-		}
-		r.status = "COMMITTED";
-		hc_notify("asset", r.asset_id, "SOLD");
+		if (expired && !hold_is_current(&r) && hc_hold_taken_since(&call, &r))
+			hold_expired(&r, "Another buyer has taken the asset since: refund the payment.");
+		hc_hold_sell(&call, &r);
 	}
 	hc_call_end(&call);
 	return hold_result(fcinfo, &r);
@@ -668,6 +562,8 @@ hold_release(FunctionCallInfo fcinfo, int first)
 
 	if (hold_begin(&call, fcinfo, "hc_release", asset_id, reservation_id, false, &r, &routed))
 		return routed;
+	if (r.seats > 0)
+		return hc_group_release(&call, fcinfo, r.id);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		hold_not_active(&r, "A sold asset cannot be released; refund through your payment flow.");
@@ -676,11 +572,11 @@ hold_release(FunctionCallInfo fcinfo, int first)
 	else if (r.expires_at <= call.now)
 	{
 		/* An expired hold that nobody swept yet: end it now. */
-		hold_free(&call, &r, "EXPIRED", "expire", "reclaim");
+		hc_hold_free(&call, &r, "EXPIRED", "expire", "reclaim");
 		r.replayed = true;
 	}
 	else
-		hold_free(&call, &r, "RELEASED", "release", "call");
+		hc_hold_free(&call, &r, "RELEASED", "release", "call");
 	hc_call_end(&call);
 	return hold_result(fcinfo, &r);
 }
@@ -706,6 +602,8 @@ hold_extend(FunctionCallInfo fcinfo, int first)
 
 	if (hold_begin(&call, fcinfo, "hc_extend", asset_id, reservation_id, true, &r, &routed))
 		return routed;
+	if (r.seats > 0)
+		return hc_group_extend(&call, fcinfo, r.id, ttl);
 
 	if (strcmp(r.status, "COMMITTED") == 0 || strcmp(r.status, "RELEASED") == 0)
 		hold_not_active(&r, "Only a held reservation can be extended.");
@@ -715,25 +613,7 @@ hold_extend(FunctionCallInfo fcinfo, int first)
 	cap = r.created_at + (int64) hc_max_hold * USECS_PER_SEC;
 	until = Min(call.now + ttl, cap);
 	if (until > r.expires_at)
-	{
-		HcArgs		args;
-		/* timestamptz_to_str() returns a static buffer: copy the first. */
-		char	   *detail = psprintf("expires_at %s -> %s",
-									  pstrdup(timestamptz_to_str(r.expires_at)),
-									  timestamptz_to_str(until));
-
-		if (!hc_hold_write_extend(&call, &r, until, detail))
-		{
-			hc_args(&args, &extend_hold);
-			hc_bind_text(&args, "asset_id", r.asset_id);
-			hc_bind_text(&args, "reservation_id", r.id);
-			hc_bind(&args, "until", TimestampTzGetDatum(until));
-			hc_bind_text(&args, "detail", detail);
-			if (hc_run(&call, &args, SPI_OK_INSERT_RETURNING) != 1)
-				elog(ERROR, "held reservation \"%s\" does not hold asset \"%s\"", r.id, r.asset_id);
-		}
-		r.expires_at = until;
-	}
+		hc_hold_move_end(&call, &r, until);
 	hc_call_end(&call);
 	return hold_result(fcinfo, &r);
 }

@@ -11,6 +11,7 @@
 #include "utils/timestamp.h"
 
 #include "core/call.h"
+#include "core/fetch.h"
 
 /* A reservation of an asset, as the functions return it (hc_reservation). */
 typedef struct HoldReservation
@@ -22,6 +23,7 @@ typedef struct HoldReservation
 	TimestampTz expires_at;
 	TimestampTz created_at;
 	bool		replayed;
+	int32		seats;			/* a group hold's seats (group.c); 0: hc_hold's */
 	/* the asset, as locked: its version there, an invalid TID if a statement locked it */
 	char	   *asset_status;
 	char	   *asset_reservation_id;
@@ -37,6 +39,28 @@ hold_is_current(const HoldReservation *r)
 		r->asset_reservation_id != NULL &&
 		strcmp(r->asset_reservation_id, r->id) == 0;
 }
+
+/* hold.c: the asset's reads and locks, and each change of one seat. */
+extern HcFetch hc_hold_peek_asset;
+extern HcFetch hc_hold_take_asset;
+extern HcFetch hc_hold_lock_asset;
+extern bool hc_hold_can_take(HcCall *call, const char *status, TimestampTz until);
+extern void hc_hold_sell(HcCall *call, HoldReservation *r);
+extern bool hc_hold_taken_since(HcCall *call, const HoldReservation *r);
+extern void hc_hold_free(HcCall *call, HoldReservation *r, const char *status, const char *event,
+						 const char *source);
+extern void hc_hold_move_end(HcCall *call, HoldReservation *r, TimestampTz until);
+extern void hc_hold_values(const HoldReservation *r, Datum *values, bool *nulls);
+
+/*
+ * group.c: the end of an expired group hold that a hold of one of its seats
+ * takes over (1; 0 if the hold is not a group's, -1 if a call in flight has
+ * one of its seats), and the calls on a group's id.
+ */
+extern int	hc_group_expire(HcCall *call, const char *reservation_id);
+extern Datum hc_group_commit(HcCall *call, FunctionCallInfo fcinfo, const char *id, bool late_ok);
+extern Datum hc_group_release(HcCall *call, FunctionCallInfo fcinfo, const char *id);
+extern Datum hc_group_extend(HcCall *call, FunctionCallInfo fcinfo, const char *id, int64 ttl);
 
 /*
  * The writes of each change without the executor (direct.c): false, with
