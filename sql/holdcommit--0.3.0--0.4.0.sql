@@ -722,46 +722,22 @@ COMMENT ON COLUMN @extschema@.hc_assets.pos IS
 COMMENT ON COLUMN @extschema@.hc_reservations.seats IS
     'A group hold (hc_hold_many, hc_hold_best): the number of its seats, each a row with the same id; NULL for hc_hold.';
 
--- hc_asset_add takes the new columns: made again, with the grants of the
--- old one (an operator's), kept out of the extension's initial privileges
--- as on a fresh install, so that pg_dump keeps them.  Who may read a
--- reservation's buyer may read its seats.
+-- hc_asset_add with the new columns: an overload that takes them after the
+-- name (hc_asset_add(id, name) is as it was, for the calls and grants that
+-- name it).  Who may read a reservation's buyer may read its seats; that
+-- grant stays out of the extension's initial privileges, as on a fresh
+-- install, so that pg_dump keeps it.
+CREATE FUNCTION @extschema@.hc_asset_add(id text, name text, pool text, rank integer DEFAULT NULL,
+                                         grp text DEFAULT NULL, pos integer DEFAULT NULL)
+RETURNS @extschema@.hc_assets
+AS 'MODULE_PATHNAME', 'hc_asset_add' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, integer) IS
+    'Add an AVAILABLE asset (operator) with its place in a pool, for hc_hold_best().';
+REVOKE ALL ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, integer) FROM PUBLIC;
 DO $$
 DECLARE
-    updater text := current_user;
-    old_acl pg_catalog.aclitem[];
-    old_owner pg_catalog.oid;
-    fresh pg_catalog.aclitem[];
-    fn pg_catalog.regprocedure;
     g record;
 BEGIN
-    SELECT p.proacl, p.proowner INTO old_acl, old_owner FROM pg_catalog.pg_proc p
-     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_asset_add(text, text)'::pg_catalog.regprocedure;
-    DROP FUNCTION @extschema@.hc_asset_add(text, text);
-    CREATE FUNCTION @extschema@.hc_asset_add(id text, name text DEFAULT '', pool text DEFAULT NULL,
-                                             rank integer DEFAULT NULL, grp text DEFAULT NULL,
-                                             pos integer DEFAULT NULL)
-    RETURNS @extschema@.hc_assets
-    AS 'MODULE_PATHNAME', 'hc_asset_add' LANGUAGE C VOLATILE;
-    COMMENT ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, integer) IS
-        'Add an AVAILABLE asset (operator), with its place in a pool for hc_hold_best().';
-    REVOKE ALL ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, integer) FROM PUBLIC;
-    fn := '@extschema@.hc_asset_add(text, text, text, integer, text, integer)'::pg_catalog.regprocedure;
-    SELECT i.initprivs INTO fresh FROM pg_catalog.pg_init_privs i
-     WHERE i.objoid OPERATOR(pg_catalog.=) fn
-       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
-    FOR g IN SELECT a.grantor, a.grantee, a.is_grantable FROM pg_catalog.aclexplode(old_acl) a
-              WHERE a.grantee OPERATOR(pg_catalog.<>) old_owner AND a.grantee OPERATOR(pg_catalog.<>) 0
-              ORDER BY a.grantor OPERATOR(pg_catalog.<>) old_owner, a.is_grantable DESC
-    LOOP
-        IF g.grantor OPERATOR(pg_catalog.<>) old_owner THEN
-            EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
-        END IF;
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', fn,
-                                  g.grantee::pg_catalog.regrole,
-                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-        EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
-    END LOOP;
     FOR g IN SELECT DISTINCT a.grantee, a.is_grantable
                FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) a
               WHERE t.attrelid OPERATOR(pg_catalog.=) '@extschema@.hc_reservations'::pg_catalog.regclass
@@ -772,29 +748,9 @@ BEGIN
                                        ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
                                   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
-    UPDATE pg_catalog.pg_init_privs i SET initprivs = fresh
-     WHERE i.objoid OPERATOR(pg_catalog.=) fn
-       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
     DELETE FROM pg_catalog.pg_init_privs i
      WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
        AND i.objoid OPERATOR(pg_catalog.=) '@extschema@.hc_reservations'::pg_catalog.regclass;
-END
-$$;
-
--- Roles granted hc_hold before (hc_grant_app) must be granted again to call
--- the group holds.
-DO $$
-DECLARE
-    ungranted text;
-BEGIN
-    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO ungranted
-      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.hc_hold(text, text, text, interval)'::pg_catalog.regprocedure
-       AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
-    IF ungranted IS NOT NULL THEN
-        RAISE WARNING 'these roles cannot call hc_hold_many or hc_hold_best until they are granted again: %', ungranted
-              USING HINT = 'For each: SELECT hc_grant_app(''role'').';
-    END IF;
 END
 $$;
 
@@ -813,3 +769,45 @@ AS 'MODULE_PATHNAME', 'hc_hold_best' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval) IS
     'Hold the n best available assets of a pool, adjacent where they can be, as one group hold; RS002 if fewer are free.';
 REVOKE ALL ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval) FROM PUBLIC;
+
+-- Who may hold an asset may hold many and the best (hc_grant_app), who may
+-- add one may add it to a pool (hc_grant_operator): the grants of hc_hold and
+-- hc_asset_add(id, name) are made again on the new functions, as their
+-- grantors, and kept out of the extension's initial privileges as on a
+-- fresh install, so that pg_dump keeps them.
+DO $$
+DECLARE
+    updater text := current_user;
+    pair record;
+    g record;
+    fresh pg_catalog.aclitem[];
+BEGIN
+    FOR pair IN SELECT pg_catalog.to_regprocedure('@extschema@.' OPERATOR(pg_catalog.||) v.old) AS old,
+                       pg_catalog.to_regprocedure('@extschema@.' OPERATOR(pg_catalog.||) v.new) AS new
+                  FROM (VALUES ('hc_hold(text, text, text, interval)', 'hc_hold_many(text[], text, text, interval)'),
+                               ('hc_hold(text, text, text, interval)', 'hc_hold_best(text, integer, text, text, interval)'),
+                               ('hc_asset_add(text, text)', 'hc_asset_add(text, text, text, integer, text, integer)')) v(old, new)
+    LOOP
+        SELECT i.initprivs INTO fresh FROM pg_catalog.pg_init_privs i
+         WHERE i.objoid OPERATOR(pg_catalog.=) pair.new
+           AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+        FOR g IN SELECT a.grantor, a.grantee, a.is_grantable, p.proowner AS owner
+                   FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+                  WHERE p.oid OPERATOR(pg_catalog.=) pair.old
+                    AND a.grantee OPERATOR(pg_catalog.<>) p.proowner AND a.grantee OPERATOR(pg_catalog.<>) 0
+                  ORDER BY a.grantor OPERATOR(pg_catalog.<>) p.proowner, a.is_grantable DESC
+        LOOP
+            IF g.grantor OPERATOR(pg_catalog.<>) g.owner THEN
+                EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
+            END IF;
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', pair.new,
+                                      g.grantee::pg_catalog.regrole,
+                                      CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
+        END LOOP;
+        UPDATE pg_catalog.pg_init_privs i SET initprivs = fresh
+         WHERE i.objoid OPERATOR(pg_catalog.=) pair.new
+           AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+    END LOOP;
+END
+$$;

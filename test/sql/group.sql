@@ -58,8 +58,8 @@ SELECT 1 AS usable;
 SELECT outcome($$SELECT hc_hold('S-2', 'bob', 'g-3')$$);
 
 -- Extend moves every seat's end, never past created_at + holdcommit.max_hold.
-SELECT status, replayed, expires_at - created_at AS ttl FROM hc_extend(:'g1', '30 minutes');
-SELECT count(DISTINCT expires_at) AS one_expiry, min(expires_at - created_at) AS ttl
+SELECT status, replayed, date_trunc('minute', expires_at - created_at) AS ttl FROM hc_extend(:'g1', '30 minutes');
+SELECT count(DISTINCT expires_at) AS one_expiry, date_trunc('minute', min(expires_at - created_at)) AS ttl
   FROM hc_reservations WHERE id = :'g1';
 SET holdcommit.max_hold = '1h';
 SELECT expires_at - created_at AS capped FROM hc_extend(:'g1', '24 hours');

@@ -29,6 +29,14 @@ INSERT INTO tour_ids SELECT 'hold4', reservation_id FROM hc_hold('TOUR-A4', 'ali
 SELECT status FROM hc_extend('TOUR-A4', (SELECT id FROM tour_ids WHERE what = 'hold4'), '10 minutes');
 SELECT status FROM hc_release('TOUR-A4', (SELECT id FROM tour_ids WHERE what = 'hold4'));
 SELECT status FROM hc_commit('TOUR-A4', (SELECT reservation_id FROM hc_hold('TOUR-A4', 'bob', 'tour-hold-6')), false);
+-- Group holds (0.4.0): these seats, the best seats of a pool.
+SELECT count(*) FROM (SELECT hc_asset_add('TOUR-S' || i, '', pool => 'TOUR-POOL', rank => i,
+                                          grp => 'R', pos => i) FROM generate_series(1, 4) i) s;
+SELECT asset_id, status, replayed FROM hc_hold_many(ARRAY['TOUR-S4', 'TOUR-S3'], 'dave', 'tour-hold-7');
+SELECT asset_id, status FROM hc_hold_best('TOUR-POOL', 2, 'erin', 'tour-hold-8');
+SELECT asset_id, status, replayed
+  FROM hc_commit((SELECT reservation_id FROM hc_hold_best('TOUR-POOL', 2, 'erin', 'tour-hold-8') LIMIT 1));
+SELECT id, pool, rank, grp, pos, status FROM hc_assets WHERE pool = 'TOUR-POOL' ORDER BY id;
 
 -- Stock: set, adjust, reserve, a multi-item order, finalize, unreserve.
 SELECT product_id, stock, reserved FROM hc_stock_set('TOUR-P1', 10);
