@@ -176,3 +176,10 @@ SELECT string_agg(asset_id, ',' ORDER BY asset_id) AS seats FROM hc_hold_best('h
 SELECT asset_id, status FROM hc_reservations WHERE id = :'b6' ORDER BY asset_id;
 SELECT * FROM seat_map('hall');
 SELECT * FROM hc_check();
+
+-- hc_check() sees a group hold whose seats disagree.
+BEGIN;
+UPDATE hc_reservations SET buyer_id = 'mallory' WHERE id = :'b6' AND asset_id = 'B4';
+UPDATE hc_reservations SET seats = 3 WHERE id = :'g4';
+SELECT invariant, detail FROM hc_check() WHERE invariant = 'group hold has its seats' ORDER BY detail;
+ROLLBACK;
