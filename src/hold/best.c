@@ -16,6 +16,7 @@
 
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "utils/builtins.h"
 
 #include "common/errors.h"
 #include "common/validate.h"
@@ -26,14 +27,18 @@
 
 PG_FUNCTION_INFO_V1(hc_hold_best);
 
-/* The assets of a pool, in the order of its groups and positions. */
+/*
+ * The assets of a pool.  Put in (grp, pos) order here, bytewise: a sort by
+ * the database's collation costs more than the scan, and a plan that reads
+ * the index in order instead depends on the statistics.
+ */
 static HcStatement pool_seats = {
 	"SELECT id, rank, grp, pos, status, hold_expires_at FROM hc_assets"
-	" WHERE pool" EQ ":pool" " ORDER BY grp, pos, id",
+	" WHERE pool" EQ ":pool",
 	{{"pool", TEXTOID}}
 };
 
-/* A seat of the pool as read, in (grp, pos) order. */
+/* A seat of the pool as read. */
 typedef struct PoolSeat
 {
 	char	   *id;
@@ -51,6 +56,23 @@ typedef struct Block
 	int64		ranks;
 	bool		orphan;			/* leaves one free seat between two taken ones */
 } Block;
+
+/* (grp, pos, id), bytewise, the seats in no group last. */
+static int
+seat_order(const void *a, const void *b)
+{
+	const PoolSeat *x = a;
+	const PoolSeat *y = b;
+	int			c;
+
+	if ((x->grp == NULL) != (y->grp == NULL))
+		return x->grp == NULL ? 1 : -1;
+	if (x->grp != NULL && (c = strcmp(x->grp, y->grp)) != 0)
+		return c;
+	if (x->pos != y->pos)
+		return x->pos < y->pos ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
 
 static int
 block_order(const void *a, const void *b)
@@ -84,7 +106,7 @@ leaves_orphan(PoolSeat *pool, int npool, int edge, int step)
 		seat_next_to(pool, npool, one, one + step) && !pool[one + step].free;
 }
 
-/* The blocks of n free seats adjacent in a group, best first; *nblocks of them. */
+/* The blocks of n free seats adjacent in a group, *nblocks of them. */
 static Block *
 pool_blocks(PoolSeat *pool, int npool, int n, int *nblocks)
 {
@@ -111,8 +133,31 @@ pool_blocks(PoolSeat *pool, int npool, int n, int *nblocks)
 		b->orphan = leaves_orphan(pool, npool, i, -1) || leaves_orphan(pool, npool, i + n - 1, 1);
 		(*nblocks)++;
 	}
-	qsort(blocks, *nblocks, sizeof(Block), block_order);
 	return blocks;
+}
+
+/*
+ * The best block not tried yet (blocks[*tried ..]), moved to blocks[*tried],
+ * and *tried one more; false if none is left.  A try seldom fails, so a
+ * search per try costs less than sorting every block.
+ */
+static bool
+next_block(Block *blocks, int nblocks, int *tried)
+{
+	int			best = *tried;
+	int			b;
+	Block		swap;
+
+	if (*tried >= nblocks)
+		return false;
+	for (b = *tried + 1; b < nblocks; b++)
+		if (block_order(&blocks[b], &blocks[best]) < 0)
+			best = b;
+	swap = blocks[*tried];
+	blocks[*tried] = blocks[best];
+	blocks[best] = swap;
+	(*tried)++;
+	return true;
 }
 
 /* One try at seats pool[which[0 .. n-1]], in a subtransaction of its own. */
@@ -178,14 +223,14 @@ pool_choose(HcCall *call, PoolSeat *pool, int npool, int n, int *which, int *lef
 	int		   *by_rank = palloc(sizeof(int) * Max(npool, 1));
 	int			nfree = 0;
 	int			taken = 0;
-	int			b;
+	int			tried = 0;
 	int			i;
 
-	for (b = 0; b < nblocks; b++)
+	while (next_block(blocks, nblocks, &tried))
 	{
 		for (i = 0; i < n; i++)
 		{
-			which[i] = blocks[b].first + i;
+			which[i] = blocks[tried - 1].first + i;
 			if (pool[which[i]].refused)
 				break;
 		}
@@ -208,6 +253,53 @@ pool_choose(HcCall *call, PoolSeat *pool, int npool, int n, int *which, int *lef
 	}
 	*left = taken;
 	return taken == n;
+}
+
+/* Is a text datum this text? */
+static bool
+text_is(Datum d, const char *s)
+{
+	text	   *t = DatumGetTextPP(d);
+
+	return VARSIZE_ANY_EXHDR(t) == strlen(s) && memcmp(VARDATA_ANY(t), s, strlen(s)) == 0;
+}
+
+/*
+ * The npool seats pool_seats read, in (grp, pos, id) order (sorted only if
+ * the table did not give them in it), in the call's memory.  Its columns by
+ * number: a lookup by name for each of tens of thousands of values would
+ * cost more than the scan.
+ */
+static PoolSeat *
+pool_read(HcCall *call, int npool)
+{
+	MemoryContext old = MemoryContextSwitchTo(call->outer);
+	PoolSeat   *pool = palloc0(sizeof(PoolSeat) * npool);
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	bool		sorted = true;
+	int			i;
+
+	for (i = 0; i < npool; i++)
+	{
+		HeapTuple	row = SPI_tuptable->vals[i];
+		bool		null[6];
+		Datum		d[6];
+		int			c;
+
+		for (c = 0; c < 6; c++)
+			d[c] = SPI_getbinval(row, desc, c + 1, &null[c]);
+		pool[i].id = TextDatumGetCString(d[0]);
+		pool[i].rank = null[1] ? PG_INT32_MAX : DatumGetInt32(d[1]);
+		pool[i].grp = null[2] || null[3] ? NULL : TextDatumGetCString(d[2]);
+		pool[i].pos = null[3] ? 0 : DatumGetInt32(d[3]);
+		pool[i].free = text_is(d[4], "AVAILABLE") ||
+			(text_is(d[4], "HELD") && !null[5] && DatumGetTimestampTz(d[5]) <= call->now);
+		sorted = sorted && (i == 0 || seat_order(&pool[i - 1], &pool[i]) < 0);
+	}
+	if (!sorted)
+		qsort(pool, npool, sizeof(PoolSeat), seat_order);
+	MemoryContextSwitchTo(old);
+	return pool;
 }
 
 /*
@@ -256,22 +348,7 @@ hc_hold_best(PG_FUNCTION_ARGS)
 					 errmsg("pool \"%s\" does not exist", pool_id),
 					 errdetail("No asset of hc_assets is in pool \"%s\".", pool_id),
 					 errhint("Add the pool's assets with hc_asset_add(..., pool => ...) first.")));
-		pool = palloc0(sizeof(PoolSeat) * npool);
-		for (i = 0; i < npool; i++)
-		{
-			bool		null;
-			Datum		d;
-			char	   *status = hc_text(&call, i, "status");
-
-			pool[i].id = hc_text(&call, i, "id");
-			d = hc_datum(i, "rank", &null);
-			pool[i].rank = null ? PG_INT32_MAX : DatumGetInt32(d);
-			d = hc_datum(i, "pos", &null);
-			pool[i].grp = null ? NULL : hc_text(&call, i, "grp");
-			pool[i].pos = null ? 0 : DatumGetInt32(d);
-			d = hc_datum(i, "hold_expires_at", &null);
-			pool[i].free = hc_hold_can_take(&call, status, null ? 0 : DatumGetTimestampTz(d));
-		}
+		pool = pool_read(&call, npool);
 		if (!pool_choose(&call, pool, npool, n, which, &left))
 			ereport(ERROR,
 					(errcode(ERRCODE_HC_INSUFFICIENT_STOCK),
