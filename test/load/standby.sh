@@ -76,7 +76,10 @@ P -c "CREATE EXTENSION holdcommit" -c "ALTER DATABASE shop SET search_path = hol
 # the same calls must succeed.
 P >"$work/setup.out" 2>&1 <<'SQL'
 SELECT count(hc_asset_add(id, 'lot ' || id)) FROM unnest(ARRAY['A-FREE', 'A-LIVE', 'A-SOLD', 'A-REL',
-    'A-EXP', 'A-HOLD', 'A-COMMIT', 'A-RELEASE', 'A-EXTEND', 'A-COMMIT2', 'A-RELEASE2', 'A-EXTEND2']) id;
+    'A-EXP', 'A-HOLD', 'A-COMMIT', 'A-RELEASE', 'A-EXTEND', 'A-COMMIT2', 'A-RELEASE2', 'A-EXTEND2',
+    'S-M1', 'S-M2']) id;
+SELECT count(hc_asset_add('S-B' || i, '', pool => 'P-SEATS', rank => 1, grp => 'R', pos => i))
+  FROM generate_series(1, 4) i;
 SELECT count(hc_stock_set(p, 100)) FROM unnest(ARRAY['P-1', 'P-2', 'P-EXP', 'P-SET', 'P-ADJ', 'P-AUTO']) p;
 -- holds: live, committed, released (and one each for commit, release, extend)
 SELECT count(*) FROM hc_hold('A-LIVE', 'alice', 'k-live', '1 hour');
@@ -178,6 +181,7 @@ check "the standby catches up with the primary's WAL position $lsn (${waited} s)
 # (the same calls run again after the promotion); each has rows of its own.
 cat >"$work/calls" <<'CALLS'
 hc_asset_add|'A-ADDED', 'added'|write
+hc_asset_add|'A-ADDED2', 'added', 'P-SEATS', 1, 'R', 9|write
 hc_attempt_begin|'L-ATT', 'w1', 1, '0', 5|write
 hc_attempt_complete|'L-DONE2', 'w1', 1, 'INV-2'|write
 hc_attempt_reset|'L-REVIEW', 'checked by hand'|write
@@ -193,6 +197,8 @@ hc_grant_app|'shop_app'|write
 hc_grant_monitor|'shop_mon'|write
 hc_grant_operator|'shop_ops'|write
 hc_hold|'A-HOLD', 'kate', 'k-new-hold', '1 hour'|write
+hc_hold_best|'P-SEATS', 2, 'omar', 'k-new-best', '1 hour'|write
+hc_hold_many|ARRAY['S-M1', 'S-M2'], 'nina', 'k-new-many', '1 hour'|write
 hc_lock_acquire|'L-FREE', 'w-new', '3 minutes', 0|write
 hc_lock_acquire_session|'L-FREE-S', 'w-new', '3 minutes', 0|write
 hc_lock_heartbeat|'L-HELD', 'w1', 1|write
