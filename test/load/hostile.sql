@@ -34,6 +34,12 @@ CREATE FUNCTION pg_temp.fz_id(kind text) RETURNS text LANGUAGE sql AS
     $$ SELECT 'fz-' || kind || '-' || nextval('fz_n') $$;
 CREATE FUNCTION pg_temp.fz_asset() RETURNS text LANGUAGE sql AS $$
     SELECT (holdcommit.hc_asset_add(a, 'fuzz asset')).id FROM pg_temp.fz_id('asset') a $$;
+-- A pool of four seats in a row, for hc_hold_best.
+CREATE FUNCTION pg_temp.fz_pool() RETURNS text LANGUAGE sql AS $$
+    SELECT min(p) FROM pg_temp.fz_id('pool') p,
+           LATERAL (SELECT holdcommit.hc_asset_add(pg_temp.fz_id('seat'), '', pool => p, rank => 1,
+                                                   grp => 'R', pos => i)
+                      FROM generate_series(1, 4) i) s $$;
 CREATE FUNCTION pg_temp.fz_product() RETURNS text LANGUAGE sql AS $$
     SELECT (holdcommit.hc_stock_set(p, 100)).product_id FROM pg_temp.fz_id('product') p $$;
 CREATE FUNCTION pg_temp.fz_hold() RETURNS text LANGUAGE sql AS $$
@@ -95,6 +101,9 @@ INSERT INTO fz_valid VALUES
     ('', 'product_id', 'pg_temp.fz_product()'), ('', 'qty', '1'),
     ('', 'items', $$jsonb_build_array(jsonb_build_object('product_id', pg_temp.fz_product(), 'qty', 1))$$),
     ('', 'reservation_id', 'pg_temp.fz_hold()'),
+    ('', 'asset_ids', 'ARRAY[pg_temp.fz_asset(), pg_temp.fz_asset()]'),
+    ('', 'pool', 'pg_temp.fz_pool()'), ('', 'n', '2'),
+    ('', 'rank', '1'), ('', 'grp', $$'R'$$), ('', 'pos', '1'),
     ('hc_commit', 'asset_id', 'pg_temp.fz_held_asset()'),
     ('hc_release', 'asset_id', 'pg_temp.fz_held_asset()'),
     ('hc_extend', 'asset_id', 'pg_temp.fz_held_asset()'),
@@ -131,6 +140,8 @@ CREATE TEMP TABLE fz_errors (fn text PRIMARY KEY, codes text[], state22 text);
 INSERT INTO fz_errors (fn, codes, state22) VALUES
     ('hc_asset_add',      '{22004,22023,22001,23505}', NULL),
     ('hc_hold',           '{22004,22023,22001,RS005,RS006,RS001}', NULL),
+    ('hc_hold_many',      '{22004,22023,22001,RS005,RS006,RS001}', NULL),
+    ('hc_hold_best',      '{22004,22023,22001,RS005,RS006,RS002}', NULL),
     ('hc_commit',         '{22004,22023,22001,RS006,RS004,RS003}', NULL),
     ('hc_release',        '{22004,22023,22001,RS006,RS004}', NULL),
     ('hc_extend',         '{22004,22023,22001,RS006,RS004,RS003}', NULL),
@@ -176,6 +187,16 @@ INSERT INTO fz_hostile VALUES
     ('bigint', 'null', 'NULL::bigint'), ('bigint', 'zero', '0::bigint'), ('bigint', 'minus one', '-1::bigint'),
     ('bigint', 'max', '9223372036854775807'), ('bigint', 'min', '(-9223372036854775808)::bigint'),
     ('boolean', 'null', 'NULL::boolean'),
+    ('text[]', 'null', 'NULL::text[]'), ('text[]', 'empty', $$'{}'::text[]$$),
+    ('text[]', 'a null element', $$ARRAY[pg_temp.fz_asset(), NULL]$$),
+    ('text[]', 'the same asset twice', $$(SELECT ARRAY[a, a] FROM pg_temp.fz_asset() a)$$),
+    ('text[]', 'two dimensions', $$ARRAY[[pg_temp.fz_asset()], [pg_temp.fz_asset()]]$$),
+    ('text[]', '101 assets', $$(SELECT array_agg(pg_temp.fz_asset()) FROM generate_series(1, 101))$$),
+    ('text[]', '10,000 unknown assets', $$(SELECT array_agg('fz-none-' || g) FROM generate_series(1, 10000) g)$$),
+    ('text[]', 'an empty id', $$ARRAY[pg_temp.fz_asset(), '']$$),
+    ('text[]', 'a 65-byte id', $$ARRAY[pg_temp.fz_fill(65, 'a')]$$),
+    ('text[]', 'an unknown asset', $$ARRAY[pg_temp.fz_asset(), pg_temp.fz_id('none')]$$),
+    ('text[]', 'an asset sold', $$ARRAY[pg_temp.fz_asset(), (SELECT (holdcommit.hc_commit(pg_temp.fz_hold())).asset_id)]$$),
     ('jsonb', 'null', 'NULL::jsonb'), ('jsonb', 'json null', $$'null'::jsonb$$),
     ('jsonb', 'empty array', $$'[]'::jsonb$$), ('jsonb', 'an object', $$'{"product_id": "FZ-P", "qty": 1}'::jsonb$$),
     ('jsonb', 'a string', $$'"FZ-P"'::jsonb$$), ('jsonb', 'a number', $$'1'::jsonb$$),
