@@ -741,4 +741,98 @@ BEGIN
 END
 $$;
 
+
+-- The best seats of a pool (issue 37), as a team would write it with the
+-- same guarantees as hc_hold_best: a key, a reservation row per seat, a
+-- ledger row per seat; the seats the n lowest ranks that nobody holds right
+-- now (ORDER BY rank LIMIT n FOR UPDATE SKIP LOCKED), an expired hold's seat
+-- taken over inline.  No adjacency, no orphan rule.
+CREATE TABLE seats (
+    id               text PRIMARY KEY CHECK (octet_length(id) BETWEEN 1 AND 64),
+    pool             text NOT NULL,
+    rank             integer NOT NULL,
+    status           text NOT NULL DEFAULT 'AVAILABLE' CHECK (status IN ('AVAILABLE', 'HELD', 'SOLD')),
+    hold_id          text,
+    hold_expires_at  timestamptz,
+    version          integer NOT NULL DEFAULT 1
+);
+CREATE INDEX seats_best ON seats (pool, rank, id);
+CREATE TABLE seat_holds (
+    id               text NOT NULL,
+    seat_id          text NOT NULL,
+    buyer_id         text NOT NULL,
+    idempotency_key  text UNIQUE,       -- on the hold's first seat
+    request          text NOT NULL,     -- pool, n and ttl: what a replay compares
+    status           text NOT NULL CHECK (status IN ('HELD', 'COMMITTED', 'RELEASED', 'EXPIRED')),
+    expires_at       timestamptz NOT NULL,
+    created_at       timestamptz NOT NULL,
+    ended_at         timestamptz,
+    PRIMARY KEY (id, seat_id)
+);
+
+CREATE FUNCTION hold_best(pool text, n integer, buyer_id text, idempotency_key text,
+                          ttl interval DEFAULT '10 minutes')
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    now timestamptz := clock_timestamp();
+    request text := format('%s/%s/%s', pool, n, ttl);
+    stored bench_plpgsql.seat_holds;
+    rid text;
+    ids text[];
+BEGIN
+    PERFORM bench_plpgsql.check_text(pool, 'pool', 64);
+    PERFORM bench_plpgsql.check_text(buyer_id, 'buyer_id', 64);
+    PERFORM bench_plpgsql.check_text(idempotency_key, 'idempotency_key', 255);
+    PERFORM bench_plpgsql.check_ttl(ttl);
+    IF n IS NULL OR n NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'n must be between 1 and 100' USING ERRCODE = '22023';
+    END IF;
+
+    PERFORM bench_plpgsql.lock_key(idempotency_key);
+    SELECT * INTO stored FROM bench_plpgsql.seat_holds h WHERE h.idempotency_key = hold_best.idempotency_key;
+    IF FOUND THEN
+        IF stored.request <> request OR stored.buyer_id <> hold_best.buyer_id THEN
+            RAISE EXCEPTION 'idempotency key "%" was already used for a different request',
+                idempotency_key USING ERRCODE = 'RS005';
+        END IF;
+        RETURN QUERY SELECT h.seat_id FROM bench_plpgsql.seat_holds h WHERE h.id = stored.id;
+        RETURN;
+    END IF;
+
+    SELECT array_agg(t.id) INTO ids
+      FROM (SELECT s.id FROM bench_plpgsql.seats s
+             WHERE s.pool = hold_best.pool
+               AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= now))
+             ORDER BY s.rank, s.id LIMIT n FOR UPDATE SKIP LOCKED) t;
+    IF coalesce(cardinality(ids), 0) < n THEN
+        RAISE EXCEPTION 'pool "%" has fewer than % seats available', pool, n USING ERRCODE = 'RS002',
+            DETAIL = format('%s left.', coalesce(cardinality(ids), 0));
+    END IF;
+
+    -- Expired holds taken over end, their ledger rows written.
+    WITH ended AS (
+        UPDATE bench_plpgsql.seat_holds h SET status = 'EXPIRED', ended_at = now
+          FROM bench_plpgsql.seats s
+         WHERE s.id = ANY (ids) AND s.status = 'HELD' AND h.id = s.hold_id AND h.seat_id = s.id
+           AND h.status = 'HELD'
+        RETURNING h.id, h.seat_id)
+    INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, reservation_id, reserved_delta)
+    SELECT now, 'asset', e.seat_id, 'reclaim', 'reclaim', e.id, -1 FROM ended e;
+
+    rid := bench_plpgsql.new_reservation_id(now);
+    UPDATE bench_plpgsql.seats s
+       SET status = 'HELD', hold_id = rid, hold_expires_at = now + ttl, version = s.version + 1
+     WHERE s.id = ANY (ids);
+    INSERT INTO bench_plpgsql.seat_holds
+        (id, seat_id, buyer_id, idempotency_key, request, status, expires_at, created_at)
+    SELECT rid, u.id, buyer_id, CASE WHEN u.n = 1 THEN idempotency_key END, request, 'HELD',
+           now + ttl, now
+      FROM unnest(ids) WITH ORDINALITY u (id, n);
+    INSERT INTO bench_plpgsql.ledger (at, kind, entity_id, event, source, reservation_id, buyer_id, reserved_delta)
+    SELECT now, 'asset', u.id, 'hold', 'call', rid, buyer_id, 1 FROM unnest(ids) u (id);
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;
+
 RESET search_path;

@@ -48,6 +48,9 @@ bench_sweep_timeout=${HC_BENCH_SWEEP_TIMEOUT:-60}
 # sold out, not waited for).
 bench_sold_out_stock=${HC_BENCH_SOLD_OUT_STOCK:-10000}
 bench_sold_out_timeout=${HC_BENCH_SOLD_OUT_TIMEOUT:-120}
+# The seats scenario (issue 37): the pool's rows of 100 seats; it runs until
+# sold out, at most the sold_out scenario's timeout.
+bench_seats_rows=${HC_BENCH_SEATS_ROWS:-100}
 
 bench_build_driver() {
     cc -O2 -Wall -Wextra -o "$1" "$bench_dir/driver.c" \
@@ -81,7 +84,7 @@ bench_has_leases() {
 }
 
 bench_scenarios() {
-    local s="hold hold_reclaim refusal hot_product distinct_products sold_out commit release finalize unreserve"
+    local s="hold hold_reclaim refusal hot_product distinct_products sold_out seats commit release finalize unreserve"
     bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release lease_begin"
     echo "$s first_call sweep"
 }
@@ -99,6 +102,7 @@ bench_variants() {
     hot_product) echo "holdcommit plpgsql pessimistic optimistic seed_plpgsql bare_update holdcommit_distinct holdcommit_spread" ;;
     sold_out) echo "holdcommit seed_plpgsql plpgsql holdcommit_spread" ;;
     distinct_products) echo "holdcommit seed_plpgsql plpgsql" ;;
+    seats) echo "holdcommit plpgsql" ;;
     first_call)  echo "after_create after_analyze" ;;
     sweep)       echo "fresh analyzed" ;;
     lease_*)     echo "holdcommit holdcommit_in_block plpgsql bare_update" ;;
@@ -109,7 +113,7 @@ bench_variants() {
 
 bench_clients() {
     case $1 in
-    refusal | hot_product | distinct_products | sold_out) echo 64 ;;
+    refusal | hot_product | distinct_products | sold_out | seats) echo 64 ;;
     memory) echo 1 ;;
     sweep) echo 10 ;;
     *) echo 8 ;;
@@ -119,7 +123,7 @@ bench_clients() {
 bench_expected() {
     case $1/$2 in
     refusal/holdcommit | refusal/plpgsql) echo "RS001" ;;
-    sold_out/*) echo "00000 RS002" ;;   # RS002 once per client, when sold out
+    sold_out/* | seats/*) echo "00000 RS002" ;;   # RS002 once per client, when sold out
     *) echo "00000" ;;
     esac
 }
@@ -144,7 +148,7 @@ SQL
 fresh_plpgsql() {
     echo "TRUNCATE bench_plpgsql.assets, bench_plpgsql.reservations, bench_plpgsql.inventory,
           bench_plpgsql.stock_reservations, bench_plpgsql.locks, bench_plpgsql.attempts,
-          bench_plpgsql.ledger RESTART IDENTITY" | bq
+          bench_plpgsql.seats, bench_plpgsql.seat_holds, bench_plpgsql.ledger RESTART IDENTITY" | bq
 }
 fresh_seed() {
     echo "TRUNCATE bench_seed.assets, bench_seed.reservations, bench_seed.inventories,
@@ -306,6 +310,19 @@ STEPS
 true:RS002 SELECT stock - reserved >= 1, version FROM bench_seed.inventories WHERE product_id = :'1'
 retry UPDATE bench_seed.inventories SET reserved = reserved + 1, version = version + 1, updated_at = now() WHERE product_id = :'1' AND version = :'{s1.2}'
 STEPS
+
+    # Issue 37: a pool of $bench_seats_rows rows of 100 seats, a row's rank its
+    # number; each call holds the 2 best seats, until the pool is sold out.
+    seats/holdcommit)
+        echo "INSERT INTO hc_assets (id, pool, rank, grp, pos)
+              SELECT 's-' || r || '-' || p, 'hall', r, 'row-' || r, p
+                FROM generate_series(1, $bench_seats_rows) r, generate_series(1, 100) p" | bq || return 1
+        echo "- SELECT count(*) FROM hc_hold_best(:'hall', :'2', :'buyer-{c}', :'key-{c}-{i}')" ;;
+    seats/plpgsql)
+        echo "INSERT INTO bench_plpgsql.seats (id, pool, rank)
+              SELECT 's-' || r || '-' || p, 'hall', r
+                FROM generate_series(1, $bench_seats_rows) r, generate_series(1, 100) p" | bq || return 1
+        echo "- SELECT count(*) FROM bench_plpgsql.hold_best(:'hall', :'2', :'buyer-{c}', :'key-{c}-{i}')" ;;
 
     commit/* | release/*)
         echo "INSERT INTO $assets (id) SELECT 'p-' || c || '-' || n FROM generate_series(0, $clients - 1) c,
@@ -564,6 +581,8 @@ bench_run() {
     fi
     bench_prepare "$scenario" "$variant" "$clients" || return 1
     echo "CHECKPOINT" | bq
+    # seats: each client stops at its RS002, when the pool is sold out.
+    [ "$scenario" = seats ] && set -- -x RS002 "$@" && seconds=$bench_sold_out_timeout
     "$bench_driver" -d "$conninfo" -c "$clients" -T "$seconds" -l "$scenario/$variant/$sync" \
         ${pool_sql:+-P "$pool_sql"} $pool_cycle "$@" "$bench_work/steps"
 }

@@ -14,7 +14,7 @@
 . "$(dirname "$0")/lib.bash"
 load_setup hc_bench_smoke 10
 
-export HC_BENCH_ASSETS=300 HC_BENCH_POOL=250 HC_BENCH_RECLAIM_ASSETS=300
+export HC_BENCH_ASSETS=300 HC_BENCH_POOL=250 HC_BENCH_RECLAIM_ASSETS=300 HC_BENCH_SEATS_ROWS=2
 bench_db=$db
 bench_work=$work
 . "$(dirname "$0")/../../bench/scenarios.bash"
@@ -68,7 +68,7 @@ run_smoke() {
 
 for scenario in $(bench_scenarios); do
     # below: they run until their sweep ends, until their stock is sold out
-    [ "$scenario" = sweep ] || [ "$scenario" = sold_out ] && continue
+    [ "$scenario" = sweep ] || [ "$scenario" = sold_out ] || [ "$scenario" = seats ] && continue
     for variant in $(bench_variants "$scenario"); do
         # The optimistic variant gives a call up (40001) after -r lost races;
         # two clients on a busy machine can lose 100 in a row, so here it
@@ -106,6 +106,18 @@ for variant in $(bench_variants sold_out); do
             "reserved=301 check=3 exact=no"
     fi
 done
+# The seats scenario: a pool of 200 seats, 2 at a time, sold out by 4
+# clients, each stopping at its first RS002: exactly 100 holds and 4 RS002,
+# every seat held once.
+for variant in $(bench_variants seats); do
+    check_run seats "$variant" 10 4 "seats/$variant/off: 200 seats held 2 at a time, one RS002 per client" \
+        's/^label=([^ ]*) .* outcomes=([^ ]*) .*failed_clients=([0-9]+).*/\1 \2 \3/p' \
+        "seats/$variant/off 00000:100,RS002:4 0"
+done
+check "seats: every seat held once, by a hold of 2, hc_check() empty" \
+    "$(echo "SELECT (SELECT count(*) FROM hc_assets WHERE status = 'HELD'),
+                   (SELECT count(DISTINCT asset_id) FROM hc_reservations WHERE seats = 2),
+                   (SELECT count(*) FROM hc_check())" | bq)" "200|200|0"
 # With a timeout too short for the sale: reported as not sold out.
 bench_sold_out_stock=100000 bench_sold_out_timeout=0.2
 check_run sold_out holdcommit 10 2 "sold_out: a run past its timeout is reported as not sold out" \
