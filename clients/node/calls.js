@@ -76,6 +76,12 @@ function token(v) {
   if (typeof v === 'bigint' && v >= -(2n ** 63n) && v < 2n ** 63n) return String(v);
   throw invalid('token must be a bigint (or a safe integer)', v === undefined || v === null ? '22004' : '22023');
 }
+// A list of ids: a JS array of strings, which node-postgres sends as a PostgreSQL array.
+function ids(name, v) {
+  if (v === undefined || v === null) throw invalid(`${name} must not be null`, '22004');
+  if (!Array.isArray(v)) throw invalid(`${name} must be an array of ids`);
+  return v.map((id, i) => str(`${name}[${i}]`, id));
+}
 // items go as JSON text: a JS array would be sent as a PostgreSQL array literal (22P02).
 function items(v) {
   if (!Array.isArray(v)) throw invalid('items must be an array of {productId, qty}');
@@ -112,6 +118,9 @@ export function forSchema(schema = 'holdcommit') {
     const rows = await run(db, `SELECT to_json(r) AS r FROM ${call[0]} r`, call[1]);
     return convert(JSON.parse(rows[0].r));
   };
+  // Every row of a set, as JSON.
+  const rows = async (db, call, convert) =>
+    (await run(db, `SELECT to_json(r) AS r FROM ${call[0]} r`, call[1])).map((x) => convert(JSON.parse(x.r)));
   const scalar = async (db, call) => (await run(db, `SELECT ${call[0]} AS v`, call[1]))[0].v;
   // The calls that end a reservation by its id: commit and finalize (lateOk), release and unreserve.
   const end = (fn, convert) => (db, reservationId) =>
@@ -124,6 +133,13 @@ export function forSchema(schema = 'holdcommit') {
     hold: (db, assetId, buyerId, idempotencyKey, { ttl } = {}) =>
       row(db, sql(prefix, 'hc_hold', [str('assetId', assetId), str('buyerId', buyerId),
         str('idempotencyKey', idempotencyKey)], { ttl: interval('ttl', ttl) }), reservation),
+    // Group holds: a reservation per asset, all with one id.
+    holdMany: (db, assetIds, buyerId, idempotencyKey, { ttl } = {}) =>
+      rows(db, sql(prefix, 'hc_hold_many', [ids('assetIds', assetIds), str('buyerId', buyerId),
+        str('idempotencyKey', idempotencyKey)], { ttl: interval('ttl', ttl) }), reservation),
+    holdBest: (db, pool, n, buyerId, idempotencyKey, { ttl } = {}) =>
+      rows(db, sql(prefix, 'hc_hold_best', [str('pool', pool), int('n', n ?? null, 1, 'a positive integer'),
+        str('buyerId', buyerId), str('idempotencyKey', idempotencyKey)], { ttl: interval('ttl', ttl) }), reservation),
     commit: endLate('hc_commit', reservation),
     release: end('hc_release', reservation),
     extend: (db, reservationId, ttl) =>

@@ -61,6 +61,12 @@ export interface Calls {
   /** The schema the calls are qualified with; null: unqualified (the search_path decides). */
   readonly schema: string | null;
   hold(db: Queryable, assetId: string, buyerId: string, idempotencyKey: string, options?: { ttl?: Interval }): Promise<Reservation>;
+  /** Every asset or none, as one reservation: a Reservation per asset, one reservationId. */
+  holdMany(db: Queryable, assetIds: readonly string[], buyerId: string, idempotencyKey: string,
+    options?: { ttl?: Interval }): Promise<Reservation[]>;
+  /** The n best available assets of a pool, adjacent where they can be, as one reservation. */
+  holdBest(db: Queryable, pool: string, n: number, buyerId: string, idempotencyKey: string,
+    options?: { ttl?: Interval }): Promise<Reservation[]>;
   commit(db: Queryable, reservationId: string, options?: { lateOk?: boolean }): Promise<Reservation>;
   release(db: Queryable, reservationId: string): Promise<Reservation>;
   extend(db: Queryable, reservationId: string, ttl: Interval): Promise<Reservation>;
@@ -95,6 +101,8 @@ export interface Calls {
 export function forSchema(schema?: string | null): Calls;
 
 export const hold: Calls['hold'];
+export const holdMany: Calls['holdMany'];
+export const holdBest: Calls['holdBest'];
 export const commit: Calls['commit'];
 export const release: Calls['release'];
 export const extend: Calls['extend'];

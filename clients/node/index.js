@@ -10,6 +10,6 @@ export { forSchema } from './calls.js';
 export { withLease } from './lease.js';
 
 export const {
-  hold, commit, release, extend, reserve, reserveItems, finalize, unreserve,
+  hold, holdMany, holdBest, commit, release, extend, reserve, reserveItems, finalize, unreserve,
   lockAcquire, lockHeartbeat, lockRelease, attemptBegin, attemptComplete, attemptReset, check, sweep,
 } = forSchema('holdcommit');

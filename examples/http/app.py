@@ -302,6 +302,19 @@ class OrderBody(Body):
     ttl_seconds: Seconds | None = None
 
 
+class BestBody(Body):
+    pool: StrictStr | None = None
+    n: Int4 | None = None
+
+
+class HoldTokenBody(Body):
+    """A hold token: the hold of these objects (asset ids), or of the n best of a pool."""
+    buyer_id: StrictStr | None = None
+    objects: list | None = None
+    best: BestBody | None = None
+    ttl_seconds: Seconds | None = None
+
+
 class CommitBody(Body):
     late_ok: StrictBool = False
 
@@ -429,6 +442,75 @@ async def release(reservation_id: str):
 async def extend(reservation_id: str, body: ExtendBody):
     ttl = None if body.ttl_seconds is None else timedelta(seconds=body.ttl_seconds)
     return answer(await call(hc.extend, reservation_id, ttl), hold_body, 200)
+
+
+# Hold tokens: many seats, one hold, in the shape of seats.io's (a token, its objects, its
+# expiry).  The token is the group hold's reservation id; book, release and extend act on
+# every object of it.
+
+def token_body(holds):
+    """A group hold as the API shows it: its token, its objects (asset ids) and its expiry."""
+    h = holds[0]
+    return {"hold_token": h.reservation_id, "objects": sorted(x.asset_id for x in holds),
+            "buyer_id": h.buyer_id, "status": h.status, "expires_at": utc(h.expires_at),
+            "created_at": utc(h.created_at)}
+
+
+def tokens_answer(holds, created_status=201):
+    replayed = holds[0].replayed
+    return JSONResponse(token_body(holds), status_code=200 if replayed else created_status,
+                        headers={"Idempotent-Replayed": "true" if replayed else "false"})
+
+
+@app.post("/v1/hold-tokens")
+async def hold_token(body: HoldTokenBody, request: Request):
+    key = idempotency_key(request)
+    if (body.objects is None) == (body.best is None):
+        return bad_request("give either objects (asset ids) or best ({pool, n})")
+    if body.objects is not None:
+        holds = await call(hc.hold_many, body.objects, body.buyer_id, key, keyed=True,
+                           **ttl_arg(body.ttl_seconds))
+    else:
+        holds = await call(hc.hold_best, body.best.pool, body.best.n, body.buyer_id, key, keyed=True,
+                           **ttl_arg(body.ttl_seconds))
+    return tokens_answer(holds)
+
+
+async def token_now(token):
+    """The token's hold as it stands, every object (RS006 if there is none)."""
+    rows = await read_all(HOLD_SELECT, [token])
+    if not rows:
+        raise NotFound(f'hold token "{token}" does not exist', "RS006")
+    return [Hold(*r, replayed=False) for r in rows]
+
+
+@app.get("/v1/hold-tokens/{token}")
+async def get_hold_token(token: str):
+    return token_body(await token_now(token))
+
+
+async def token_call(function, token, *args):
+    """book, release or extend of a hold token: the call on its id, then its objects as they are."""
+    done = await call(function, token, *args)
+    holds = await token_now(token)
+    return JSONResponse(token_body(holds), status_code=200,
+                        headers={"Idempotent-Replayed": "true" if done.replayed else "false"})
+
+
+@app.post("/v1/hold-tokens/{token}/book")
+async def book_hold_token(token: str, body: CommitBody | None = None):
+    return await token_call(hc.commit, token, body.late_ok if body else False)
+
+
+@app.post("/v1/hold-tokens/{token}/release")
+async def release_hold_token(token: str):
+    return await token_call(hc.release, token)
+
+
+@app.post("/v1/hold-tokens/{token}/extend")
+async def extend_hold_token(token: str, body: ExtendBody):
+    ttl = None if body.ttl_seconds is None else timedelta(seconds=body.ttl_seconds)
+    return await token_call(hc.extend, token, ttl)
 
 
 # A reservation as it stands now, read from the tables (never idempotency_key or fingerprint:

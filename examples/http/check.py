@@ -214,6 +214,54 @@ def test_holds(c, admin, p):
           outcome(c.get(f"/v1/stock-reservations/{rid}")), (404, "RS006"))
 
 
+def test_hold_tokens(c, admin, p):
+    """Hold tokens: many seats, one hold (seats.io's shape): these objects, or the best of a pool."""
+    admin.execute("SELECT holdcommit.hc_asset_add(%s || 'R' || i, '', %s || 'hall', 1, 'R', i)"
+                  "  FROM generate_series(1, 4) i", [p, p])
+    seats = [f"{p}R3", f"{p}R1"]
+    first = c.post("/v1/hold-tokens", {"buyer_id": "alice", "objects": seats}, key=p + "t-1")
+    check("hold token of two objects: 201, its objects, HELD",
+          (first[0], first[1].get("objects"), first[1].get("status")), (201, sorted(seats), "HELD"))
+    token = first[1].get("hold_token", "")
+    again = c.post("/v1/hold-tokens", {"buyer_id": "alice", "objects": seats[::-1]}, key=p + "t-1")
+    check("the same objects in another order, the same key: 200, the same body", (again[0], again[2]),
+          (200, first[2]))
+    check("objects of which one is held: 409 RS001 naming it",
+          (outcome(c.post("/v1/hold-tokens", {"buyer_id": "bob", "objects": [f"{p}R2", f"{p}R3"]},
+                          key=p + "t-2")),
+           f'"{p}R3"' in c.post("/v1/hold-tokens", {"buyer_id": "bob", "objects": [f"{p}R2", f"{p}R3"]},
+                                key=p + "t-2")[1].get("detail", "")),
+          ((409, "RS001"), True))
+    check("objects and best at once: 400",
+          c.post("/v1/hold-tokens", {"buyer_id": "bob", "objects": [f"{p}R2"], "best": {"pool": p + "hall", "n": 1}},
+                 key=p + "t-3")[0], 400)
+    check("an object twice: 400 22023",
+          outcome(c.post("/v1/hold-tokens", {"buyer_id": "bob", "objects": [f"{p}R2", f"{p}R2"]}, key=p + "t-4")),
+          (400, "22023"))
+    best = c.post("/v1/hold-tokens", {"buyer_id": "bob", "best": {"pool": p + "hall", "n": 2}}, key=p + "t-5")
+    check("the best 2 of the pool: R1 and R3 held, so none adjacent: R2 and R4",
+          (best[0], best[1].get("objects")), (201, [f"{p}R2", f"{p}R4"]))
+    check("the best 2 again, none left: 409 RS002",
+          outcome(c.post("/v1/hold-tokens", {"buyer_id": "carol", "best": {"pool": p + "hall", "n": 2}},
+                         key=p + "t-6")), (409, "RS002"))
+    check("GET the token: its objects, HELD",
+          (c.get(f"/v1/hold-tokens/{token}")[1].get("objects"), c.get(f"/v1/hold-tokens/{token}")[1].get("status")),
+          (sorted(seats), "HELD"))
+    extended = c.post(f"/v1/hold-tokens/{token}/extend", {"ttl_seconds": 1800})
+    check("extend the token: 200, a later expires_at",
+          (extended[0], extended[1].get("expires_at", "") > first[1]["expires_at"]), (200, True))
+    booked = c.post(f"/v1/hold-tokens/{token}/book")
+    check("book the token: 200, every object COMMITTED", (booked[0], booked[1].get("status")), (200, "COMMITTED"))
+    check("book it again: 200, the same body", c.post(f"/v1/hold-tokens/{token}/book")[2], booked[2])
+    check("release after book: 409 RS004", outcome(c.post(f"/v1/hold-tokens/{token}/release")), (409, "RS004"))
+    released = c.post(f"/v1/hold-tokens/{best[1].get('hold_token', '')}/release")
+    check("release the best: 200, RELEASED", (released[0], released[1].get("status")), (200, "RELEASED"))
+    check("an unknown token: 404 RS006", outcome(c.get(f"/v1/hold-tokens/{p}nope")), (404, "RS006"))
+    check("the sold objects are SOLD, the released AVAILABLE",
+          admin.execute("SELECT string_agg(status, ',' ORDER BY id) FROM holdcommit.hc_assets WHERE pool = %s",
+                        [p + "hall"]).fetchone()[0], "SOLD,AVAILABLE,SOLD,AVAILABLE")
+
+
 def test_stock(c, admin, p):
     admin.execute("SELECT holdcommit.hc_stock_set(%s, 3), holdcommit.hc_stock_set(%s, 10),"
                   " holdcommit.hc_stock_set(%s, 5)",
@@ -726,6 +774,7 @@ def main():
     admin = psycopg.connect(args.admin_dsn, autocommit=True)
     c = Client(args.url)
     test_holds(c, admin, p)
+    test_hold_tokens(c, admin, p)
     test_stock(c, admin, p)
     test_keys(c, admin, p)
     test_integers(c, admin, p)

@@ -384,3 +384,30 @@ test('the application\'s own pg.types parsers do not change the results', async 
     for (const [oid, parser] of saved) pg.types.setTypeParser(oid, parser);
   }
 });
+
+test('holdMany: a reservation per asset, one id; a replay in another order; RS001 names the seats', async () => {
+  const [a, b] = [await asset(), await asset()];
+  const key = uid('k');
+  const held = await hc.holdMany(app, [b, a], 'alice', key);
+  assert.deepEqual(held.map((r) => r.assetId).sort(), [a, b].sort());
+  assert.equal(new Set(held.map((r) => r.reservationId)).size, 1);
+  const again = await hc.holdMany(app, [a, b], 'alice', key);
+  assert.ok(again.every((r) => r.replayed));
+  await refused(hc.holdMany(app, [await asset(), a], 'bob', uid('k')), hc.AssetUnavailable, 'RS001', 409);
+  await refused(hc.holdMany(app, a, 'bob', uid('k')), hc.InvalidArgument, '22023', 400);
+  await refused(hc.holdMany(app, [a, a], 'bob', uid('k')), hc.InvalidArgument, '22023', 400);
+  assert.equal((await hc.commit(app, held[0].reservationId)).status, 'COMMITTED');
+});
+
+test('holdBest: the 2 best adjacent seats as one reservation; RS002 with what is left', async () => {
+  const pool = uid('POOL');
+  for (let pos = 1; pos <= 4; pos++) {
+    await admin.query('SELECT holdcommit.hc_asset_add($1, $2, $3, 1, $4, $5)', [uid('SEAT'), '', pool, 'A', pos]);
+  }
+  const held = await hc.holdBest(app, pool, 2, 'alice', uid('k'));
+  assert.equal(held.length, 2);
+  assert.equal(new Set(held.map((r) => r.reservationId)).size, 1);
+  await assert.rejects(hc.holdBest(app, pool, 3, 'bob', uid('k')),
+    (e) => e instanceof hc.InsufficientStock && e.detail === '2 left.');
+  await refused(hc.holdBest(app, uid('POOL'), 2, 'bob', uid('k')), hc.NotFound, 'RS006', 404);
+});

@@ -2,7 +2,7 @@
 // pg's own Client, PoolClient and Pool, and give typed results.
 import pg from 'pg';
 import {
-  hold, commit, reserveItems, lockAcquire, lockRelease, attemptBegin, sweep, check, forSchema, withLease,
+  hold, holdMany, holdBest, commit, reserveItems, lockAcquire, lockRelease, attemptBegin, sweep, check, forSchema, withLease,
   HoldcommitError, AssetUnavailable, LeaseLost, httpStatus, errorFrom,
   type Reservation, type StockReservation, type Lease,
 } from 'holdcommit';
@@ -16,6 +16,9 @@ export async function usage(): Promise<void> {
   const when: Date = r.expiresAt;
   const fresh: boolean = !r.replayed;
   await commit(client, r.reservationId, { lateOk: true });
+  const seats: Reservation[] = await holdMany(pool, ['SEAT-2', 'SEAT-3'], 'alice', 'k4');
+  const best: Reservation[] = await holdBest(pool, 'cat-1', 2, 'alice', 'k5', { ttl: 900 });
+  console.log(seats[0].reservationId, best.length);
   const o: StockReservation = await reserveItems(pooled, [{ productId: 'SKU-1', qty: 2 }], 'bob', 'k2', { ttl: 60 });
   const qty: number = o.items[0].qty;
   // @ts-expect-error items are objects, not JSON text

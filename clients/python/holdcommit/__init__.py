@@ -8,7 +8,7 @@ Calls: holdcommit.calls (here too); errors: holdcommit.errors (here too); the le
 holdcommit.lease; coroutines on an AsyncConnection: holdcommit.aio. doc/clients.md tells it all.
 """
 from .calls import (asset_add, attempt_begin, attempt_complete, attempt_reset, check, commit, extend,
-                    finalize, hold, lock_acquire, lock_heartbeat, lock_release, release, reserve,
+                    finalize, hold, hold_best, hold_many, lock_acquire, lock_heartbeat, lock_release, release, reserve,
                     reserve_items, stock_adjust, stock_set, sweep, unreserve)
 from .errors import (HTTP_STATUS, AlreadyExists, AssetUnavailable, Busy, HoldcommitError,
                      InsufficientStock, InternalError, InvalidArgument, KeyReused, LeaseLost, NotFound,
@@ -22,7 +22,7 @@ __version__ = "0.3.0"
 
 __all__ = [
     "asset_add", "attempt_begin", "attempt_complete", "attempt_reset", "check", "commit", "extend",
-    "finalize", "hold", "lock_acquire", "lock_heartbeat", "lock_release", "release", "reserve",
+    "finalize", "hold", "hold_best", "hold_many", "lock_acquire", "lock_heartbeat", "lock_release", "release", "reserve",
     "reserve_items", "stock_adjust", "stock_set", "sweep", "unreserve",
     "HTTP_STATUS", "AlreadyExists", "AssetUnavailable", "Busy", "HoldcommitError",
     "InsufficientStock", "InternalError", "InvalidArgument", "KeyReused", "LeaseLost", "NotFound",

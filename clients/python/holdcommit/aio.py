@@ -49,6 +49,8 @@ def async_call(build: Callable[P, Query[R]]) -> Callable[Concatenate[psycopg.Asy
 
 
 hold = async_call(calls._hold)
+hold_many = async_call(calls._hold_many)
+hold_best = async_call(calls._hold_best)
 commit = async_call(calls._commit)
 release = async_call(calls._release)
 extend = async_call(calls._extend)
@@ -129,7 +131,7 @@ async def async_lease(conninfo: str, resource: str, owner: str, ttl: timedelta =
         await conn.close()
 
 
-__all__ = ["run", "async_lease", "hold", "commit", "release", "extend", "reserve", "reserve_items",
+__all__ = ["run", "async_lease", "hold", "hold_many", "hold_best", "commit", "release", "extend", "reserve", "reserve_items",
            "finalize", "unreserve", "lock_acquire", "lock_heartbeat", "lock_release",
            "attempt_begin", "attempt_complete", "attempt_reset", "check", "sweep", "asset_add",
            "stock_set", "stock_adjust"]

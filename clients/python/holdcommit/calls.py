@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Callable, Concatenate, Generic, Optional, ParamSpec, TypeVar, Union
@@ -83,6 +83,14 @@ def _bool(name: str, value: Any) -> bool:
     return value
 
 
+def _ids(name: str, value: Any) -> list[str]:
+    if value is None:
+        raise InvalidArgument(f"{name} must not be null", "22004")
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidArgument(f"{name} must be a list of ids, not {type(value).__name__}", "22023")
+    return [_text(f"{name}[{i}]", v) for i, v in enumerate(value)]
+
+
 ItemsArg = Union[Mapping[str, int], Iterable[Union[Item, Mapping[str, Any], tuple]]]
 
 
@@ -119,6 +127,10 @@ def _one(cls: Callable[..., R]) -> Callable[[list], R]:
     return lambda rows: cls(*rows[0])
 
 
+def _all(cls: Callable[..., R]) -> Callable[[list], list[R]]:
+    return lambda rows: [cls(*row) for row in rows]
+
+
 def _stock(rows: list) -> StockReservation:
     r = rows[0]
     items = tuple(Item(line["product_id"], line["qty"]) for line in r[3])
@@ -146,6 +158,24 @@ def _hold(asset_id: str, buyer_id: str, idempotency_key: str, ttl: timedelta = T
     return _select(Hold, "hc_hold", "%s::text, %s::text, %s::text, %s::interval",
                    (_text("asset_id", asset_id), _text("buyer_id", buyer_id),
                     _text("idempotency_key", idempotency_key), _interval("ttl", ttl)))
+
+
+def _hold_many(asset_ids: Sequence[str], buyer_id: str, idempotency_key: str,
+               ttl: timedelta = TEN_MINUTES) -> Query[list[Hold]]:
+    """hc_hold_many: hold every asset or none, as one reservation: a Hold per asset, one id
+    (RS001 names those not available; nothing is held)."""
+    return _select(Hold, "hc_hold_many", "%s::text[], %s::text, %s::text, %s::interval",
+                   (_ids("asset_ids", asset_ids), _text("buyer_id", buyer_id),
+                    _text("idempotency_key", idempotency_key), _interval("ttl", ttl)), _all(Hold))
+
+
+def _hold_best(pool: str, n: int, buyer_id: str, idempotency_key: str,
+               ttl: timedelta = TEN_MINUTES) -> Query[list[Hold]]:
+    """hc_hold_best: hold the n best available assets of a pool, adjacent where they can be,
+    as one reservation (RS002 if fewer are available; nothing is held)."""
+    return _select(Hold, "hc_hold_best", "%s::text, %s::integer, %s::text, %s::text, %s::interval",
+                   (_text("pool", pool), _int("n", n), _text("buyer_id", buyer_id),
+                    _text("idempotency_key", idempotency_key), _interval("ttl", ttl)), _all(Hold))
 
 
 def _commit(reservation_id: str, late_ok: bool = False, *, asset_id: Optional[str] = None) -> Query[Hold]:
@@ -268,9 +298,16 @@ def _sweep(batch_size: int = 1000) -> Query[Sweep]:
     return _select(Sweep, "hc_sweep", "%s::integer", (_int("batch_size", batch_size),))
 
 
-def _asset_add(id: str, name: str = "") -> Query[Asset]:
-    """hc_asset_add (operators): a new AVAILABLE asset (AlreadyExists if it exists)."""
-    return _select(Asset, "hc_asset_add", "%s::text, %s::text", (_text("id", id), _text("name", name)))
+def _asset_add(id: str, name: str = "", *, pool: Optional[str] = None, rank: Optional[int] = None,
+               grp: Optional[str] = None, pos: Optional[int] = None) -> Query[Asset]:
+    """hc_asset_add (operators): a new AVAILABLE asset (AlreadyExists if it exists); with a
+    pool, its place there for hold_best (rank: lower is better; grp: its row; pos: its seat)."""
+    if pool is None:
+        return _select(Asset, "hc_asset_add", "%s::text, %s::text", (_text("id", id), _text("name", name)))
+    return _select(Asset, "hc_asset_add", "%s::text, %s::text, %s::text, %s::integer, %s::text, %s::integer",
+                   (_text("id", id), _text("name", name), _text("pool", pool),
+                    None if rank is None else _int("rank", rank), None if grp is None else _text("grp", grp),
+                    None if pos is None else _int("pos", pos)))
 
 
 def _stock_set(product_id: str, stock: int) -> Query[Inventory]:
@@ -323,6 +360,8 @@ def sync_call(build: Callable[P, Query[R]]) -> Callable[Concatenate[psycopg.Conn
 
 
 hold = sync_call(_hold)
+hold_many = sync_call(_hold_many)
+hold_best = sync_call(_hold_best)
 commit = sync_call(_commit)
 release = sync_call(_release)
 extend = sync_call(_extend)
@@ -342,7 +381,7 @@ asset_add = sync_call(_asset_add)
 stock_set = sync_call(_stock_set)
 stock_adjust = sync_call(_stock_adjust)
 
-__all__ = ["Query", "run", "hold", "commit", "release", "extend", "reserve",
+__all__ = ["Query", "run", "hold", "hold_many", "hold_best", "commit", "release", "extend", "reserve",
            "reserve_items", "finalize", "unreserve", "lock_acquire", "lock_heartbeat",
            "lock_release", "attempt_begin", "attempt_complete", "attempt_reset", "check", "sweep",
            "asset_add", "stock_set", "stock_adjust"]

@@ -111,3 +111,34 @@ class Holds(Case):
         self.assertTrue(e.hint)
         e = self.refused(hc.PermissionDenied, "42501", hc.asset_add, uid("asset"))
         self.assertEqual(e.http_status, 403)
+
+    def test_hold_many(self):
+        """hold_many: a Hold per asset, one id; a replay in another order; RS001 names the seats"""
+        a, b = self.asset(), self.asset()
+        key = uid("key")
+        holds = hc.hold_many(self.conn, [b, a], "buyer-1", key)
+        self.assertEqual(sorted(h.asset_id for h in holds), sorted([a, b]))
+        self.assertEqual(len({h.reservation_id for h in holds}), 1)
+        self.assertFalse(any(h.replayed for h in holds))
+        again = hc.hold_many(self.conn, (a, b), "buyer-1", key)
+        self.assertTrue(all(h.replayed for h in again))
+        e = self.refused(hc.AssetUnavailable, "RS001", hc.hold_many, [self.asset(), a], "buyer-2", uid("key"))
+        self.assertIn(f'"{a}"', e.detail)
+        self.refused(hc.InvalidArgument, "22023", hc.hold_many, [a, a], "buyer-2", uid("key"))
+        self.refused(hc.InvalidArgument, "22023", hc.hold_many, a, "buyer-2", uid("key"))
+        self.refused(hc.InvalidArgument, "22004", hc.hold_many, [a, None], "buyer-2", uid("key"))
+        sold = hc.commit(self.conn, holds[0].reservation_id)
+        self.assertEqual(sold.status, "COMMITTED")
+
+    def test_hold_best(self):
+        """hold_best: two adjacent seats of a pool as one hold; RS002 with what is left"""
+        pool = uid("pool")
+        for pos in range(1, 5):
+            hc.asset_add(self.ops, uid("seat"), "a seat", pool=pool, rank=1, grp="A", pos=pos)
+        holds = hc.hold_best(self.conn, pool, 2, "buyer-1", uid("key"))
+        self.assertEqual(len(holds), 2)
+        self.assertEqual(len({h.reservation_id for h in holds}), 1)
+        e = self.refused(hc.InsufficientStock, "RS002", hc.hold_best, pool, 3, "buyer-2", uid("key"))
+        self.assertEqual(e.detail, "2 left.")
+        self.refused(hc.NotFound, "RS006", hc.hold_best, uid("pool"), 2, "buyer-2", uid("key"))
+        self.assertEqual(hc.release(self.conn, holds[0].reservation_id).status, "RELEASED")

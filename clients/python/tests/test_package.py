@@ -12,7 +12,7 @@ import holdcommit.aio
 import holdcommit.errors as errors
 from support import REPO, connect
 
-CALLS = ["hold", "commit", "release", "extend", "reserve", "reserve_items", "finalize", "unreserve",
+CALLS = ["hold", "hold_many", "hold_best", "commit", "release", "extend", "reserve", "reserve_items", "finalize", "unreserve",
          "lock_acquire", "lock_heartbeat", "lock_release", "attempt_begin", "attempt_complete",
          "attempt_reset", "check", "sweep", "asset_add", "stock_set", "stock_adjust"]
 
