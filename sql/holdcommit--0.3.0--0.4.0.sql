@@ -736,17 +736,25 @@ COMMENT ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, in
 REVOKE ALL ON FUNCTION @extschema@.hc_asset_add(text, text, text, integer, text, integer) FROM PUBLIC;
 DO $$
 DECLARE
+    updater text := current_user;
     g record;
 BEGIN
-    FOR g IN SELECT DISTINCT a.grantee, a.is_grantable
-               FROM pg_catalog.pg_attribute t, pg_catalog.aclexplode(t.attacl) a
-              WHERE t.attrelid OPERATOR(pg_catalog.=) '@extschema@.hc_reservations'::pg_catalog.regclass
+    FOR g IN SELECT a.grantor, a.grantee, a.is_grantable, c.relowner AS owner
+               FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_attribute t ON t.attrelid OPERATOR(pg_catalog.=) c.oid
+              CROSS JOIN LATERAL pg_catalog.aclexplode(t.attacl) a
+              WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.hc_reservations'::pg_catalog.regclass
                 AND t.attname OPERATOR(pg_catalog.=) 'buyer_id' AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+              ORDER BY a.grantor OPERATOR(pg_catalog.<>) c.relowner, a.is_grantable DESC
     LOOP
+        IF g.grantor OPERATOR(pg_catalog.<>) g.owner THEN
+            EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
+        END IF;
         EXECUTE pg_catalog.format('GRANT SELECT (seats) ON TABLE @extschema@.hc_reservations TO %s%s',
                                   CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
                                        ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
                                   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
     END LOOP;
     DELETE FROM pg_catalog.pg_init_privs i
      WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass

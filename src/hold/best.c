@@ -208,11 +208,52 @@ rank_order(const void *a, const void *b, void *arg)
 	return x - y;
 }
 
+/* The lowest ranks, the fallback's seats in the order it tries them. */
+typedef struct LowestTry
+{
+	HcCall	   *call;
+	PoolSeat   *pool;
+	int		   *by_rank;
+	int			nfree;
+	int		   *which;
+	int			n;
+	int			taken;
+} LowestTry;
+
+/*
+ * Lock the seats of by_rank in turn until n are taken, skipping any that
+ * another call has or that is no longer free; true if n were.  One
+ * subtransaction for them all: a subtransaction per seat would keep up to
+ * n committed subtransactions, past the 64 a backend caches, which slows
+ * every other backend's snapshots.  A seat found taken after its lock
+ * (changed between the read and the lock) keeps its lock until the call's
+ * transaction ends, as a row a FOR UPDATE re-check rejects does.
+ */
+static bool
+lowest_try(void *arg)
+{
+	LowestTry  *t = arg;
+	int			i;
+
+	t->taken = 0;
+	for (i = 0; i < t->nfree && t->taken < t->n; i++)
+	{
+		Seat		seat;
+		const char *status = hc_seat_lock(t->call, t->pool[t->by_rank[i]].id, &seat);
+
+		if (status != NULL && strcmp(status, "LOCKED") != 0 &&
+			hc_hold_can_take(t->call, status, seat.until) && hc_seat_reclaim(t->call, &seat))
+			t->which[t->taken++] = t->by_rank[i];
+	}
+	return t->taken == t->n;
+}
+
 /*
  * Choose and lock the seats of hc_hold_best: the best block of n adjacent
- * free seats that no call in flight has; else the n free seats of lowest
- * rank that none has.  Their indexes in *which; false if fewer than n are
- * free (*left says how many).
+ * free seats that no call in flight has, each block tried in a
+ * subtransaction of its own (a failed one gives back what it locked); else
+ * the n free seats of lowest rank that none has.  Their indexes in *which;
+ * false if fewer than n are free (*left says how many).
  */
 static bool
 pool_choose(HcCall *call, PoolSeat *pool, int npool, int n, int *which, int *left)
@@ -221,8 +262,8 @@ pool_choose(HcCall *call, PoolSeat *pool, int npool, int n, int *which, int *lef
 	int			nblocks;
 	Block	   *blocks = pool_blocks(pool, npool, n, &nblocks);
 	int		   *by_rank = palloc(sizeof(int) * Max(npool, 1));
+	LowestTry	lowest = {call, pool, NULL, 0, which, n, 0};
 	int			nfree = 0;
-	int			taken = 0;
 	int			tried = 0;
 	int			i;
 
@@ -238,21 +279,17 @@ pool_choose(HcCall *call, PoolSeat *pool, int npool, int n, int *which, int *lef
 			return true;
 	}
 
-	/* No block: the lowest ranks, one seat at a time. */
+	/* No block: the lowest ranks. */
 	for (i = 0; i < npool; i++)
 		if (pool[i].free && !pool[i].refused)
 			by_rank[nfree++] = i;
 	qsort_arg(by_rank, nfree, sizeof(int), rank_order, pool);
-	t.n = 1;
-	for (i = 0; i < nfree && taken < n; i++)
-	{
-		t.which = &which[taken];
-		which[taken] = by_rank[i];
-		if (hc_try_in_subxact(call, seats_try, &t))
-			taken++;
-	}
-	*left = taken;
-	return taken == n;
+	lowest.by_rank = by_rank;
+	lowest.nfree = nfree;
+	if (hc_try_in_subxact(call, lowest_try, &lowest))
+		return true;
+	*left = lowest.taken;
+	return false;
 }
 
 /* Is a text datum this text? */

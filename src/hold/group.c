@@ -152,19 +152,28 @@ group_lock_seat(HcCall *call, HcFetch *fetch, HoldReservation *r)
 }
 
 /*
- * A group's seats for a call on its id: each seat's asset locked, waiting,
- * bytewise, then the seats read again as they are under the locks.
+ * A group's seats for a call on its id (and, in the forms given an asset,
+ * that asset's, which must be one of them): each seat's asset locked,
+ * waiting, bytewise, then the seats read again as they are under the
+ * locks.  Refused on a distributed deployment, whose group holds were made
+ * before hc_distribute() spread their seats over the shards.
  */
 static HoldReservation *
-group_lock(HcCall *call, const char *id, int *n)
+group_lock(HcCall *call, const char *id, const char *asset_id, int *n)
 {
-	HoldReservation *locked = group_load(call, id, n);
+	HoldReservation *locked;
 	HoldReservation *seats;
 	int			i;
 
-	if (*n == 0)
-		hc_reservation_not_found(id, "hold",
-								 "Use the reservation_id that hc_hold_many() or hc_hold_best() returned.");
+	hc_group_not_distributed(call);
+	locked = group_load(call, id, n);
+	for (i = 0; asset_id != NULL && i < *n; i++)
+		if (strcmp(locked[i].asset_id, asset_id) == 0)
+			break;
+	if (*n == 0 || (asset_id != NULL && i == *n))
+		hc_reservation_not_found(id, asset_id == NULL ? "hold" :
+								 psprintf("hold of asset \"%s\"", asset_id),
+								 "Use the reservation_id (and an asset_id) that hc_hold_many() or hc_hold_best() returned.");
 	for (i = 0; i < *n; i++)
 		if (!group_lock_seat(call, &hc_hold_lock_asset, &locked[i]))
 			elog(ERROR, "asset \"%s\" of reservation \"%s\" vanished", locked[i].asset_id, id);
@@ -265,10 +274,11 @@ group_not_active(HoldReservation *seats, int n, const char *state, const char *h
 
 /* hc_commit of a group: every seat sold, or none. */
 Datum
-hc_group_commit(HcCall *call, FunctionCallInfo fcinfo, const char *id, bool late_ok)
+hc_group_commit(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id, const char *id,
+				bool late_ok)
 {
 	int			n;
-	HoldReservation *seats = group_lock(call, id, &n);
+	HoldReservation *seats = group_lock(call, id, asset_id, &n);
 	const char *state = group_state(call, seats, n);
 	int			i;
 
@@ -303,10 +313,10 @@ hc_group_commit(HcCall *call, FunctionCallInfo fcinfo, const char *id, bool late
 
 /* hc_release of a group: every seat given back; an expired one ends as EXPIRED. */
 Datum
-hc_group_release(HcCall *call, FunctionCallInfo fcinfo, const char *id)
+hc_group_release(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id, const char *id)
 {
 	int			n;
-	HoldReservation *seats = group_lock(call, id, &n);
+	HoldReservation *seats = group_lock(call, id, asset_id, &n);
 	const char *state = group_state(call, seats, n);
 	bool		expired = strcmp(state, "EXPIRED") == 0;
 	int			i;
@@ -324,10 +334,11 @@ hc_group_release(HcCall *call, FunctionCallInfo fcinfo, const char *id)
 
 /* hc_extend of a group: every seat's end moved, never past created_at + max_hold. */
 Datum
-hc_group_extend(HcCall *call, FunctionCallInfo fcinfo, const char *id, int64 ttl)
+hc_group_extend(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id, const char *id,
+				int64 ttl)
 {
 	int			n;
-	HoldReservation *seats = group_lock(call, id, &n);
+	HoldReservation *seats = group_lock(call, id, asset_id, &n);
 	const char *state = group_state(call, seats, n);
 	TimestampTz until;
 	int			i;

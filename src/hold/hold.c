@@ -520,7 +520,7 @@ hold_commit(FunctionCallInfo fcinfo, int first)
 	if (hold_begin(&call, fcinfo, "hc_commit", asset_id, reservation_id, false, &r, &routed))
 		return routed;
 	if (r.seats > 0)
-		return hc_group_commit(&call, fcinfo, r.id, late_ok);
+		return hc_group_commit(&call, fcinfo, asset_id, r.id, late_ok);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		r.replayed = true;
@@ -563,7 +563,7 @@ hold_release(FunctionCallInfo fcinfo, int first)
 	if (hold_begin(&call, fcinfo, "hc_release", asset_id, reservation_id, false, &r, &routed))
 		return routed;
 	if (r.seats > 0)
-		return hc_group_release(&call, fcinfo, r.id);
+		return hc_group_release(&call, fcinfo, asset_id, r.id);
 
 	if (strcmp(r.status, "COMMITTED") == 0)
 		hold_not_active(&r, "A sold asset cannot be released; refund through your payment flow.");
@@ -603,7 +603,7 @@ hold_extend(FunctionCallInfo fcinfo, int first)
 	if (hold_begin(&call, fcinfo, "hc_extend", asset_id, reservation_id, true, &r, &routed))
 		return routed;
 	if (r.seats > 0)
-		return hc_group_extend(&call, fcinfo, r.id, ttl);
+		return hc_group_extend(&call, fcinfo, asset_id, r.id, ttl);
 
 	if (strcmp(r.status, "COMMITTED") == 0 || strcmp(r.status, "RELEASED") == 0)
 		hold_not_active(&r, "Only a held reservation can be extended.");

@@ -58,9 +58,12 @@ extern void hc_hold_values(const HoldReservation *r, Datum *values, bool *nulls)
  * one of its seats), and the calls on a group's id.
  */
 extern int	hc_group_expire(HcCall *call, const char *reservation_id);
-extern Datum hc_group_commit(HcCall *call, FunctionCallInfo fcinfo, const char *id, bool late_ok);
-extern Datum hc_group_release(HcCall *call, FunctionCallInfo fcinfo, const char *id);
-extern Datum hc_group_extend(HcCall *call, FunctionCallInfo fcinfo, const char *id, int64 ttl);
+extern Datum hc_group_commit(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id,
+							 const char *id, bool late_ok);
+extern Datum hc_group_release(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id,
+							  const char *id);
+extern Datum hc_group_extend(HcCall *call, FunctionCallInfo fcinfo, const char *asset_id,
+							 const char *id, int64 ttl);
 
 /*
  * The writes of each change without the executor (direct.c): false, with

@@ -73,6 +73,12 @@ SELECT event, count(*) FROM hc_ledger WHERE reservation_id = :'g1' GROUP BY even
 
 -- Release gives every seat back at once; again, a replay; commit is RS004.
 SELECT reservation_id AS g2 FROM hc_hold_many(ARRAY['S-4', 'S-5'], 'bob', 'g-4') LIMIT 1 \gset
+-- The forms given an asset (the routing forms): it must be one of the
+-- group's, else RS006 and nothing changes.
+SELECT outcome(format('SELECT hc_release(%L, %L)', 'S-6', :'g2'));
+SELECT outcome(format('SELECT hc_commit(%L, %L, false)', 'nope', :'g2'));
+SELECT outcome(format('SELECT hc_extend(%L, %L, %L)', 'S-1', :'g2', '1 minute'));
+SELECT status FROM hc_extend('S-5', :'g2', '20 minutes');
 SELECT status, replayed FROM hc_release(:'g2');
 SELECT status, replayed FROM hc_release(:'g2');
 SELECT outcome(format('SELECT hc_commit(%L)', :'g2'));
