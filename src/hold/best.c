@@ -50,12 +50,12 @@ typedef struct PoolSeat
 } PoolSeat;
 
 /* A block of n seats, pool[first .. first + n - 1], adjacent in one group. */
-typedef struct Block
+typedef struct SeatBlock
 {
 	int			first;
 	int64		ranks;
 	bool		orphan;			/* leaves one free seat between two taken ones */
-} Block;
+} SeatBlock;
 
 /* (grp, pos, id), bytewise, the seats in no group last. */
 static int
@@ -77,8 +77,8 @@ seat_order(const void *a, const void *b)
 static int
 block_order(const void *a, const void *b)
 {
-	const Block *x = a;
-	const Block *y = b;
+	const SeatBlock *x = a;
+	const SeatBlock *y = b;
 
 	if (x->ranks != y->ranks)
 		return x->ranks < y->ranks ? -1 : 1;
@@ -107,16 +107,16 @@ leaves_orphan(PoolSeat *pool, int npool, int edge, int step)
 }
 
 /* The blocks of n free seats adjacent in a group, *nblocks of them. */
-static Block *
+static SeatBlock *
 pool_blocks(PoolSeat *pool, int npool, int n, int *nblocks)
 {
-	Block	   *blocks = palloc(sizeof(Block) * Max(npool, 1));
+	SeatBlock	   *blocks = palloc(sizeof(SeatBlock) * Max(npool, 1));
 	int			i;
 
 	*nblocks = 0;
 	for (i = 0; i + n <= npool; i++)
 	{
-		Block	   *b = &blocks[*nblocks];
+		SeatBlock	   *b = &blocks[*nblocks];
 		int			k;
 
 		b->first = i;
@@ -142,11 +142,11 @@ pool_blocks(PoolSeat *pool, int npool, int n, int *nblocks)
  * search per try costs less than sorting every block.
  */
 static bool
-next_block(Block *blocks, int nblocks, int *tried)
+next_block(SeatBlock *blocks, int nblocks, int *tried)
 {
 	int			best = *tried;
 	int			b;
-	Block		swap;
+	SeatBlock		swap;
 
 	if (*tried >= nblocks)
 		return false;
@@ -260,7 +260,7 @@ pool_choose(HcCall *call, PoolSeat *pool, int npool, int n, int *which, int *lef
 {
 	SeatsTry	t = {call, pool, which, n};
 	int			nblocks;
-	Block	   *blocks = pool_blocks(pool, npool, n, &nblocks);
+	SeatBlock	   *blocks = pool_blocks(pool, npool, n, &nblocks);
 	int		   *by_rank = palloc(sizeof(int) * Max(npool, 1));
 	LowestTry	lowest = {call, pool, NULL, 0, which, n, 0};
 	int			nfree = 0;
