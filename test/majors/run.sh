@@ -47,18 +47,24 @@ version=$(dpkg-query --admindir="$chroot/var/lib/dpkg" -W -f='${Version}' "postg
 # Its suite, and what the registry lacks for it (test/majors/chroot.sh).
 from=$(sed -n "s/^$major \([a-z]*\)/from \1/p" "$chroot/etc/holdcommit-majors")
 
-# This run's directory; one that no run holds any more (its lock free) is a leftover.
+# This run's directory; one that no run holds any more (its lock free) is a leftover.  The
+# removal of leftovers and the making and locking of this run's directory happen under one
+# lock of the runs: a run that started at the same moment could otherwise find this
+# directory made and not yet locked, and remove it under this run.
 runs=$cache/runs
 mkdir -p "$runs"
+exec 6>"$runs/.lock"
+flock 6
 for d in "$runs"/*/; do
     [ -d "$d" ] && flock -n "$d/lock" rm -rf "$d"
 done
 # Unique while this run lives; a leftover of the same name went with the loop above.
 run=$runs/$name.$$
-mkdir "$run"
+mkdir "$run" || fail "its directory $run"
 chmod 755 "$run"
 exec 8>"$run/lock"
-flock 8
+flock 8 || fail "the lock of $run"
+exec 6>&-
 trap 'rm -rf "$run"' EXIT
 mkdir -p "$run/upper/build/holdcommit" "$run/work" "$run/root"
 # What make deb copies: the files git tracks or would track.
