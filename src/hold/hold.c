@@ -188,6 +188,18 @@ hold_result(FunctionCallInfo fcinfo, const HoldReservation *r)
 	return hc_result_tuple(fcinfo, values, nulls);
 }
 
+/* An asset's place in its pool, argument argno: null, an id, or an integer. */
+static void
+bind_place(HcArgs *args, FunctionCallInfo fcinfo, int argno, const char *name, bool id)
+{
+	if (PG_ARGISNULL(argno))
+		hc_bind_null(args, name);
+	else if (id)
+		hc_bind_text(args, name, hc_arg_id(fcinfo, argno, name));
+	else
+		hc_bind(args, name, PG_GETARG_DATUM(argno));
+}
+
 /*
  * hc_asset_add(id, name[, pool, rank, grp, pos]): add an AVAILABLE asset.
  */
@@ -226,22 +238,10 @@ hc_asset_add(PG_FUNCTION_ARGS)
 	hc_bind_text(&args, "name", name);
 	if (PG_NARGS() > 2)
 	{
-		if (PG_ARGISNULL(2))
-			hc_bind_null(&args, "pool");
-		else
-			hc_bind_text(&args, "pool", hc_arg_id(fcinfo, 2, "pool"));
-		if (PG_ARGISNULL(3))
-			hc_bind_null(&args, "rank");
-		else
-			hc_bind(&args, "rank", PG_GETARG_DATUM(3));
-		if (PG_ARGISNULL(4))
-			hc_bind_null(&args, "grp");
-		else
-			hc_bind_text(&args, "grp", hc_arg_id(fcinfo, 4, "grp"));
-		if (PG_ARGISNULL(5))
-			hc_bind_null(&args, "pos");
-		else
-			hc_bind(&args, "pos", PG_GETARG_DATUM(5));
+		bind_place(&args, fcinfo, 2, "pool", true);
+		bind_place(&args, fcinfo, 3, "rank", false);
+		bind_place(&args, fcinfo, 4, "grp", true);
+		bind_place(&args, fcinfo, 5, "pos", false);
 	}
 	if (hc_run(&call, &args, SPI_OK_SELECT) == 0)
 		ereport(ERROR,
