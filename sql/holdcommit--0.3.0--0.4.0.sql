@@ -705,9 +705,11 @@ BEGIN
         DROP INDEX @extschema@.hc_reservations_id;
         CREATE UNIQUE INDEX hc_reservations_id ON @extschema@.hc_reservations (id, asset_id);
     END IF;
-    -- The reader: hc_hold_best, which reads a pool's seats in (grp, pos)
-    -- order.  None of its columns changes when a seat is held or sold, so
-    -- a hold stays a HOT update.
+    -- Their reader: hc_hold_best, which reads a pool's free seats lowest
+    -- rank first, and the seats beside a block by (grp, pos).  None of
+    -- their columns changes when a seat is held or sold, so a hold stays a
+    -- HOT update.
+    CREATE INDEX hc_assets_pool_rank ON @extschema@.hc_assets (pool, rank) WHERE pool IS NOT NULL;
     CREATE INDEX hc_assets_pool ON @extschema@.hc_assets (pool, grp, pos) WHERE pool IS NOT NULL;
 END
 $$;

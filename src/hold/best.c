@@ -11,6 +11,13 @@
  * another call has locked right now is skipped, never waited for: each
  * block is tried in a subtransaction of its own, which gives back what it
  * locked if a seat of it is taken.
+ *
+ * The free seats are read lowest rank first, and only as many as settle
+ * the choice: a block with a seat not read yet sums at least that seat's
+ * rank plus n - 1 times the lowest free rank, so once a block read sums
+ * less, no other can beat it.  A call reads the taken seats of ranks
+ * below its own, as the plain ORDER BY rank LIMIT n query does, and the
+ * free ones of a rank or two past them, not the whole pool.
  */
 #include "postgres.h"
 
@@ -28,33 +35,61 @@
 PG_FUNCTION_INFO_V1(hc_hold_best);
 
 /*
- * The assets of a pool.  Put in (grp, pos) order here, bytewise: a sort by
- * the database's collation costs more than the scan, and a plan that reads
- * the index in order instead depends on the statistics.
+ * The free seats of a pool, lowest rank first (a NULL rank last), read a
+ * part at a time through the index hc_assets_pool_rank.
  */
-static HcStatement pool_seats = {
-	"SELECT id, rank, grp, pos, status, hold_expires_at FROM hc_assets"
-	" WHERE pool" EQ ":pool",
+static HcStatement free_seats = {
+	"SELECT id, rank, grp, pos FROM hc_assets"
+	" WHERE pool" EQ ":pool"
+	"   AND (status" EQ "'AVAILABLE'"
+	"        OR (status" EQ "'HELD' AND hold_expires_at" LE ":now))"
+	" ORDER BY rank",
+	{{"pool", TEXTOID}, {"now", TIMESTAMPTZOID}}
+};
+
+/* The seats of a grp from :lo to :hi in pos, through hc_assets_pool. */
+static HcStatement grp_seats = {
+	"SELECT pos, status" EQ "'AVAILABLE'"
+	"           OR (status" EQ "'HELD' AND hold_expires_at" LE ":now) AS free"
+	"  FROM hc_assets"
+	" WHERE pool" EQ ":pool" " AND grp" EQ ":grp" " AND pos" GE ":lo" " AND pos" LE ":hi",
+	{{"pool", TEXTOID}, {"grp", TEXTOID}, {"lo", INT4OID}, {"hi", INT4OID},
+	 {"now", TIMESTAMPTZOID}}
+};
+
+static HcStatement pool_exists = {
+	"SELECT 1 FROM hc_assets WHERE pool" EQ ":pool" " LIMIT 1",
 	{{"pool", TEXTOID}}
 };
 
-/* A seat of the pool as read. */
+/* A free seat of the pool as read. */
 typedef struct PoolSeat
 {
 	char	   *id;
 	int64		rank;			/* a NULL rank ranks last */
 	char	   *grp;			/* NULL: in no group */
 	int32		pos;
-	bool		free;			/* available, or held by a hold that has ended */
 	bool		refused;		/* found taken by another call in flight */
 } PoolSeat;
 
-/* A block of n seats, pool[first .. first + n - 1], adjacent in one group. */
+/* The free seats read so far, in (grp, pos, id) order. */
+typedef struct PoolRead
+{
+	const char *pool_id;
+	Portal		portal;			/* the read of free_seats */
+	PoolSeat   *seats;
+	int			nseats;
+	int			size;			/* room in seats */
+	int64		lowest;			/* the rank of the first seat read, the lowest */
+	int64		bound;			/* a block with a seat not read sums at least this */
+} PoolRead;
+
+/* A block of n seats, seats[first .. first + n - 1], adjacent in one group. */
 typedef struct SeatBlock
 {
 	int			first;
 	int64		ranks;
-	bool		orphan;			/* leaves one free seat between two taken ones */
+	int			orphan;			/* leaves one free seat between two taken ones: 1, 0, -1 unknown */
 } SeatBlock;
 
 /* (grp, pos, id), bytewise, the seats in no group last. */
@@ -74,100 +109,186 @@ seat_order(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-static int
-block_order(const void *a, const void *b)
+/* Is seats[j] the neighbour of seats[i] (j = i +- 1) in its group? */
+static bool
+seat_next_to(PoolRead *r, int i, int j)
 {
-	const SeatBlock *x = a;
-	const SeatBlock *y = b;
+	PoolSeat   *s = r->seats;
 
-	if (x->ranks != y->ranks)
-		return x->ranks < y->ranks ? -1 : 1;
-	if (x->orphan != y->orphan)
-		return x->orphan ? 1 : -1;
-	return x->first - y->first;
+	return j >= 0 && j < r->nseats && s[i].grp != NULL && s[j].grp != NULL &&
+		strcmp(s[i].grp, s[j].grp) == 0 && s[j].pos == s[i].pos + (j > i ? 1 : -1);
 }
 
-/* Is pool[j] the neighbour of pool[i] (j = i +- 1) in its group? */
+/*
+ * Read the next count free seats, of ranks no lower than those read; false
+ * if they were the last.
+ */
 static bool
-seat_next_to(PoolSeat *pool, int npool, int i, int j)
+pool_read(HcCall *call, PoolRead *r, int n, int count)
 {
-	return j >= 0 && j < npool && pool[i].grp != NULL && pool[j].grp != NULL &&
-		strcmp(pool[i].grp, pool[j].grp) == 0 &&
-		pool[j].pos == pool[i].pos + (j > i ? 1 : -1);
-}
+	int			nrows = (int) hc_fetch_rows(r->portal, count);
+	MemoryContext old = MemoryContextSwitchTo(call->outer);
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	int			i;
 
-/* Would taking pool[first .. last] leave the free seat beyond edge (by step) alone? */
-static bool
-leaves_orphan(PoolSeat *pool, int npool, int edge, int step)
-{
-	int			one = edge + step;
+	if (r->nseats + nrows > r->size)
+	{
+		r->size = Max(r->size * 2, r->nseats + nrows);
+		r->seats = r->seats == NULL ? palloc(sizeof(PoolSeat) * r->size) :
+			repalloc(r->seats, sizeof(PoolSeat) * r->size);
+	}
+	for (i = 0; i < nrows; i++)
+	{
+		HeapTuple	row = SPI_tuptable->vals[i];
+		PoolSeat   *p = &r->seats[r->nseats + i];
+		bool		null[4];
+		Datum		d[4];
+		int			c;
 
-	return seat_next_to(pool, npool, edge, one) && pool[one].free &&
-		seat_next_to(pool, npool, one, one + step) && !pool[one + step].free;
+		for (c = 0; c < 4; c++)
+			d[c] = SPI_getbinval(row, desc, c + 1, &null[c]);
+		p->id = TextDatumGetCString(d[0]);
+		p->rank = null[1] ? PG_INT32_MAX : DatumGetInt32(d[1]);
+		p->grp = null[2] || null[3] ? NULL : TextDatumGetCString(d[2]);
+		p->pos = null[3] ? 0 : DatumGetInt32(d[3]);
+		p->refused = false;
+	}
+	MemoryContextSwitchTo(old);
+	if (r->nseats == 0 && nrows > 0)
+		r->lowest = r->seats[0].rank;
+	r->bound = nrows < count ? PG_INT64_MAX :
+		(n - 1) * r->lowest + r->seats[r->nseats + nrows - 1].rank;
+	r->nseats += nrows;
+	qsort(r->seats, r->nseats, sizeof(PoolSeat), seat_order);
+	return nrows == count;
 }
 
 /* The blocks of n free seats adjacent in a group, *nblocks of them. */
 static SeatBlock *
-pool_blocks(PoolSeat *pool, int npool, int n, int *nblocks)
+pool_blocks(PoolRead *r, int n, int *nblocks)
 {
-	SeatBlock	   *blocks = palloc(sizeof(SeatBlock) * Max(npool, 1));
+	SeatBlock  *blocks = palloc(sizeof(SeatBlock) * Max(r->nseats, 1));
 	int			i;
 
 	*nblocks = 0;
-	for (i = 0; i + n <= npool; i++)
+	for (i = 0; i + n <= r->nseats; i++)
 	{
-		SeatBlock	   *b = &blocks[*nblocks];
+		SeatBlock  *b = &blocks[*nblocks];
 		int			k;
 
 		b->first = i;
 		b->ranks = 0;
+		b->orphan = -1;
 		for (k = 0; k < n; k++)
 		{
-			if (!pool[i + k].free || (k > 0 && !seat_next_to(pool, npool, i + k - 1, i + k)) ||
-				(n == 1 && pool[i].grp == NULL))
+			if ((k > 0 && !seat_next_to(r, i + k - 1, i + k)) || r->seats[i].grp == NULL)
 				break;
-			b->ranks += pool[i + k].rank;
+			b->ranks += r->seats[i + k].rank;
 		}
-		if (k < n)
-			continue;
-		b->orphan = leaves_orphan(pool, npool, i, -1) || leaves_orphan(pool, npool, i + n - 1, 1);
-		(*nblocks)++;
+		if (k == n)
+			(*nblocks)++;
 	}
 	return blocks;
 }
 
 /*
- * The best block not tried yet (blocks[*tried ..]), moved to blocks[*tried],
- * and *tried one more; false if none is left.  A try seldom fails, so a
- * search per try costs less than sorting every block.
+ * Does taking the block leave a single free seat beside it, between it and
+ * a taken one?  From the seats read where they say it (two free seats on
+ * a side), else from the seats beside it as they are now.
  */
 static bool
-next_block(SeatBlock *blocks, int nblocks, int *tried)
+block_orphan(HcCall *call, PoolRead *r, SeatBlock *b, int n)
 {
-	int			best = *tried;
-	int			b;
-	SeatBlock		swap;
+	int			last = b->first + n - 1;
+	PoolSeat   *edge = &r->seats[b->first];
+	int64		lo = (int64) edge->pos - 2;
+	int64		hi = (int64) r->seats[last].pos + 2;
+	int			state[4] = {0};	/* pos lo .. lo + 1, hi - 1 .. hi: 0 none, 1 free, 2 taken */
+	HcArgs		args;
+	uint64		nrows;
+	uint64		i;
 
-	if (*tried >= nblocks)
-		return false;
-	for (b = *tried + 1; b < nblocks; b++)
-		if (block_order(&blocks[b], &blocks[best]) < 0)
-			best = b;
-	swap = blocks[*tried];
-	blocks[*tried] = blocks[best];
-	blocks[best] = swap;
-	(*tried)++;
-	return true;
+	if (b->orphan >= 0)
+		return b->orphan;
+	if (seat_next_to(r, b->first, b->first - 1) && seat_next_to(r, b->first - 1, b->first - 2) &&
+		seat_next_to(r, last, last + 1) && seat_next_to(r, last + 1, last + 2))
+		return (b->orphan = 0);
+
+	hc_args(&args, &grp_seats);
+	hc_bind_text(&args, "pool", r->pool_id);
+	hc_bind_text(&args, "grp", edge->grp);
+	hc_bind(&args, "lo", Int32GetDatum((int32) Max(lo, PG_INT32_MIN)));
+	hc_bind(&args, "hi", Int32GetDatum((int32) Min(hi, PG_INT32_MAX)));
+	nrows = hc_run(call, &args, SPI_OK_SELECT);
+	for (i = 0; i < nrows; i++)
+	{
+		int64		pos = hc_int32(i, "pos");
+		bool		isnull;
+		bool		free = DatumGetBool(hc_datum(i, "free", &isnull)) && !isnull;
+		int			at = pos < lo + 2 ? pos - lo : pos > hi - 2 ? 3 - (hi - pos) : -1;
+
+		if (at >= 0 && state[at] != 1)
+			state[at] = free ? 1 : 2;
+	}
+	b->orphan = (state[1] == 1 && state[0] == 2) || (state[2] == 1 && state[3] == 2);
+	return b->orphan;
 }
 
-/* One try at seats pool[which[0 .. n-1]], in a subtransaction of its own. */
+/*
+ * The block to try next: of those with no seat refused, the lowest sum,
+ * then one that leaves no orphan, then the first; NULL if none sums less
+ * than the bound of the seats not read.
+ */
+static SeatBlock *
+best_block(HcCall *call, PoolRead *r, SeatBlock *blocks, int nblocks, int n)
+{
+	int64		lowest = PG_INT64_MAX;
+	SeatBlock  *first = NULL;
+	int			b;
+	int			k;
+
+	for (b = 0; b < nblocks; b++)
+	{
+		for (k = 0; k < n && !r->seats[blocks[b].first + k].refused; k++)
+			;
+		if (k < n)
+			blocks[b].ranks = PG_INT64_MAX;
+		else
+			lowest = Min(lowest, blocks[b].ranks);
+	}
+	if (lowest >= r->bound)
+		return NULL;
+	for (b = 0; b < nblocks; b++)
+	{
+		if (blocks[b].ranks != lowest)
+			continue;
+		if (!block_orphan(call, r, &blocks[b], n))
+			return &blocks[b];
+		if (first == NULL)
+			first = &blocks[b];
+	}
+	return first;
+}
+
+/* One try at seats[which[0 .. n-1]], in a subtransaction of its own. */
 typedef struct SeatsTry
 {
 	HcCall	   *call;
-	PoolSeat   *pool;
+	PoolSeat   *seats;
 	int		   *which;
 	int			n;
 } SeatsTry;
+
+/* Can a locked seat be taken (an expired hold freed)? */
+static bool
+seat_take(HcCall *call, const char *id)
+{
+	Seat		seat;
+	const char *status = hc_seat_lock(call, id, &seat);
+
+	return status != NULL && strcmp(status, "LOCKED") != 0 &&
+		hc_hold_can_take(call, status, seat.until) && hc_seat_reclaim(call, &seat);
+}
 
 /*
  * Lock every seat of the try and free it if an expired hold has it; false
@@ -182,12 +303,9 @@ seats_try(void *arg)
 
 	for (i = 0; i < t->n; i++)
 	{
-		PoolSeat   *p = &t->pool[t->which[i]];
-		Seat		seat;
-		const char *status = hc_seat_lock(t->call, p->id, &seat);
+		PoolSeat   *p = &t->seats[t->which[i]];
 
-		if (status == NULL || strcmp(status, "LOCKED") == 0 ||
-			!hc_hold_can_take(t->call, status, seat.until) || !hc_seat_reclaim(t->call, &seat))
+		if (!seat_take(t->call, p->id))
 		{
 			p->refused = true;
 			return false;
@@ -196,15 +314,16 @@ seats_try(void *arg)
 	return true;
 }
 
+/* Rank, then (grp, pos, id): the order of the seats of the lowest ranks. */
 static int
 rank_order(const void *a, const void *b, void *arg)
 {
-	PoolSeat   *pool = arg;
+	PoolSeat   *seats = arg;
 	int			x = *(const int *) a;
 	int			y = *(const int *) b;
 
-	if (pool[x].rank != pool[y].rank)
-		return pool[x].rank < pool[y].rank ? -1 : 1;
+	if (seats[x].rank != seats[y].rank)
+		return seats[x].rank < seats[y].rank ? -1 : 1;
 	return x - y;
 }
 
@@ -212,7 +331,7 @@ rank_order(const void *a, const void *b, void *arg)
 typedef struct LowestTry
 {
 	HcCall	   *call;
-	PoolSeat   *pool;
+	PoolSeat   *seats;
 	int		   *by_rank;
 	int			nfree;
 	int		   *which;
@@ -237,106 +356,80 @@ lowest_try(void *arg)
 
 	t->taken = 0;
 	for (i = 0; i < t->nfree && t->taken < t->n; i++)
-	{
-		Seat		seat;
-		const char *status = hc_seat_lock(t->call, t->pool[t->by_rank[i]].id, &seat);
-
-		if (status != NULL && strcmp(status, "LOCKED") != 0 &&
-			hc_hold_can_take(t->call, status, seat.until) && hc_seat_reclaim(t->call, &seat))
+		if (seat_take(t->call, t->seats[t->by_rank[i]].id))
 			t->which[t->taken++] = t->by_rank[i];
-	}
 	return t->taken == t->n;
 }
 
 /*
- * Choose and lock the seats of hc_hold_best: the best block of n adjacent
- * free seats that no call in flight has, each block tried in a
- * subtransaction of its own (a failed one gives back what it locked); else
- * the n free seats of lowest rank that none has.  Their indexes in *which;
- * false if fewer than n are free (*left says how many).
+ * Choose and lock the seats of hc_hold_best, their ids in ids: the best
+ * block of n adjacent free seats that no call in flight has, each block
+ * tried in a subtransaction of its own (a failed one gives back what it
+ * locked), more free seats read while those read do not settle it; else
+ * the n free seats of lowest rank that none has.  False if fewer than n
+ * are free (*left says how many).
  */
 static bool
-pool_choose(HcCall *call, PoolSeat *pool, int npool, int n, int *which, int *left)
+pool_choose(HcCall *call, const char *pool_id, int n, char **ids, int *left)
 {
-	SeatsTry	t = {call, pool, which, n};
-	int			nblocks;
-	SeatBlock	   *blocks = pool_blocks(pool, npool, n, &nblocks);
-	int		   *by_rank = palloc(sizeof(int) * Max(npool, 1));
-	LowestTry	lowest = {call, pool, NULL, 0, which, n, 0};
-	int			nfree = 0;
-	int			tried = 0;
+	PoolRead	r = {pool_id};
+	HcArgs		args;
+	int		   *which = palloc(sizeof(int) * n);
+	int			count = Max(128, 4 * n);
+	bool		more;
+	LowestTry	lowest = {call, NULL, NULL, 0, which, n, 0};
+	bool		chosen = false;
 	int			i;
 
-	while (next_block(blocks, nblocks, &tried))
+	hc_args(&args, &free_seats);
+	hc_bind_text(&args, "pool", pool_id);
+	r.portal = hc_open(call, &args);
+	do
 	{
-		for (i = 0; i < n; i++)
+		int			nblocks;
+		SeatBlock  *blocks;
+		SeatBlock  *b;
+
+		more = pool_read(call, &r, n, count);
+		blocks = pool_blocks(&r, n, &nblocks);
+		while (!chosen && (b = best_block(call, &r, blocks, nblocks, n)) != NULL)
 		{
-			which[i] = blocks[tried - 1].first + i;
-			if (pool[which[i]].refused)
-				break;
+			SeatsTry	t = {call, r.seats, which, n};
+
+			for (i = 0; i < n; i++)
+				which[i] = b->first + i;
+			chosen = hc_try_in_subxact(call, seats_try, &t);
 		}
-		if (i == n && hc_try_in_subxact(call, seats_try, &t))
-			return true;
-	}
+		count = Min(count, PG_INT32_MAX / 2) * 2;
+	} while (!chosen && more);
+	SPI_cursor_close(r.portal);
 
-	/* No block: the lowest ranks. */
-	for (i = 0; i < npool; i++)
-		if (pool[i].free && !pool[i].refused)
-			by_rank[nfree++] = i;
-	qsort_arg(by_rank, nfree, sizeof(int), rank_order, pool);
-	lowest.by_rank = by_rank;
-	lowest.nfree = nfree;
-	if (hc_try_in_subxact(call, lowest_try, &lowest))
-		return true;
-	*left = lowest.taken;
-	return false;
-}
-
-/* Is a text datum this text? */
-static bool
-text_is(Datum d, const char *s)
-{
-	text	   *t = DatumGetTextPP(d);
-
-	return VARSIZE_ANY_EXHDR(t) == strlen(s) && memcmp(VARDATA_ANY(t), s, strlen(s)) == 0;
-}
-
-/*
- * The npool seats pool_seats read, in (grp, pos, id) order (sorted only if
- * the table did not give them in it), in the call's memory.  Its columns by
- * number: a lookup by name for each of tens of thousands of values would
- * cost more than the scan.
- */
-static PoolSeat *
-pool_read(HcCall *call, int npool)
-{
-	MemoryContext old = MemoryContextSwitchTo(call->outer);
-	PoolSeat   *pool = palloc0(sizeof(PoolSeat) * npool);
-	TupleDesc	desc = SPI_tuptable->tupdesc;
-	bool		sorted = true;
-	int			i;
-
-	for (i = 0; i < npool; i++)
+	if (!chosen)
 	{
-		HeapTuple	row = SPI_tuptable->vals[i];
-		bool		null[6];
-		Datum		d[6];
-		int			c;
-
-		for (c = 0; c < 6; c++)
-			d[c] = SPI_getbinval(row, desc, c + 1, &null[c]);
-		pool[i].id = TextDatumGetCString(d[0]);
-		pool[i].rank = null[1] ? PG_INT32_MAX : DatumGetInt32(d[1]);
-		pool[i].grp = null[2] || null[3] ? NULL : TextDatumGetCString(d[2]);
-		pool[i].pos = null[3] ? 0 : DatumGetInt32(d[3]);
-		pool[i].free = text_is(d[4], "AVAILABLE") ||
-			(text_is(d[4], "HELD") && !null[5] && DatumGetTimestampTz(d[5]) <= call->now);
-		sorted = sorted && (i == 0 || seat_order(&pool[i - 1], &pool[i]) < 0);
+		/* No block: the lowest ranks, of every free seat. */
+		lowest.seats = r.seats;
+		lowest.by_rank = palloc(sizeof(int) * Max(r.nseats, 1));
+		for (i = 0; i < r.nseats; i++)
+			if (!r.seats[i].refused)
+				lowest.by_rank[lowest.nfree++] = i;
+		qsort_arg(lowest.by_rank, lowest.nfree, sizeof(int), rank_order, r.seats);
+		chosen = hc_try_in_subxact(call, lowest_try, &lowest);
+		*left = lowest.taken;
 	}
-	if (!sorted)
-		qsort(pool, npool, sizeof(PoolSeat), seat_order);
-	MemoryContextSwitchTo(old);
-	return pool;
+	for (i = 0; chosen && i < n; i++)
+		ids[i] = r.seats[which[i]].id;
+	return chosen;
+}
+
+/* Does the pool have an asset? */
+static bool
+pool_found(HcCall *call, const char *pool_id)
+{
+	HcArgs		args;
+
+	hc_args(&args, &pool_exists);
+	hc_bind_text(&args, "pool", pool_id);
+	return hc_run(call, &args, SPI_OK_SELECT) > 0;
 }
 
 /*
@@ -369,33 +462,24 @@ hc_hold_best(PG_FUNCTION_ARGS)
 
 	if (!hc_group_replay(&call, &g))
 	{
-		HcArgs		args;
-		int			npool;
-		PoolSeat   *pool;
-		int		   *which = palloc(sizeof(int) * n);
 		int			left = 0;
-		int			i;
 
-		hc_args(&args, &pool_seats);
-		hc_bind_text(&args, "pool", pool_id);
-		npool = (int) hc_run(&call, &args, SPI_OK_SELECT);
-		if (npool == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_HC_NOT_FOUND),
-					 errmsg("pool \"%s\" does not exist", pool_id),
-					 errdetail("No asset of hc_assets is in pool \"%s\".", pool_id),
-					 errhint("Add the pool's assets with hc_asset_add(..., pool => ...) first.")));
-		pool = pool_read(&call, npool);
-		if (!pool_choose(&call, pool, npool, n, which, &left))
+		g.n = n;
+		g.ids = palloc(sizeof(char *) * n);
+		if (!pool_choose(&call, pool_id, n, g.ids, &left))
+		{
+			if (!pool_found(&call, pool_id))
+				ereport(ERROR,
+						(errcode(ERRCODE_HC_NOT_FOUND),
+						 errmsg("pool \"%s\" does not exist", pool_id),
+						 errdetail("No asset of hc_assets is in pool \"%s\".", pool_id),
+						 errhint("Add the pool's assets with hc_asset_add(..., pool => ...) first.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_HC_INSUFFICIENT_STOCK),
 					 errmsg("pool \"%s\" has fewer than %d assets available", pool_id, n),
 					 errdetail("%d left.", left),
 					 errhint("Nothing was held. Ask for fewer, or offer another pool.")));
-		g.n = n;
-		g.ids = palloc(sizeof(char *) * n);
-		for (i = 0; i < n; i++)
-			g.ids[i] = pool[which[i]].id;
+		}
 		hc_group_write(&call, &g);
 	}
 	hc_call_end(&call);
