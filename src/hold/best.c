@@ -79,7 +79,6 @@ typedef struct PoolRead
 	Portal		portal;			/* the read of free_seats */
 	PoolSeat   *seats;
 	int			nseats;
-	int			size;			/* room in seats */
 	int64		lowest;			/* the rank of the first seat read, the lowest */
 	int64		bound;			/* a block with a seat not read sums at least this */
 } PoolRead;
@@ -102,7 +101,7 @@ seat_order(const void *a, const void *b)
 
 	if ((x->grp == NULL) != (y->grp == NULL))
 		return x->grp == NULL ? 1 : -1;
-	if (x->grp != NULL && (c = strcmp(x->grp, y->grp)) != 0)
+	if (x->grp != y->grp && (c = strcmp(x->grp, y->grp)) != 0)
 		return c;
 	if (x->pos != y->pos)
 		return x->pos < y->pos ? -1 : 1;
@@ -116,12 +115,16 @@ seat_next_to(PoolRead *r, int i, int j)
 	PoolSeat   *s = r->seats;
 
 	return j >= 0 && j < r->nseats && s[i].grp != NULL && s[j].grp != NULL &&
-		strcmp(s[i].grp, s[j].grp) == 0 && s[j].pos == s[i].pos + (j > i ? 1 : -1);
+		s[j].pos == (int64) s[i].pos + (j > i ? 1 : -1) &&
+		(s[i].grp == s[j].grp || strcmp(s[i].grp, s[j].grp) == 0);
 }
 
 /*
- * Read the next count free seats, of ranks no lower than those read; false
- * if they were the last.
+ * Read the next count free seats, of ranks no lower than those read, into
+ * r->seats in (grp, pos, id) order; false if they were the last.  The
+ * rows come by rank, a row of seats often together: a seat of the same
+ * grp as the one before shares its string, which seat_order compares
+ * first.
  */
 static bool
 pool_read(HcCall *call, PoolRead *r, int n, int count)
@@ -129,18 +132,17 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 	int			nrows = (int) hc_fetch_rows(r->portal, count);
 	MemoryContext old = MemoryContextSwitchTo(call->outer);
 	TupleDesc	desc = SPI_tuptable->tupdesc;
+	PoolSeat   *read = palloc(sizeof(PoolSeat) * Max(nrows, 1));
+	PoolSeat   *all = palloc(sizeof(PoolSeat) * Max(r->nseats + nrows, 1));
+	char	   *grp = NULL;
 	int			i;
+	int			j;
+	int			k;
 
-	if (r->nseats + nrows > r->size)
-	{
-		r->size = Max(r->size * 2, r->nseats + nrows);
-		r->seats = r->seats == NULL ? palloc(sizeof(PoolSeat) * r->size) :
-			repalloc(r->seats, sizeof(PoolSeat) * r->size);
-	}
 	for (i = 0; i < nrows; i++)
 	{
 		HeapTuple	row = SPI_tuptable->vals[i];
-		PoolSeat   *p = &r->seats[r->nseats + i];
+		PoolSeat   *p = &read[i];
 		bool		null[4];
 		Datum		d[4];
 		int			c;
@@ -150,20 +152,40 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 		p->id = TextDatumGetCString(d[0]);
 		p->rank = null[1] ? PG_INT32_MAX : DatumGetInt32(d[1]);
 		p->grp = null[2] || null[3] ? NULL : TextDatumGetCString(d[2]);
+		if (p->grp != NULL && grp != NULL && strcmp(p->grp, grp) == 0)
+			p->grp = grp;
+		grp = p->grp != NULL ? p->grp : grp;
 		p->pos = null[3] ? 0 : DatumGetInt32(d[3]);
 		p->refused = false;
 	}
-	MemoryContextSwitchTo(old);
 	if (r->nseats == 0 && nrows > 0)
-		r->lowest = r->seats[0].rank;
-	r->bound = nrows < count ? PG_INT64_MAX :
-		(n - 1) * r->lowest + r->seats[r->nseats + nrows - 1].rank;
-	r->nseats += nrows;
-	qsort(r->seats, r->nseats, sizeof(PoolSeat), seat_order);
+		r->lowest = read[0].rank;
+	r->bound = nrows < count ? PG_INT64_MAX : (n - 1) * r->lowest + read[nrows - 1].rank;
+
+	/* Sorted, then merged with the seats read before. */
+	qsort(read, nrows, sizeof(PoolSeat), seat_order);
+	for (i = j = k = 0; i < r->nseats || j < nrows; k++)
+		all[k] = j == nrows || (i < r->nseats && seat_order(&r->seats[i], &read[j]) < 0) ?
+			r->seats[i++] : read[j++];
+	r->seats = all;
+	r->nseats = k;
+	MemoryContextSwitchTo(old);
 	return nrows == count;
 }
 
-/* The blocks of n free seats adjacent in a group, *nblocks of them. */
+/* (ranks, first): the order in which blocks are tried, but for the orphan rule. */
+static int
+block_order(const void *a, const void *b)
+{
+	const SeatBlock *x = a;
+	const SeatBlock *y = b;
+
+	if (x->ranks != y->ranks)
+		return x->ranks < y->ranks ? -1 : 1;
+	return x->first - y->first;
+}
+
+/* The blocks of n free seats adjacent in a group, *nblocks of them, in block_order. */
 static SeatBlock *
 pool_blocks(PoolRead *r, int n, int *nblocks)
 {
@@ -188,6 +210,7 @@ pool_blocks(PoolRead *r, int n, int *nblocks)
 		if (k == n)
 			(*nblocks)++;
 	}
+	qsort(blocks, *nblocks, sizeof(SeatBlock), block_order);
 	return blocks;
 }
 
@@ -234,33 +257,37 @@ block_orphan(HcCall *call, PoolRead *r, SeatBlock *b, int n)
 	return b->orphan;
 }
 
-/*
- * The block to try next: of those with no seat refused, the lowest sum,
- * then one that leaves no orphan, then the first; NULL if none sums less
- * than the bound of the seats not read.
- */
-static SeatBlock *
-best_block(HcCall *call, PoolRead *r, SeatBlock *blocks, int nblocks, int n)
+/* Has the block a seat refused? */
+static bool
+block_refused(PoolRead *r, SeatBlock *b, int n)
 {
-	int64		lowest = PG_INT64_MAX;
-	SeatBlock  *first = NULL;
-	int			b;
 	int			k;
 
-	for (b = 0; b < nblocks; b++)
-	{
-		for (k = 0; k < n && !r->seats[blocks[b].first + k].refused; k++)
-			;
-		if (k < n)
-			blocks[b].ranks = PG_INT64_MAX;
-		else
-			lowest = Min(lowest, blocks[b].ranks);
-	}
-	if (lowest >= r->bound)
+	for (k = 0; k < n; k++)
+		if (r->seats[b->first + k].refused)
+			return true;
+	return false;
+}
+
+/*
+ * The block to try next, of blocks[*next ..] in block_order: of those with
+ * no seat refused, the lowest sum, then one that leaves no orphan, then the
+ * first; NULL if none sums less than the bound of the seats not read.  The
+ * blocks before *next have a seat refused, and are not looked at again.
+ */
+static SeatBlock *
+best_block(HcCall *call, PoolRead *r, SeatBlock *blocks, int nblocks, int *next, int n)
+{
+	SeatBlock  *first = NULL;
+	int			b;
+
+	while (*next < nblocks && block_refused(r, &blocks[*next], n))
+		(*next)++;
+	if (*next == nblocks || blocks[*next].ranks >= r->bound)
 		return NULL;
-	for (b = 0; b < nblocks; b++)
+	for (b = *next; b < nblocks && blocks[b].ranks == blocks[*next].ranks; b++)
 	{
-		if (blocks[b].ranks != lowest)
+		if (block_refused(r, &blocks[b], n))
 			continue;
 		if (!block_orphan(call, r, &blocks[b], n))
 			return &blocks[b];
@@ -270,13 +297,22 @@ best_block(HcCall *call, PoolRead *r, SeatBlock *blocks, int nblocks, int n)
 	return first;
 }
 
-/* One try at seats[which[0 .. n-1]], in a subtransaction of its own. */
+/*
+ * A try at n seats, in a subtransaction of its own, that holds them as g
+ * once it has them: the seats' updates are then the same transaction's as
+ * their locks, or PostgreSQL would keep both in a multixact, which every
+ * later read of the rows would have to look up.
+ */
 typedef struct SeatsTry
 {
 	HcCall	   *call;
+	GroupHold  *g;
 	PoolSeat   *seats;
-	int		   *which;
+	int		   *which;			/* the seats taken, n of them once taken */
 	int			n;
+	int		   *by_rank;		/* the lowest ranks: the seats to take from */
+	int			nfree;
+	int			taken;
 } SeatsTry;
 
 /* Can a locked seat be taken (an expired hold freed)? */
@@ -290,13 +326,25 @@ seat_take(HcCall *call, const char *id)
 		hc_hold_can_take(call, status, seat.until) && hc_seat_reclaim(call, &seat);
 }
 
+/* Hold the seats taken: true. */
+static bool
+seats_hold(SeatsTry *t)
+{
+	int			i;
+
+	for (i = 0; i < t->n; i++)
+		t->g->ids[i] = t->seats[t->which[i]].id;
+	hc_group_write(t->call, t->g);
+	return true;
+}
+
 /*
- * Lock every seat of the try and free it if an expired hold has it; false
- * (the subtransaction rolls back what it took) at the first that another
- * call has, marked refused.
+ * Lock every seat of the block and free it if an expired hold has it;
+ * false (the subtransaction rolls back what it took) at the first that
+ * another call has, marked refused.
  */
 static bool
-seats_try(void *arg)
+block_try(void *arg)
 {
 	SeatsTry   *t = arg;
 	int			i;
@@ -311,7 +359,7 @@ seats_try(void *arg)
 			return false;
 		}
 	}
-	return true;
+	return seats_hold(t);
 }
 
 /* Rank, then (grp, pos, id): the order of the seats of the lowest ranks. */
@@ -327,18 +375,6 @@ rank_order(const void *a, const void *b, void *arg)
 	return x - y;
 }
 
-/* The lowest ranks, the fallback's seats in the order it tries them. */
-typedef struct LowestTry
-{
-	HcCall	   *call;
-	PoolSeat   *seats;
-	int		   *by_rank;
-	int			nfree;
-	int		   *which;
-	int			n;
-	int			taken;
-} LowestTry;
-
 /*
  * Lock the seats of by_rank in turn until n are taken, skipping any that
  * another call has or that is no longer free; true if n were.  One
@@ -351,34 +387,33 @@ typedef struct LowestTry
 static bool
 lowest_try(void *arg)
 {
-	LowestTry  *t = arg;
+	SeatsTry   *t = arg;
 	int			i;
 
 	t->taken = 0;
 	for (i = 0; i < t->nfree && t->taken < t->n; i++)
 		if (seat_take(t->call, t->seats[t->by_rank[i]].id))
 			t->which[t->taken++] = t->by_rank[i];
-	return t->taken == t->n;
+	return t->taken == t->n && seats_hold(t);
 }
 
 /*
- * Choose and lock the seats of hc_hold_best, their ids in ids: the best
- * block of n adjacent free seats that no call in flight has, each block
- * tried in a subtransaction of its own (a failed one gives back what it
- * locked), more free seats read while those read do not settle it; else
- * the n free seats of lowest rank that none has.  False if fewer than n
- * are free (*left says how many).
+ * Choose, lock and hold the seats of hc_hold_best as g: the best block of
+ * n adjacent free seats that no call in flight has, each block tried in a
+ * subtransaction of its own (a failed one gives back what it locked), more
+ * free seats read while those read do not settle it; else the n free seats
+ * of lowest rank that none has.  False if fewer than n are free (*left
+ * says how many).
  */
 static bool
-pool_choose(HcCall *call, const char *pool_id, int n, char **ids, int *left)
+pool_hold(HcCall *call, const char *pool_id, GroupHold *g, int *left)
 {
 	PoolRead	r = {pool_id};
 	HcArgs		args;
-	int		   *which = palloc(sizeof(int) * n);
-	int			count = Max(128, 4 * n);
+	SeatsTry	t = {call, g, NULL, palloc(sizeof(int) * g->n), g->n};
+	int			count = Max(128, 4 * g->n);
 	bool		more;
-	LowestTry	lowest = {call, NULL, NULL, 0, which, n, 0};
-	bool		chosen = false;
+	bool		held = false;
 	int			i;
 
 	hc_args(&args, &free_seats);
@@ -387,38 +422,34 @@ pool_choose(HcCall *call, const char *pool_id, int n, char **ids, int *left)
 	do
 	{
 		int			nblocks;
+		int			next = 0;
 		SeatBlock  *blocks;
 		SeatBlock  *b;
 
-		more = pool_read(call, &r, n, count);
-		blocks = pool_blocks(&r, n, &nblocks);
-		while (!chosen && (b = best_block(call, &r, blocks, nblocks, n)) != NULL)
+		more = pool_read(call, &r, g->n, count);
+		blocks = pool_blocks(&r, g->n, &nblocks);
+		t.seats = r.seats;
+		while (!held && (b = best_block(call, &r, blocks, nblocks, &next, g->n)) != NULL)
 		{
-			SeatsTry	t = {call, r.seats, which, n};
-
-			for (i = 0; i < n; i++)
-				which[i] = b->first + i;
-			chosen = hc_try_in_subxact(call, seats_try, &t);
+			for (i = 0; i < g->n; i++)
+				t.which[i] = b->first + i;
+			held = hc_try_in_subxact(call, block_try, &t);
 		}
 		count = Min(count, PG_INT32_MAX / 2) * 2;
-	} while (!chosen && more);
+	} while (!held && more);
 	SPI_cursor_close(r.portal);
+	if (held)
+		return true;
 
-	if (!chosen)
-	{
-		/* No block: the lowest ranks, of every free seat. */
-		lowest.seats = r.seats;
-		lowest.by_rank = palloc(sizeof(int) * Max(r.nseats, 1));
-		for (i = 0; i < r.nseats; i++)
-			if (!r.seats[i].refused)
-				lowest.by_rank[lowest.nfree++] = i;
-		qsort_arg(lowest.by_rank, lowest.nfree, sizeof(int), rank_order, r.seats);
-		chosen = hc_try_in_subxact(call, lowest_try, &lowest);
-		*left = lowest.taken;
-	}
-	for (i = 0; chosen && i < n; i++)
-		ids[i] = r.seats[which[i]].id;
-	return chosen;
+	/* No block: the lowest ranks, of every free seat. */
+	t.by_rank = palloc(sizeof(int) * Max(r.nseats, 1));
+	for (i = 0; i < r.nseats; i++)
+		if (!r.seats[i].refused)
+			t.by_rank[t.nfree++] = i;
+	qsort_arg(t.by_rank, t.nfree, sizeof(int), rank_order, r.seats);
+	held = hc_try_in_subxact(call, lowest_try, &t);
+	*left = t.taken;
+	return held;
 }
 
 /* Does the pool have an asset? */
@@ -466,7 +497,7 @@ hc_hold_best(PG_FUNCTION_ARGS)
 
 		g.n = n;
 		g.ids = palloc(sizeof(char *) * n);
-		if (!pool_choose(&call, pool_id, n, g.ids, &left))
+		if (!pool_hold(&call, pool_id, &g, &left))
 		{
 			if (!pool_found(&call, pool_id))
 				ereport(ERROR,
@@ -480,7 +511,6 @@ hc_hold_best(PG_FUNCTION_ARGS)
 					 errdetail("%d left.", left),
 					 errhint("Nothing was held. Ask for fewer, or offer another pool.")));
 		}
-		hc_group_write(&call, &g);
 	}
 	hc_call_end(&call);
 	hc_group_rows(fcinfo, &g);
