@@ -540,3 +540,25 @@ hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAd
 	Assert(fetch->part != NULL && fetch->lock == HC_FETCH_SKIP_SEEN);
 	return fetch_row(call, fetch, key, part, admit, arg, values, nulls, tid);
 }
+
+/*
+ * Is the row version at tid of table being changed by another transaction
+ * in flight (an update or a delete it has not committed)?  A look without
+ * a lock, for a caller that skips such a row anyway and would otherwise
+ * find out by trying to lock it.  A row only locked, or changed since, is
+ * not: the caller's lock says.
+ */
+bool
+hc_fetch_changing(HcCall *call, const char *table, ItemPointer tid)
+{
+	Relation	heap = table_open(get_relname_relid(table, call->schema), AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	SnapshotData dirty;
+	bool		found;
+
+	InitDirtySnapshot(dirty);
+	found = table_tuple_fetch_row_version(heap, tid, &dirty, slot);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(heap, AccessShareLock);
+	return found && TransactionIdIsValid(dirty.xmax);
+}

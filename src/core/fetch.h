@@ -73,5 +73,6 @@ extern bool hc_fetch_part_tid(HcCall *call, HcFetch *fetch, const char *key, int
 extern bool hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part,
 							 HcAdmit admit, void *arg, Datum *values, bool *nulls,
 							 ItemPointer tid);
+extern bool hc_fetch_changing(HcCall *call, const char *table, ItemPointer tid);
 
 #endif							/* HOLDCOMMIT_FETCH_H */

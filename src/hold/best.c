@@ -27,6 +27,7 @@
 
 #include "common/errors.h"
 #include "common/validate.h"
+#include "core/fetch.h"
 #include "core/statement.h"
 #include "core/subxact.h"
 #include "core/version.h"
@@ -39,7 +40,7 @@ PG_FUNCTION_INFO_V1(hc_hold_best);
  * part at a time through the index hc_assets_pool_rank.
  */
 static HcStatement free_seats = {
-	"SELECT id, rank, grp, pos FROM hc_assets"
+	"SELECT id, rank, grp, pos, ctid FROM hc_assets"
 	" WHERE pool" EQ ":pool"
 	"   AND (status" EQ "'AVAILABLE'"
 	"        OR (status" EQ "'HELD' AND hold_expires_at" LE ":now))"
@@ -69,6 +70,7 @@ typedef struct PoolSeat
 	int64		rank;			/* a NULL rank ranks last */
 	char	   *grp;			/* NULL: in no group */
 	int32		pos;
+	ItemPointerData tid;		/* the version read */
 	bool		refused;		/* found taken by another call in flight */
 } PoolSeat;
 
@@ -143,11 +145,11 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 	{
 		HeapTuple	row = SPI_tuptable->vals[i];
 		PoolSeat   *p = &read[i];
-		bool		null[4];
-		Datum		d[4];
+		bool		null[5];
+		Datum		d[5];
 		int			c;
 
-		for (c = 0; c < 4; c++)
+		for (c = 0; c < 5; c++)
 			d[c] = SPI_getbinval(row, desc, c + 1, &null[c]);
 		p->id = TextDatumGetCString(d[0]);
 		p->rank = null[1] ? PG_INT32_MAX : DatumGetInt32(d[1]);
@@ -156,6 +158,7 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 			p->grp = grp;
 		grp = p->grp != NULL ? p->grp : grp;
 		p->pos = null[3] ? 0 : DatumGetInt32(d[3]);
+		p->tid = *(ItemPointer) DatumGetPointer(d[4]);
 		p->refused = false;
 	}
 	if (r->nseats == 0 && nrows > 0)
@@ -315,6 +318,22 @@ typedef struct SeatsTry
 	int			taken;
 } SeatsTry;
 
+/*
+ * Is another call in flight changing a seat of the block?  Then that seat
+ * is refused without a try: most seats that a try would find taken are
+ * those of the calls racing for the same best seats.
+ */
+static bool
+block_changing(HcCall *call, PoolRead *r, SeatBlock *b, int n)
+{
+	int			k;
+
+	for (k = 0; k < n; k++)
+		if (hc_fetch_changing(call, "hc_assets", &r->seats[b->first + k].tid))
+			return (r->seats[b->first + k].refused = true);
+	return false;
+}
+
 /* Can a locked seat be taken (an expired hold freed)? */
 static bool
 seat_take(HcCall *call, const char *id)
@@ -411,7 +430,7 @@ pool_hold(HcCall *call, const char *pool_id, GroupHold *g, int *left)
 	PoolRead	r = {pool_id};
 	HcArgs		args;
 	SeatsTry	t = {call, g, NULL, palloc(sizeof(int) * g->n), g->n};
-	int			count = Max(128, 4 * g->n);
+	int			count = Max(16, 4 * g->n);
 	bool		more;
 	bool		held = false;
 	int			i;
@@ -431,6 +450,8 @@ pool_hold(HcCall *call, const char *pool_id, GroupHold *g, int *left)
 		t.seats = r.seats;
 		while (!held && (b = best_block(call, &r, blocks, nblocks, &next, g->n)) != NULL)
 		{
+			if (block_changing(call, &r, b, g->n))
+				continue;
 			for (i = 0; i < g->n; i++)
 				t.which[i] = b->first + i;
 			held = hc_try_in_subxact(call, block_try, &t);
