@@ -247,12 +247,26 @@ hc_bind_text(HcArgs *args, const char *name, const char *value)
 		hc_bind(args, name, HC_TEXT(value));
 }
 
-/* Bind what the call binds itself (":now" and the others) unless bound. */
-static void
-statement_bind_call(HcCall *call, HcArgs *args)
+/*
+ * Run a statement with a fresh snapshot (read_only = false), as a statement
+ * of a READ COMMITTED transaction does, check that SPI answered as expected,
+ * return the number of rows.  The rows stay in SPI_tuptable until the next
+ * statement, which frees them (a loop of statements stays in flat memory);
+ * copy what must outlive it.
+ */
+uint64
+hc_run(HcCall *call, HcArgs *args, int expected)
 {
 	HcStatement *stmt = args->stmt;
+	MemoryContext mine = CurrentMemoryContext;
+	bool		one_shot = statement_one_shot(call);
+	SPIPlanPtr	plan;
+	int			guc_level;
+	int			rc;
 	int			i;
+
+	hc_call_search_path(call);
+	plan = statement_prepare(call, stmt, one_shot);
 
 	for (i = 0; i < stmt->nparams; i++)
 	{
@@ -272,28 +286,6 @@ statement_bind_call(HcCall *call, HcArgs *args)
 		else
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}
-}
-
-/*
- * Run a statement with a fresh snapshot (read_only = false), as a statement
- * of a READ COMMITTED transaction does, check that SPI answered as expected,
- * return the number of rows.  The rows stay in SPI_tuptable until the next
- * statement, which frees them (a loop of statements stays in flat memory);
- * copy what must outlive it.
- */
-uint64
-hc_run(HcCall *call, HcArgs *args, int expected)
-{
-	HcStatement *stmt = args->stmt;
-	MemoryContext mine = CurrentMemoryContext;
-	bool		one_shot = statement_one_shot(call);
-	SPIPlanPtr	plan;
-	int			guc_level;
-	int			rc;
-
-	hc_call_search_path(call);
-	plan = statement_prepare(call, stmt, one_shot);
-	statement_bind_call(call, args);	/* once prepared: it knows the parameters */
 	SPI_freetuptable(SPI_tuptable);
 	/* A plan for one run is made now, for these values (statement_prepare). */
 	guc_level = one_shot ? statement_plan_settings(call) : 0;
@@ -311,39 +303,6 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 	if (rc != expected)
 		elog(ERROR, "unexpected SPI result %s for \"%s\"",
 			 SPI_result_code_string(rc), stmt->sql);
-	return SPI_processed;
-}
-
-/*
- * Open a read of the statement's rows that hc_fetch_rows reads a part at
- * a time, one scan for them all; a kept plan only (not on several nodes).
- * Statements may run between two parts, and subtransactions begin and end.
- */
-Portal
-hc_open(HcCall *call, HcArgs *args)
-{
-	MemoryContext mine = CurrentMemoryContext;
-	SPIPlanPtr	plan;
-	Portal		portal;
-
-	Assert(!statement_one_shot(call) && !call->latest);
-	hc_call_search_path(call);
-	plan = statement_prepare(call, args->stmt, false);
-	statement_bind_call(call, args);
-	portal = SPI_cursor_open(NULL, plan, args->values, args->nulls, false);
-	MemoryContextSwitchTo(mine);
-	return portal;
-}
-
-/* The next count rows of an open read into SPI_tuptable; how many there were. */
-uint64
-hc_fetch_rows(Portal portal, int count)
-{
-	MemoryContext mine = CurrentMemoryContext;
-
-	SPI_freetuptable(SPI_tuptable);
-	SPI_cursor_fetch(portal, true, count);
-	MemoryContextSwitchTo(mine);
 	return SPI_processed;
 }
 

@@ -53,8 +53,6 @@ extern void hc_bind(HcArgs *args, const char *name, Datum value);
 extern void hc_bind_text(HcArgs *args, const char *name, const char *value);
 extern void hc_bind_null(HcArgs *args, const char *name);
 extern uint64 hc_run(HcCall *call, HcArgs *args, int expected);
-extern Portal hc_open(HcCall *call, HcArgs *args);
-extern uint64 hc_fetch_rows(Portal portal, int count);
 
 /* The last statement's rows, column by name. */
 extern Datum hc_datum(int row, const char *column, bool *isnull);

@@ -28,25 +28,13 @@
 #include "common/errors.h"
 #include "common/validate.h"
 #include "core/fetch.h"
+#include "core/scan.h"
 #include "core/statement.h"
 #include "core/subxact.h"
 #include "core/version.h"
 #include "hold/group.h"
 
 PG_FUNCTION_INFO_V1(hc_hold_best);
-
-/*
- * The free seats of a pool, lowest rank first (a NULL rank last), read a
- * part at a time through the index hc_assets_pool_rank.
- */
-static HcStatement free_seats = {
-	"SELECT id, rank, grp, pos, ctid FROM hc_assets"
-	" WHERE pool" EQ ":pool"
-	"   AND (status" EQ "'AVAILABLE'"
-	"        OR (status" EQ "'HELD' AND hold_expires_at" LE ":now))"
-	" ORDER BY rank",
-	{{"pool", TEXTOID}, {"now", TIMESTAMPTZOID}}
-};
 
 /* The seats of a grp from :lo to :hi in pos, through hc_assets_pool. */
 static HcStatement grp_seats = {
@@ -63,6 +51,9 @@ static HcStatement pool_exists = {
 	{{"pool", TEXTOID}}
 };
 
+/* The columns of a seat that the read of a pool looks at, as PoolRead.columns. */
+static const char *const seat_columns[] = {"id", "rank", "grp", "pos", "status", "hold_expires_at"};
+
 /* A free seat of the pool as read. */
 typedef struct PoolSeat
 {
@@ -78,7 +69,8 @@ typedef struct PoolSeat
 typedef struct PoolRead
 {
 	const char *pool_id;
-	Portal		portal;			/* the read of free_seats */
+	HcScan		scan;			/* the pool's seats, lowest rank first */
+	AttrNumber	columns[6];		/* id, rank, grp, pos, status, hold_expires_at */
 	PoolSeat   *seats;
 	int			nseats;
 	int64		lowest;			/* the rank of the first seat read, the lowest */
@@ -121,6 +113,15 @@ seat_next_to(PoolRead *r, int i, int j)
 		(s[i].grp == s[j].grp || strcmp(s[i].grp, s[j].grp) == 0);
 }
 
+/* Is a text datum this text? */
+static bool
+text_is(Datum d, const char *s)
+{
+	text	   *t = DatumGetTextPP(d);
+
+	return VARSIZE_ANY_EXHDR(t) == strlen(s) && memcmp(VARDATA_ANY(t), s, strlen(s)) == 0;
+}
+
 /*
  * Read the next count free seats, of ranks no lower than those read, into
  * r->seats in (grp, pos, id) order; false if they were the last.  The
@@ -131,26 +132,27 @@ seat_next_to(PoolRead *r, int i, int j)
 static bool
 pool_read(HcCall *call, PoolRead *r, int n, int count)
 {
-	int			nrows = (int) hc_fetch_rows(r->portal, count);
 	MemoryContext old = MemoryContextSwitchTo(call->outer);
-	TupleDesc	desc = SPI_tuptable->tupdesc;
-	PoolSeat   *read = palloc(sizeof(PoolSeat) * Max(nrows, 1));
-	PoolSeat   *all = palloc(sizeof(PoolSeat) * Max(r->nseats + nrows, 1));
+	PoolSeat   *read = palloc(sizeof(PoolSeat) * count);
+	PoolSeat   *all;
 	char	   *grp = NULL;
+	int			nrows = 0;
 	int			i;
 	int			j;
 	int			k;
 
-	for (i = 0; i < nrows; i++)
+	while (nrows < count && hc_scan_next(&r->scan))
 	{
-		HeapTuple	row = SPI_tuptable->vals[i];
-		PoolSeat   *p = &read[i];
-		bool		null[5];
-		Datum		d[5];
+		PoolSeat   *p = &read[nrows];
+		bool		null[6];
+		Datum		d[6];
 		int			c;
 
-		for (c = 0; c < 5; c++)
-			d[c] = SPI_getbinval(row, desc, c + 1, &null[c]);
+		for (c = 0; c < 6; c++)
+			d[c] = slot_getattr(r->scan.slot, r->columns[c], &null[c]);
+		if (!text_is(d[4], "AVAILABLE") &&
+			!(text_is(d[4], "HELD") && !null[5] && DatumGetTimestampTz(d[5]) <= call->now))
+			continue;
 		p->id = TextDatumGetCString(d[0]);
 		p->rank = null[1] ? PG_INT32_MAX : DatumGetInt32(d[1]);
 		p->grp = null[2] || null[3] ? NULL : TextDatumGetCString(d[2]);
@@ -158,8 +160,9 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 			p->grp = grp;
 		grp = p->grp != NULL ? p->grp : grp;
 		p->pos = null[3] ? 0 : DatumGetInt32(d[3]);
-		p->tid = *(ItemPointer) DatumGetPointer(d[4]);
+		p->tid = r->scan.slot->tts_tid;
 		p->refused = false;
+		nrows++;
 	}
 	if (r->nseats == 0 && nrows > 0)
 		r->lowest = read[0].rank;
@@ -167,6 +170,7 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 
 	/* Sorted, then merged with the seats read before. */
 	qsort(read, nrows, sizeof(PoolSeat), seat_order);
+	all = palloc(sizeof(PoolSeat) * Max(r->nseats + nrows, 1));
 	for (i = j = k = 0; i < r->nseats || j < nrows; k++)
 		all[k] = j == nrows || (i < r->nseats && seat_order(&r->seats[i], &read[j]) < 0) ?
 			r->seats[i++] : read[j++];
@@ -428,16 +432,15 @@ static bool
 pool_hold(HcCall *call, const char *pool_id, GroupHold *g, int *left)
 {
 	PoolRead	r = {pool_id};
-	HcArgs		args;
 	SeatsTry	t = {call, g, NULL, palloc(sizeof(int) * g->n), g->n};
 	int			count = Max(16, 4 * g->n);
 	bool		more;
 	bool		held = false;
 	int			i;
 
-	hc_args(&args, &free_seats);
-	hc_bind_text(&args, "pool", pool_id);
-	r.portal = hc_open(call, &args);
+	hc_scan_open(call, &r.scan, "hc_assets", "hc_assets_pool_rank", pool_id);
+	for (i = 0; i < 6; i++)
+		r.columns[i] = hc_scan_column(&r.scan, seat_columns[i]);
 	do
 	{
 		int			nblocks;
@@ -458,7 +461,7 @@ pool_hold(HcCall *call, const char *pool_id, GroupHold *g, int *left)
 		}
 		count = Min(count, PG_INT32_MAX / 2) * 2;
 	} while (!held && more);
-	SPI_cursor_close(r.portal);
+	hc_scan_close(&r.scan);
 	if (held)
 		return true;
 
