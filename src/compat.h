@@ -14,6 +14,7 @@
  *   holdcommit.c                    the hooks, the module magic
  *   common/errors.c                 emit_log_hook
  *   core/fetch.c                    row reads and locks without the executor
+ *   core/scan.c                     an index's rows in order, without the executor
  *   core/write.c                    row inserts and updates without the executor
  *   core/search_path.c              the search path of a call's statements
  *   core/version.c                  a catalog scan, a syscache callback

@@ -50,12 +50,19 @@
  * that row without the executor (hc_fetch_tid, write.c): the newest
  * version, which nobody else can change until the transaction ends.
  *
+ * hc_fetch_changing looks at a version by its TID with a dirty snapshot
+ * (as a unique index check does), takes no lock, and says whether a
+ * transaction in flight has updated or deleted it: SKIP LOCKED's answer
+ * for such a row, without the lock a subtransaction would have to give
+ * back.
+ *
  * Review on a new major: what ExecLockRows, EvalPlanQual and an index scan
  * do for such a statement (heap_lock_tuple's flags, table_tuple_lock's
  * results, index_beginscan's arguments: compat.h), the btree metapage's
  * btm_root (fetch_index_empty), the heap tuple header's xmin, xmax and
- * multixact members (fetch_mine), and the relcache callback that forgets
- * the OIDs.
+ * multixact members (fetch_mine), what a dirty snapshot reports of a
+ * version (hc_fetch_changing), and the relcache callback that forgets the
+ * OIDs.
  */
 #include "postgres.h"
 

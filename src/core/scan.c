@@ -8,7 +8,12 @@
  * statistics, after a re-plan), where this reads the index in its order
  * whatever the statistics.  The rows are those of one snapshot, taken when
  * the read opens (after what the call has written so far); statements,
- * locks and subtransactions may come between two rows.
+ * locks and subtransactions may come between two rows.  The index is
+ * named, and must be valid: a read of an index that a failed CREATE INDEX
+ * CONCURRENTLY left behind would miss rows.
+ *
+ * Review on a new major: index_beginscan's arguments (compat.h),
+ * index_getnext_slot, and the snapshot registered for the read's life.
  */
 #include "postgres.h"
 
