@@ -52,7 +52,7 @@ static HcStatement pool_exists = {
 };
 
 /* The columns of a seat that the read of a pool looks at, as PoolRead.columns. */
-static const char *const seat_columns[] = {"id", "rank", "grp", "pos", "status", "hold_expires_at"};
+static const char *const seat_columns[] = {"status", "hold_expires_at", "id", "rank", "grp", "pos"};
 
 /* A free seat of the pool as read. */
 typedef struct PoolSeat
@@ -70,7 +70,7 @@ typedef struct PoolRead
 {
 	const char *pool_id;
 	HcScan		scan;			/* the pool's seats, lowest rank first */
-	AttrNumber	columns[6];		/* id, rank, grp, pos, status, hold_expires_at */
+	AttrNumber	columns[6];		/* seat_columns' */
 	PoolSeat   *seats;
 	int			nseats;
 	int64		lowest;			/* the rank of the first seat read, the lowest */
@@ -148,18 +148,21 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 		Datum		d[6];
 		int			c;
 
-		for (c = 0; c < 6; c++)
+		/* The state first: most seats below the free ones are taken. */
+		for (c = 0; c < 2; c++)
 			d[c] = slot_getattr(r->scan.slot, r->columns[c], &null[c]);
-		if (!text_is(d[4], "AVAILABLE") &&
-			!(text_is(d[4], "HELD") && !null[5] && DatumGetTimestampTz(d[5]) <= call->now))
+		if (!text_is(d[0], "AVAILABLE") &&
+			!(text_is(d[0], "HELD") && !null[1] && DatumGetTimestampTz(d[1]) <= call->now))
 			continue;
-		p->id = TextDatumGetCString(d[0]);
-		p->rank = null[1] ? PG_INT32_MAX : DatumGetInt32(d[1]);
-		p->grp = null[2] || null[3] ? NULL : TextDatumGetCString(d[2]);
+		for (c = 2; c < 6; c++)
+			d[c] = slot_getattr(r->scan.slot, r->columns[c], &null[c]);
+		p->id = TextDatumGetCString(d[2]);
+		p->rank = null[3] ? PG_INT32_MAX : DatumGetInt32(d[3]);
+		p->grp = null[4] || null[5] ? NULL : TextDatumGetCString(d[4]);
 		if (p->grp != NULL && grp != NULL && strcmp(p->grp, grp) == 0)
 			p->grp = grp;
 		grp = p->grp != NULL ? p->grp : grp;
-		p->pos = null[3] ? 0 : DatumGetInt32(d[3]);
+		p->pos = null[5] ? 0 : DatumGetInt32(d[5]);
 		p->tid = r->scan.slot->tts_tid;
 		p->refused = false;
 		nrows++;
