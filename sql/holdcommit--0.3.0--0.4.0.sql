@@ -463,111 +463,8 @@ CREATE OR REPLACE VIEW @extschema@.hc_overview AS
                                 ('automatic runs that changed nothing', o.failures),
                                 ('longest stall of part 0 (ms)', o.stall)) s (item, value);
 
--- hc_metrics read 0.3.0's lines table for the overdue stock: it reads the
--- view of every line now (the same figures).
-CREATE OR REPLACE VIEW @extschema@.hc_metrics AS
-    WITH t AS (SELECT pg_catalog.clock_timestamp() AS now)
-    SELECT 'assets'::text AS metric, s.status AS label,
-           (SELECT pg_catalog.count(*) FROM @extschema@.hc_assets a, t
-             WHERE CASE WHEN a.status OPERATOR(pg_catalog.=) 'HELD'
-                         AND a.hold_expires_at OPERATOR(pg_catalog.<=) t.now
-                        THEN 'HELD_EXPIRED' ELSE a.status END OPERATOR(pg_catalog.=) s.status
-           )::pg_catalog.float8 AS value
-      FROM (VALUES ('AVAILABLE'::text), ('HELD'), ('HELD_EXPIRED'), ('SOLD')) s (status)
-    UNION ALL
-    SELECT 'holds', s.status,
-           (SELECT pg_catalog.count(*) FROM @extschema@.hc_reservations r
-             WHERE r.status OPERATOR(pg_catalog.=) s.status)::pg_catalog.float8
-      FROM (VALUES ('HELD'::text), ('COMMITTED'), ('RELEASED'), ('EXPIRED')) s (status)
-    UNION ALL
-    SELECT 'holds_overdue', m.label, m.value
-      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
-                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
-                                                 pg_catalog.min(r.expires_at)), 0) AS oldest
-              FROM @extschema@.hc_reservations r
-             WHERE r.status OPERATOR(pg_catalog.=) 'HELD'
-               AND r.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
-     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('oldest_seconds', o.oldest)) m (label, value)
-    UNION ALL
-    SELECT 'stock', m.label, m.value
-      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS products,
-                   COALESCE(pg_catalog.sum(i.stock), 0)::pg_catalog.float8 AS stock,
-                   COALESCE(pg_catalog.sum(i.reserved), 0)::pg_catalog.float8 AS reserved,
-                   (pg_catalog.count(*) FILTER (WHERE i.stock OPERATOR(pg_catalog.=) i.reserved))::pg_catalog.float8 AS sold_out
-              FROM @extschema@.hc_inventory i) o
-     CROSS JOIN LATERAL (VALUES ('products'::text, o.products), ('stock_units', o.stock),
-                                ('reserved_units', o.reserved),
-                                ('available_units', o.stock OPERATOR(pg_catalog.-) o.reserved),
-                                ('sold_out_products', o.sold_out)) m (label, value)
-    UNION ALL
-    SELECT 'stock_overdue', m.label, m.value
-      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
-                   COALESCE(pg_catalog.sum(l.qty), 0)::pg_catalog.float8 AS units,
-                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
-                                                 pg_catalog.min(l.expires_at)), 0) AS oldest
-              FROM @extschema@.hc_stock_reservation_lines l
-             WHERE l.status OPERATOR(pg_catalog.=) 'RESERVED'
-               AND l.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
-     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('units', o.units),
-                                ('oldest_seconds', o.oldest)) m (label, value)
-    UNION ALL
-    SELECT 'leases', m.label, m.value
-      FROM (SELECT (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL))::pg_catalog.float8 AS held,
-                   (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL
-                       AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after
-                           OPERATOR(pg_catalog.<=) (SELECT now FROM t)))::pg_catalog.float8 AS stale
-              FROM @extschema@.hc_locks l) o
-     CROSS JOIN LATERAL (VALUES ('held'::text, o.held), ('stale', o.stale)) m (label, value)
-    UNION ALL
-    SELECT 'attempts', 'manual_review',
-           (SELECT pg_catalog.count(*) FROM @extschema@.hc_attempts a
-             WHERE a.status OPERATOR(pg_catalog.=) 'MANUAL_REVIEW')::pg_catalog.float8
-    UNION ALL
-    SELECT 'sweeper', m.label, m.value
-      FROM (SELECT COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
-                                                 pg_catalog.max(s.last_end)), -1) AS since,
-                   COALESCE(pg_catalog.sum(s.expired_holds), 0)::pg_catalog.float8 AS holds,
-                   COALESCE(pg_catalog.sum(s.expired_reservations), 0)::pg_catalog.float8 AS reservations,
-                   (pg_catalog.count(*) FILTER (WHERE s.last_error_at OPERATOR(pg_catalog.>=) s.last_start))::pg_catalog.float8 AS failing
-              FROM @extschema@.hc_sweeper_status s) o
-     CROSS JOIN LATERAL (VALUES ('seconds_since_last_run'::text, o.since),
-                                ('last_expired_holds', o.holds),
-                                ('last_expired_reservations', o.reservations),
-                                ('failing', o.failing)) m (label, value)
-    UNION ALL
-    SELECT 'stock_spread', m.label, m.value
-      FROM (SELECT (pg_catalog.count(*) FILTER (WHERE n.parts OPERATOR(pg_catalog.>) COALESCE(x.min_parts, 1)))::pg_catalog.float8 AS spread,
-                   COALESCE(pg_catalog.sum(n.parts OPERATOR(pg_catalog.-) COALESCE(x.min_parts, 1))
-                            FILTER (WHERE n.parts OPERATOR(pg_catalog.>) COALESCE(x.min_parts, 1)), 0)::pg_catalog.float8 AS extra,
-                   COALESCE(pg_catalog.sum(x.spreads), 0)::pg_catalog.float8 AS spreads,
-                   COALESCE(pg_catalog.sum(x.gathers), 0)::pg_catalog.float8 AS gathers,
-                   COALESCE(pg_catalog.sum(x.failures), 0)::pg_catalog.float8 AS failures,
-                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
-                                                 pg_catalog.max(x.last_spread_at)), -1) AS since_spread,
-                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
-                                                 pg_catalog.max(x.last_gather_at)), -1) AS since_gather,
-                   COALESCE((SELECT y.last_waiters FROM @extschema@.hc_stock_spreads y
-                              WHERE y.last_spread_at IS NOT NULL
-                              ORDER BY y.last_spread_at DESC NULLS LAST LIMIT 1), 0)::pg_catalog.float8 AS waiters,
-                   COALESCE((SELECT y.last_stall_ms FROM @extschema@.hc_stock_spreads y
-                              WHERE y.last_stall_ms IS NOT NULL
-                              ORDER BY GREATEST(y.last_spread_at, y.last_gather_at, y.last_failure_at) DESC NULLS LAST
-                              LIMIT 1), 0) AS last_stall,
-                   COALESCE(pg_catalog.max(x.max_stall_ms), 0) AS max_stall
-              FROM (SELECT p.product_id, pg_catalog.count(*) AS parts
-                      FROM @extschema@.hc_stock_parts p GROUP BY p.product_id) n
-              FULL JOIN @extschema@.hc_stock_spreads x ON x.product_id OPERATOR(pg_catalog.=) n.product_id) o
-     CROSS JOIN LATERAL (VALUES ('spread_products'::text, o.spread), ('extra_parts', o.extra),
-                                ('automatic_spreads', o.spreads), ('automatic_gathers', o.gathers),
-                                ('failed_runs', o.failures),
-                                ('seconds_since_last_spread', o.since_spread),
-                                ('seconds_since_last_gather', o.since_gather),
-                                ('last_spread_waiters', o.waiters),
-                                ('last_stall_ms', o.last_stall), ('max_stall_ms', o.max_stall)) m (label, value);
 COMMENT ON VIEW @extschema@.hc_overview IS
     'For operators: assets by status, holds and stock reservations active and expiring, leases held and stale, attempts awaiting manual review, ledger events of the last hour, the automatic spreads of hot products.';
-COMMENT ON VIEW @extschema@.hc_metrics IS
-    'For monitoring: one figure per row (metric, label, value), counts and ages only, for postgres_exporter.';
 
 -- hc_distribute() knows the tables by their new names.  On Citus the
 -- orders' primary key must hold their routing id: (scope_id, id), with a
@@ -723,6 +620,115 @@ COMMENT ON COLUMN @extschema@.hc_assets.pos IS
     'The position in grp: pos and pos + 1 are neighbours.';
 COMMENT ON COLUMN @extschema@.hc_reservations.seats IS
     'A group hold (hc_hold_many, hc_hold_best): the number of its seats, each a row with the same id; NULL for hc_hold.';
+
+-- hc_metrics read 0.3.0's lines table for the overdue stock: it reads the
+-- view of every line now (the same figures); and it counts the group holds.
+CREATE OR REPLACE VIEW @extschema@.hc_metrics AS
+    WITH t AS (SELECT pg_catalog.clock_timestamp() AS now)
+    SELECT 'assets'::text AS metric, s.status AS label,
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_assets a, t
+             WHERE CASE WHEN a.status OPERATOR(pg_catalog.=) 'HELD'
+                         AND a.hold_expires_at OPERATOR(pg_catalog.<=) t.now
+                        THEN 'HELD_EXPIRED' ELSE a.status END OPERATOR(pg_catalog.=) s.status
+           )::pg_catalog.float8 AS value
+      FROM (VALUES ('AVAILABLE'::text), ('HELD'), ('HELD_EXPIRED'), ('SOLD')) s (status)
+    UNION ALL
+    SELECT 'holds', s.status,
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_reservations r
+             WHERE r.status OPERATOR(pg_catalog.=) s.status)::pg_catalog.float8
+      FROM (VALUES ('HELD'::text), ('COMMITTED'), ('RELEASED'), ('EXPIRED')) s (status)
+    UNION ALL
+    SELECT 'group_holds', s.status,
+           (SELECT pg_catalog.count(DISTINCT r.id) FROM @extschema@.hc_reservations r
+             WHERE r.seats IS NOT NULL AND r.status OPERATOR(pg_catalog.=) s.status)::pg_catalog.float8
+      FROM (VALUES ('HELD'::text), ('COMMITTED'), ('RELEASED'), ('EXPIRED')) s (status)
+    UNION ALL
+    SELECT 'holds_overdue', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.min(r.expires_at)), 0) AS oldest
+              FROM @extschema@.hc_reservations r
+             WHERE r.status OPERATOR(pg_catalog.=) 'HELD'
+               AND r.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
+     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('oldest_seconds', o.oldest)) m (label, value)
+    UNION ALL
+    SELECT 'stock', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS products,
+                   COALESCE(pg_catalog.sum(i.stock), 0)::pg_catalog.float8 AS stock,
+                   COALESCE(pg_catalog.sum(i.reserved), 0)::pg_catalog.float8 AS reserved,
+                   (pg_catalog.count(*) FILTER (WHERE i.stock OPERATOR(pg_catalog.=) i.reserved))::pg_catalog.float8 AS sold_out
+              FROM @extschema@.hc_inventory i) o
+     CROSS JOIN LATERAL (VALUES ('products'::text, o.products), ('stock_units', o.stock),
+                                ('reserved_units', o.reserved),
+                                ('available_units', o.stock OPERATOR(pg_catalog.-) o.reserved),
+                                ('sold_out_products', o.sold_out)) m (label, value)
+    UNION ALL
+    SELECT 'stock_overdue', m.label, m.value
+      FROM (SELECT pg_catalog.count(*)::pg_catalog.float8 AS n,
+                   COALESCE(pg_catalog.sum(l.qty), 0)::pg_catalog.float8 AS units,
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.min(l.expires_at)), 0) AS oldest
+              FROM @extschema@.hc_stock_reservation_lines l
+             WHERE l.status OPERATOR(pg_catalog.=) 'RESERVED'
+               AND l.expires_at OPERATOR(pg_catalog.<=) (SELECT now FROM t)) o
+     CROSS JOIN LATERAL (VALUES ('count'::text, o.n), ('units', o.units),
+                                ('oldest_seconds', o.oldest)) m (label, value)
+    UNION ALL
+    SELECT 'leases', m.label, m.value
+      FROM (SELECT (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL))::pg_catalog.float8 AS held,
+                   (pg_catalog.count(*) FILTER (WHERE l.owner IS NOT NULL
+                       AND l.heartbeat_at OPERATOR(pg_catalog.+) l.stale_after
+                           OPERATOR(pg_catalog.<=) (SELECT now FROM t)))::pg_catalog.float8 AS stale
+              FROM @extschema@.hc_locks l) o
+     CROSS JOIN LATERAL (VALUES ('held'::text, o.held), ('stale', o.stale)) m (label, value)
+    UNION ALL
+    SELECT 'attempts', 'manual_review',
+           (SELECT pg_catalog.count(*) FROM @extschema@.hc_attempts a
+             WHERE a.status OPERATOR(pg_catalog.=) 'MANUAL_REVIEW')::pg_catalog.float8
+    UNION ALL
+    SELECT 'sweeper', m.label, m.value
+      FROM (SELECT COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.max(s.last_end)), -1) AS since,
+                   COALESCE(pg_catalog.sum(s.expired_holds), 0)::pg_catalog.float8 AS holds,
+                   COALESCE(pg_catalog.sum(s.expired_reservations), 0)::pg_catalog.float8 AS reservations,
+                   (pg_catalog.count(*) FILTER (WHERE s.last_error_at OPERATOR(pg_catalog.>=) s.last_start))::pg_catalog.float8 AS failing
+              FROM @extschema@.hc_sweeper_status s) o
+     CROSS JOIN LATERAL (VALUES ('seconds_since_last_run'::text, o.since),
+                                ('last_expired_holds', o.holds),
+                                ('last_expired_reservations', o.reservations),
+                                ('failing', o.failing)) m (label, value)
+    UNION ALL
+    SELECT 'stock_spread', m.label, m.value
+      FROM (SELECT (pg_catalog.count(*) FILTER (WHERE n.parts OPERATOR(pg_catalog.>) COALESCE(x.min_parts, 1)))::pg_catalog.float8 AS spread,
+                   COALESCE(pg_catalog.sum(n.parts OPERATOR(pg_catalog.-) COALESCE(x.min_parts, 1))
+                            FILTER (WHERE n.parts OPERATOR(pg_catalog.>) COALESCE(x.min_parts, 1)), 0)::pg_catalog.float8 AS extra,
+                   COALESCE(pg_catalog.sum(x.spreads), 0)::pg_catalog.float8 AS spreads,
+                   COALESCE(pg_catalog.sum(x.gathers), 0)::pg_catalog.float8 AS gathers,
+                   COALESCE(pg_catalog.sum(x.failures), 0)::pg_catalog.float8 AS failures,
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.max(x.last_spread_at)), -1) AS since_spread,
+                   COALESCE(pg_catalog.date_part('epoch', (SELECT now FROM t) OPERATOR(pg_catalog.-)
+                                                 pg_catalog.max(x.last_gather_at)), -1) AS since_gather,
+                   COALESCE((SELECT y.last_waiters FROM @extschema@.hc_stock_spreads y
+                              WHERE y.last_spread_at IS NOT NULL
+                              ORDER BY y.last_spread_at DESC NULLS LAST LIMIT 1), 0)::pg_catalog.float8 AS waiters,
+                   COALESCE((SELECT y.last_stall_ms FROM @extschema@.hc_stock_spreads y
+                              WHERE y.last_stall_ms IS NOT NULL
+                              ORDER BY GREATEST(y.last_spread_at, y.last_gather_at, y.last_failure_at) DESC NULLS LAST
+                              LIMIT 1), 0) AS last_stall,
+                   COALESCE(pg_catalog.max(x.max_stall_ms), 0) AS max_stall
+              FROM (SELECT p.product_id, pg_catalog.count(*) AS parts
+                      FROM @extschema@.hc_stock_parts p GROUP BY p.product_id) n
+              FULL JOIN @extschema@.hc_stock_spreads x ON x.product_id OPERATOR(pg_catalog.=) n.product_id) o
+     CROSS JOIN LATERAL (VALUES ('spread_products'::text, o.spread), ('extra_parts', o.extra),
+                                ('automatic_spreads', o.spreads), ('automatic_gathers', o.gathers),
+                                ('failed_runs', o.failures),
+                                ('seconds_since_last_spread', o.since_spread),
+                                ('seconds_since_last_gather', o.since_gather),
+                                ('last_spread_waiters', o.waiters),
+                                ('last_stall_ms', o.last_stall), ('max_stall_ms', o.max_stall)) m (label, value);
+COMMENT ON VIEW @extschema@.hc_metrics IS
+    'For monitoring: one figure per row (metric, label, value), counts and ages only, for postgres_exporter.';
 
 -- hc_asset_add with the new columns: an overload that takes them after the
 -- name (hc_asset_add(id, name) is as it was, for the calls and grants that

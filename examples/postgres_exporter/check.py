@@ -40,8 +40,9 @@ USAGES = {"LABEL", "GAUGE", "COUNTER", "DISCARD", "DURATION", "MAPPEDMETRIC"}
 
 # The state set up below, as the metrics must show it (namespace -> {column or label: value}).
 EXPECTED = {
-    "holdcommit_assets": {"AVAILABLE": 1, "HELD": 1, "HELD_EXPIRED": 1, "SOLD": 1},
-    "holdcommit_holds": {"HELD": 2, "COMMITTED": 1, "RELEASED": 0, "EXPIRED": 0},
+    "holdcommit_assets": {"AVAILABLE": 1, "HELD": 3, "HELD_EXPIRED": 1, "SOLD": 1},
+    "holdcommit_holds": {"HELD": 4, "COMMITTED": 1, "RELEASED": 0, "EXPIRED": 0},
+    "holdcommit_group_holds": {"HELD": 1, "COMMITTED": 0, "RELEASED": 0, "EXPIRED": 0},
     "holdcommit_holds_overdue": {"count": 1},
     "holdcommit_stock": {"products": 1, "stock_units": 10, "reserved_units": 5, "available_units": 5,
                          "sold_out_products": 0},
@@ -62,6 +63,8 @@ def set_up(admin_dsn):
     admin.execute("SELECT hc_grant_monitor(%s)", [ROLE])
     admin.execute("SELECT hc_asset_add(a) FROM unnest(ARRAY['A-free', 'A-held', 'A-late', 'A-sold']) a")
     admin.execute("SELECT hc_hold('A-held', 'b1', 'k-held')")
+    admin.execute("SELECT hc_asset_add(a) FROM unnest(ARRAY['G-1', 'G-2']) a")
+    admin.execute("SELECT count(*) FROM hc_hold_many(ARRAY['G-1', 'G-2'], 'b6', 'k-group')")
     late = admin.execute("SELECT reservation_id FROM hc_hold('A-late', 'b2', 'k-late')").fetchone()[0]
     sold = admin.execute("SELECT reservation_id FROM hc_hold('A-sold', 'b3', 'k-sold')").fetchone()[0]
     admin.execute("SELECT hc_commit(%s)", [sold])
