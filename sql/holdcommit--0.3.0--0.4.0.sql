@@ -526,6 +526,15 @@ BEGIN
         END IF;
     END LOOP;
 
+    -- A seat's place, unique on a single node, is plain once distributed.
+    IF (SELECT i.indisunique FROM pg_catalog.pg_index i
+         WHERE i.indexrelid OPERATOR(pg_catalog.=)
+               pg_catalog.to_regclass(pg_catalog.format('%I.hc_assets_pool', s))) THEN
+        EXECUTE pg_catalog.format('DROP INDEX %I.hc_assets_pool', s);
+        EXECUTE pg_catalog.format('CREATE INDEX hc_assets_pool ON %I.hc_assets (pool, grp, pos)'
+                                  ' WHERE pool IS NOT NULL', s);
+        RETURN NEXT 'index hc_assets_pool made not unique';
+    END IF;
     FOR t IN SELECT * FROM (VALUES
             (1, 'hc_assets', 'id'), (2, 'hc_reservations', 'asset_id'), (3, 'hc_ledger', 'entity_id'),
             (4, 'hc_stock_parts', 'product_id'), (5, 'hc_stock_orders', 'scope_id'),
@@ -587,11 +596,13 @@ $distribute$;
 -- setup (hc_distribute() replaced that index) only the columns are added,
 -- by the coordinator.
 DO $$
+DECLARE
+    distributed boolean := false;
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
-                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_assets'::pg_catalog.regclass)
-           AND NOT pg_catalog.citus_is_coordinator() THEN
+        distributed := EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_assets'::pg_catalog.regclass);
+        IF distributed AND NOT pg_catalog.citus_is_coordinator() THEN
             RETURN;
         END IF;
     END IF;
@@ -605,9 +616,15 @@ BEGIN
     -- Their reader: hc_hold_best, which reads a pool's free seats lowest
     -- rank first, and the seats beside a block by (grp, pos).  None of
     -- their columns changes when a seat is held or sold, so a hold stays a
-    -- HOT update.
+    -- HOT update.  A place holds one seat; a distributed table cannot
+    -- keep that unique without its routing id (hc_hold_best is refused
+    -- there), nor can hc_distribute() distribute it, which makes it plain.
     CREATE INDEX hc_assets_pool_rank ON @extschema@.hc_assets (pool, rank) WHERE pool IS NOT NULL;
-    CREATE INDEX hc_assets_pool ON @extschema@.hc_assets (pool, grp, pos) WHERE pool IS NOT NULL;
+    IF distributed THEN
+        CREATE INDEX hc_assets_pool ON @extschema@.hc_assets (pool, grp, pos) WHERE pool IS NOT NULL;
+    ELSE
+        CREATE UNIQUE INDEX hc_assets_pool ON @extschema@.hc_assets (pool, grp, pos) WHERE pool IS NOT NULL;
+    END IF;
 END
 $$;
 COMMENT ON COLUMN @extschema@.hc_assets.pool IS

@@ -18,10 +18,11 @@ typedef struct HcScan
 	Snapshot	snapshot;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;		/* the row read last */
+	bool		done;			/* the last row was read */
 } HcScan;
 
 extern void hc_scan_open(HcCall *call, HcScan *s, const char *table, const char *index,
-						 const char *key);
+						 const char *const *keys, int nkeys, const char *key);
 extern AttrNumber hc_scan_column(HcScan *s, const char *column);
 extern bool hc_scan_next(HcScan *s);
 extern void hc_scan_close(HcScan *s);

@@ -51,14 +51,23 @@ static HcStatement pool_exists = {
 	{{"pool", TEXTOID}}
 };
 
+/* The keys of the index the read of a pool goes through, in its order. */
+static const char *const pool_rank[] = {"pool", "rank"};
+
 /* The columns of a seat that the read of a pool looks at, as PoolRead.columns. */
 static const char *const seat_columns[] = {"status", "hold_expires_at", "id", "rank", "grp", "pos"};
+
+/* A NULL rank ranks after every rank, as the index orders it. */
+#define NULL_RANK ((int64) PG_INT32_MAX + 1)
+
+/* The most free seats one part of the read takes. */
+#define READ_MOST 65536
 
 /* A free seat of the pool as read. */
 typedef struct PoolSeat
 {
 	char	   *id;
-	int64		rank;			/* a NULL rank ranks last */
+	int64		rank;			/* NULL_RANK for a NULL rank */
 	char	   *grp;			/* NULL: in no group */
 	int32		pos;
 	ItemPointerData tid;		/* the version read */
@@ -157,7 +166,7 @@ pool_read(HcCall *call, PoolRead *r, int n, int count)
 		for (c = 2; c < 6; c++)
 			d[c] = slot_getattr(r->scan.slot, r->columns[c], &null[c]);
 		p->id = TextDatumGetCString(d[2]);
-		p->rank = null[3] ? PG_INT32_MAX : DatumGetInt32(d[3]);
+		p->rank = null[3] ? NULL_RANK : DatumGetInt32(d[3]);
 		p->grp = null[4] || null[5] ? NULL : TextDatumGetCString(d[4]);
 		if (p->grp != NULL && grp != NULL && strcmp(p->grp, grp) == 0)
 			p->grp = grp;
@@ -441,7 +450,7 @@ pool_hold(HcCall *call, const char *pool_id, GroupHold *g, int *left)
 	bool		held = false;
 	int			i;
 
-	hc_scan_open(call, &r.scan, "hc_assets", "hc_assets_pool_rank", pool_id);
+	hc_scan_open(call, &r.scan, "hc_assets", "hc_assets_pool_rank", pool_rank, 2, pool_id);
 	for (i = 0; i < 6; i++)
 		r.columns[i] = hc_scan_column(&r.scan, seat_columns[i]);
 	do
@@ -462,7 +471,7 @@ pool_hold(HcCall *call, const char *pool_id, GroupHold *g, int *left)
 				t.which[i] = b->first + i;
 			held = hc_try_in_subxact(call, block_try, &t);
 		}
-		count = Min(count, PG_INT32_MAX / 2) * 2;
+		count = Min(count * 2, READ_MOST);
 	} while (!held && more);
 	hc_scan_close(&r.scan);
 	if (held)

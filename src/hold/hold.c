@@ -49,13 +49,17 @@ PG_FUNCTION_INFO_V1(hc_extend_asset);
 	"WITH a AS (" \
 	"  INSERT INTO hc_assets (id, name, created_at, updated_at" columns ")" \
 	"  VALUES (:asset_id, :name, :now, :now" values ")" \
-	"  ON CONFLICT DO NOTHING RETURNING *)," \
+	"  ON CONFLICT (id) DO NOTHING RETURNING *)," \
 	" logged AS (" \
 	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'add'", "'adjustment'", "NULL", "NULL", \
 				   "0", "1", "NULL") " FROM a)" \
 	" SELECT * FROM a"
 
-/* An asset of 0.2.0's and 0.3.0's hc_assets; of 0.4.0's, with its place in a pool. */
+/*
+ * An asset of 0.2.0's and 0.3.0's hc_assets; of 0.4.0's, with its place in a
+ * pool.  Only its id is a conflict it answers: a place that holds an asset
+ * already is hc_assets_pool's unique violation.
+ */
 static HcStatement add_asset = {
 	ADD_ASSET("", ""),
 	{{"asset_id", TEXTOID}, {"name", TEXTOID}, HC_LEDGER_PARAMS}

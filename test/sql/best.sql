@@ -12,8 +12,8 @@ BEGIN;
 -- The seats' ids, sorted, or RS002.
 CREATE FUNCTION best_ref(p text, n integer) RETURNS text LANGUAGE sql AS $$
 WITH s AS MATERIALIZED (
-    SELECT id, coalesce(rank, 2147483647)::bigint AS r, CASE WHEN pos IS NOT NULL THEN grp END AS g,
-           coalesce(pos, 0) AS pos,
+    SELECT id, coalesce(rank::bigint, 2147483648) AS r, CASE WHEN pos IS NOT NULL THEN grp END AS g,
+           coalesce(pos, 0)::bigint AS pos,
            status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= clock_timestamp()) AS free
       FROM hc_assets WHERE pool = p),
 f AS (
@@ -129,6 +129,17 @@ UPDATE hc_assets SET rank = 5000 + pos WHERE pool = 'ring' AND pos IN (599, 600)
 SELECT sell(ARRAY(SELECT id FROM hc_assets WHERE pool = 'ring' AND (pos % 2 = 1 AND pos < 599 OR pos = 598)));
 SELECT best_ref('ring', 2) AS only_block;
 SELECT best_calls('ring', 200, 3, 0.75);
+
+-- The edges: a null rank ranks after the highest rank, a negative rank
+-- before every other; a place holds one seat (23505 for a second).
+SELECT count(*) FROM (VALUES
+    (hc_asset_add('E-null', 'seat', pool => 'edge', rank => NULL, grp => 'A', pos => 1)),
+    (hc_asset_add('E-max', 'seat', pool => 'edge', rank => 2147483647, grp => 'B', pos => 1)),
+    (hc_asset_add('E-far', 'seat', pool => 'edge', rank => -5, grp => 'C', pos => 2147483647))) a;
+SELECT outcome($$SELECT hc_asset_add('E-twice', 'seat', pool => 'edge', rank => 1, grp => 'A', pos => 1)$$);
+SELECT best_ref('edge', 1) AS defined, (SELECT asset_id FROM hc_hold_best('edge', 1, 'ed', 'edge-1')) AS took;
+SELECT best_ref('edge', 1) AS defined, (SELECT asset_id FROM hc_hold_best('edge', 1, 'ed', 'edge-2')) AS took;
+SELECT best_ref('edge', 1) AS defined, (SELECT asset_id FROM hc_hold_best('edge', 1, 'ed', 'edge-3')) AS took;
 
 SELECT * FROM hc_check();
 SELECT 1;
