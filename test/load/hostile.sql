@@ -103,7 +103,7 @@ INSERT INTO fz_valid VALUES
     ('', 'reservation_id', 'pg_temp.fz_hold()'),
     ('', 'asset_ids', 'ARRAY[pg_temp.fz_asset(), pg_temp.fz_asset()]'),
     ('', 'pool', 'pg_temp.fz_pool()'), ('', 'n', '2'),
-    ('', 'rank', '1'), ('', 'grp', $$'R'$$), ('', 'pos', '1'),
+    ('', 'rank', '1'), ('', 'grp', $$pg_temp.fz_id('row')$$), ('', 'pos', '1'),
     ('hc_commit', 'asset_id', 'pg_temp.fz_held_asset()'),
     ('hc_release', 'asset_id', 'pg_temp.fz_held_asset()'),
     ('hc_extend', 'asset_id', 'pg_temp.fz_held_asset()'),
