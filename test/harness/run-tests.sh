@@ -231,7 +231,7 @@ major_done() {
 . test/harness/tap.bash
 
 # The suites that check the project's files, whatever the server.
-project="layout released sqlstates versions source hosts dist"
+project="layout released sqlstates versions source hosts grafana dist"
 
 # TIERS           NAME                      COMMAND
 suite quick       layout                    test/project/layout.sh
@@ -244,6 +244,7 @@ suite quick       sqlstates                 bash test/project/sqlstates.sh
 suite quick       versions                  test/project/versions.sh
 suite quick       source                    test/project/source.sh
 suite quick       hosts                     test/project/hosts.sh
+suite quick       grafana                   test/project/grafana.sh
 suite quick,major upgrade                   test/upgrade/upgrade.sh
 suite quick,major upgrade-0.2.0             test/upgrade/upgrade-0.2.0.sh
 suite quick,major upgrade-0.3.0             test/upgrade/upgrade-0.3.0.sh
