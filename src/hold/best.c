@@ -17,7 +17,8 @@
  * rank plus n - 1 times the lowest free rank, so once a block read sums
  * less, no other can beat it.  A call reads the taken seats of ranks
  * below its own, as the plain ORDER BY rank LIMIT n query does, and the
- * free ones of a rank or two past them, not the whole pool.
+ * free ones of a rank or two past them (all of a rank that ties the best
+ * block), not the whole pool.  A place (pool, grp, pos) holds one seat.
  */
 #include "postgres.h"
 
@@ -269,7 +270,7 @@ block_orphan(HcCall *call, PoolRead *r, SeatBlock *b, int n)
 		bool		free = DatumGetBool(hc_datum(i, "free", &isnull)) && !isnull;
 		int			at = pos < lo + 2 ? pos - lo : pos > hi - 2 ? 3 - (hi - pos) : -1;
 
-		if (at >= 0 && state[at] != 1)
+		if (at >= 0)
 			state[at] = free ? 1 : 2;
 	}
 	b->orphan = (state[1] == 1 && state[0] == 2) || (state[2] == 1 && state[3] == 2);
