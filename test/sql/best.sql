@@ -141,6 +141,17 @@ SELECT best_ref('edge', 1) AS defined, (SELECT asset_id FROM hc_hold_best('edge'
 SELECT best_ref('edge', 1) AS defined, (SELECT asset_id FROM hc_hold_best('edge', 1, 'ed', 'edge-2')) AS took;
 SELECT best_ref('edge', 1) AS defined, (SELECT asset_id FROM hc_hold_best('edge', 1, 'ed', 'edge-3')) AS took;
 
+-- The pool's index, gone or made again in another order: the call is
+-- refused (55000) rather than read in that order, and nothing is held.
+SAVEPOINT index_gone;
+DROP INDEX hc_assets_pool_rank;
+SELECT outcome($$SELECT hc_hold_best('venue', 2, 'ivy', 'index-1')$$);
+CREATE INDEX hc_assets_pool_rank ON hc_assets (pool, rank DESC) WHERE pool IS NOT NULL;
+SELECT outcome($$SELECT hc_hold_best('venue', 2, 'ivy', 'index-1')$$);
+SELECT count(*) AS held FROM hc_reservations WHERE buyer_id = 'ivy';
+ROLLBACK TO SAVEPOINT index_gone;
+SELECT count(*) AS seats FROM hc_hold_best('venue', 2, 'ivy', 'index-1');
+
 SELECT * FROM hc_check();
 SELECT 1;
 ROLLBACK;
