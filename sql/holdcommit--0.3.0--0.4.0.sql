@@ -803,8 +803,18 @@ COMMENT ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval
     'Hold the n best available assets of a pool, adjacent where they can be, as one group hold; RS002 if fewer are free.';
 REVOKE ALL ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval) FROM PUBLIC;
 
--- Who may hold an asset may hold many and the best (hc_grant_app), who may
--- add one may add it to a pool (hc_grant_operator): the grants of hc_hold and
+-- In the caller's transaction: RS007 unless owner holds the lease with
+-- token; otherwise no new token until that transaction ends.
+CREATE FUNCTION @extschema@.hc_lock_check(resource text, owner text, token bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hc_lock_check' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_lock_check(text, text, bigint) IS
+    'Fence the application''s write by the token: RS007 unless owner holds the lease with token; otherwise no takeover until the calling transaction ends.';
+REVOKE ALL ON FUNCTION @extschema@.hc_lock_check(text, text, bigint) FROM PUBLIC;
+
+-- Who may hold an asset may hold many and the best, who may beat a lease
+-- may check it (hc_grant_app), who may add an asset may add it to a pool
+-- (hc_grant_operator): the grants of hc_hold, hc_lock_heartbeat and
 -- hc_asset_add(id, name) are made again on the new functions, as their
 -- grantors, and kept out of the extension's initial privileges as on a
 -- fresh install, so that pg_dump keeps them.
@@ -819,6 +829,7 @@ BEGIN
                        pg_catalog.to_regprocedure('@extschema@.' OPERATOR(pg_catalog.||) v.new) AS new
                   FROM (VALUES ('hc_hold(text, text, text, interval)', 'hc_hold_many(text[], text, text, interval)'),
                                ('hc_hold(text, text, text, interval)', 'hc_hold_best(text, integer, text, text, interval)'),
+                               ('hc_lock_heartbeat(text, text, bigint)', 'hc_lock_check(text, text, bigint)'),
                                ('hc_asset_add(text, text)', 'hc_asset_add(text, text, text, integer, text, integer)')) v(old, new)
     LOOP
         SELECT i.initprivs INTO fresh FROM pg_catalog.pg_init_privs i

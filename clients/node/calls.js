@@ -164,6 +164,11 @@ export function forSchema(schema = 'holdcommit') {
       const [text, values] = sql(prefix, 'hc_lock_heartbeat', [str('resource', resource), str('owner', owner), token(tok)]);
       return date(JSON.parse(await scalar(db, [`to_json(${text})`, values])));
     },
+    // In the transaction of the writes it fences (lease.fenced opens one): LeaseLost unless
+    // owner holds the lease with the token; then no takeover until that transaction ends.
+    lockCheck: async (db, resource, owner, tok) => {
+      await scalar(db, sql(prefix, 'hc_lock_check', [str('resource', resource), str('owner', owner), token(tok)]));
+    },
     lockRelease: async (db, resource, owner, tok) =>
       (await scalar(db, sql(prefix, 'hc_lock_release', [str('resource', resource), str('owner', owner), token(tok)]))) === 't',
     // Attempts.

@@ -84,6 +84,9 @@ export interface Calls {
   lockHeartbeat(db: Queryable, resource: string, owner: string, token: Token): Promise<Date>;
   /** true if released; false if owner and token did not hold it (nothing changed). */
   lockRelease(db: Queryable, resource: string, owner: string, token: Token): Promise<boolean>;
+  /** In the transaction of the writes it fences (Lease.fenced opens one): LeaseLost unless
+   * owner holds the lease with token; then no takeover until that transaction ends. */
+  lockCheck(db: Queryable, resource: string, owner: string, token: Token): Promise<void>;
   /**
    * requestKey: made once for this begin, used again only to ask for the same begin after its
    * answer was lost: within the cooldown that attempt comes back; any other begin gets COOLDOWN.
@@ -113,6 +116,7 @@ export const unreserve: Calls['unreserve'];
 export const lockAcquire: Calls['lockAcquire'];
 export const lockHeartbeat: Calls['lockHeartbeat'];
 export const lockRelease: Calls['lockRelease'];
+export const lockCheck: Calls['lockCheck'];
 export const attemptBegin: Calls['attemptBegin'];
 export const attemptComplete: Calls['attemptComplete'];
 export const attemptReset: Calls['attemptReset'];
@@ -187,6 +191,12 @@ export interface Lease {
   readonly signal: AbortSignal;
   /** Throws the LeaseLost if the lease is lost: call it before each step that needs the lease. */
   check(): void;
+  /** A transaction on db (the application's Client, or a Pool: one of its clients) whose
+   * writes commit only under the token: hc_lock_check first (LeaseLost, and the lease lost,
+   * if the token is not current), then work(client), COMMIT; ROLLBACK if anything throws.
+   * No takeover until it ends.  A client already in a transaction: no BEGIN or COMMIT, and
+   * the fence lasts until that transaction ends. */
+  fenced<T>(db: Queryable | LeasePool, work: (client: any) => Promise<T> | T): Promise<T>;
 }
 /** A pg Pool (the lease borrows one client of it for its whole run). */
 export interface LeasePool {

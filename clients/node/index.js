@@ -11,5 +11,5 @@ export { withLease } from './lease.js';
 
 export const {
   hold, holdMany, holdBest, commit, release, extend, reserve, reserveItems, finalize, unreserve,
-  lockAcquire, lockHeartbeat, lockRelease, attemptBegin, attemptComplete, attemptReset, check, sweep,
+  lockAcquire, lockHeartbeat, lockRelease, lockCheck, attemptBegin, attemptComplete, attemptReset, check, sweep,
 } = forSchema('holdcommit');

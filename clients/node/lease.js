@@ -1,6 +1,7 @@
 // withLease: a lease held on a connection of its own, heartbeated while a callback runs,
 // released in finally.  It cannot stop the callback; it tells it (lease.lost, lease.signal,
-// lease.check()) and rejects with LeaseLost if the lease was lost meanwhile.
+// lease.check()) and rejects with LeaseLost if the lease was lost meanwhile.  lease.fenced
+// runs the application's writes in a transaction that begins with hc_lock_check.
 import pg from 'pg';
 import { forSchema } from './calls.js';
 import { Busy, LeaseLost, invalid } from './errors.js';
@@ -101,6 +102,30 @@ export async function withLease(poolOrConfig, options, fn) {
     resource, owner, token, signal: controller.signal,
     get lost() { return lostError !== null; },
     check() { if (lostError) throw lostError; },
+    async fenced(db, work) {
+      if (lostError) throw lostError;
+      const client = isPool(db) ? await db.connect() : db;
+      const own = !(typeof client.getTransactionStatus === 'function' && client.getTransactionStatus() === 'T');
+      try {
+        if (own) await client.query('BEGIN');
+        try {
+          try {
+            await hc.lockCheck(client, resource, owner, token);
+          } catch (err) {
+            if (err instanceof LeaseLost) lose(err);
+            throw err;
+          }
+          const result = await work(client);
+          if (own) await client.query('COMMIT');
+          return result;
+        } catch (err) {
+          if (own) await client.query('ROLLBACK').catch(() => {});
+          throw err;
+        }
+      } finally {
+        if (client !== db) client.release();
+      }
+    },
   });
   try {
     const result = await fn(lease);

@@ -71,8 +71,8 @@ static const char *const app_keyless_tables[] = {
  * caller.
  */
 static const char *const app_keyless_tables_0_4[] = {"hc_stock_orders", NULL};
-/* The group holds of 0.4.0. */
-static const char *const app_functions_0_4[] = {"hc_hold_many", "hc_hold_best", NULL};
+/* The group holds and the check of a lease in the caller's transaction, of 0.4.0. */
+static const char *const app_functions_0_4[] = {"hc_hold_many", "hc_hold_best", "hc_lock_check", NULL};
 static const char *const app_tables_0_4[] = {"hc_stock_order_lines", NULL};
 
 /* What an operator's tooling adds: stock, assets, resets, and everything to read. */

@@ -1,6 +1,7 @@
 /*
  * lease.h
- *		What the attempt guard (attempt.c) shares with the leases (lease.c).
+ *		What the attempt guard (attempt.c) and the fenced writes (fence.c)
+ *		share with the leases (lease.c).
  */
 #ifndef HOLDCOMMIT_LEASE_H
 #define HOLDCOMMIT_LEASE_H
@@ -24,5 +25,7 @@ extern bool hc_lease_begin(HcCall *call, FunctionCallInfo fcinfo, const char *fu
 extern void hc_lease_hold(HcCall *call, const HcLeaseHolder *holder);
 extern bool hc_lease_lock(HcCall *call, const char *resource);
 extern bool hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq);
+extern bool hc_lease_session_alive(const char *resource, int32 pid, TimestampTz started);
+extern void hc_lease_refuse(HcCall *call, const HcLeaseHolder *holder, const char *why);
 
 #endif							/* HOLDCOMMIT_LEASE_H */

@@ -81,6 +81,7 @@ SELECT g, p, o
                ('EXECUTE', 'hc_lock_acquire_session(text,text,interval,integer)'),
                ('EXECUTE', 'hc_lock_heartbeat(text,text,bigint)'),
                ('EXECUTE', 'hc_lock_release(text,text,bigint)'),
+               ('EXECUTE', 'hc_lock_check(text,text,bigint)'),
                ('EXECUTE', 'hc_attempt_begin(text,text,bigint,interval,integer,text)'),
                ('EXECUTE', 'hc_attempt_complete(text,text,bigint,text)'),
                ('SELECT', 'hc_assets'),

@@ -134,6 +134,32 @@ test('withLease: a heartbeat that hangs (its row locked): lost after ttl, and wi
   }
 });
 
+test('lease.fenced: the write commits under the token, a takeover waits for it, and after one LeaseLost', async () => {
+  const res = uid('JOB');
+  const table = uid('invoices').replace(/-/g, '_');
+  await admin.query(`CREATE TABLE ${table} (order_id text PRIMARY KEY, fenced_by bigint NOT NULL)`);
+  await admin.query(`GRANT SELECT, INSERT ON ${table} TO ${user}`);
+  // Its last heartbeat an hour old: stale, anyone may take it over.
+  const lapse = () => admin.query("UPDATE holdcommit.hc_locks SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE resource = $1", [res]);
+  await refused(hc.withLease(app, { resource: res, owner: 'node', ttl: 60 }, async (lease) => {
+    const order = await lease.fenced(app, async (client) => {
+      await client.query(`INSERT INTO ${table} VALUES ('o-1', $1)`, [lease.token]);
+      await lapse();
+      assert.equal(await hc.lockAcquire(admin, res, 'other', { staleAfter: 60 }), null, 'no takeover while it is open');
+      return 'o-1';
+    });
+    assert.equal(order, 'o-1');
+    assert.equal(await hc.lockAcquire(admin, res, 'other', { staleAfter: 60 }), 2n);
+    await refused(lease.fenced(app, (client) => client.query(`INSERT INTO ${table} VALUES ('o-2', $1)`, [lease.token])),
+      hc.LeaseLost, 'RS007', 409);
+    assert.equal(lease.lost, true);
+  }), hc.LeaseLost, 'RS007');
+  const { rows } = await admin.query(`SELECT order_id, fenced_by FROM ${table}`);
+  assert.deepEqual(rows, [{ order_id: 'o-1', fenced_by: '1' }]);
+  assert.equal((await app.query('SELECT 1 AS one')).rows[0].one, 1);
+  assert.equal(app.totalCount - app.idleCount, 0, 'the pool got its clients back');
+});
+
 test('withLease: a connection config opens its own connection and closes it', async () => {
   const res = uid('JOB');
   const name = uid('lease-conn');

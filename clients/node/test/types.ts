@@ -2,7 +2,7 @@
 // pg's own Client, PoolClient and Pool, and give typed results.
 import pg from 'pg';
 import {
-  hold, holdMany, holdBest, commit, reserveItems, lockAcquire, lockRelease, attemptBegin, sweep, check, forSchema, withLease,
+  hold, holdMany, holdBest, commit, reserveItems, lockAcquire, lockRelease, lockCheck, attemptBegin, sweep, check, forSchema, withLease,
   HoldcommitError, AssetUnavailable, LeaseLost, httpStatus, errorFrom,
   type Reservation, type StockReservation, type Lease,
 } from 'holdcommit';
@@ -43,6 +43,12 @@ export async function usage(): Promise<void> {
     const t: bigint = lease.token;
     lease.check();
     const signal: AbortSignal = lease.signal;
+    const written: string = await lease.fenced(pool, async (c) => {
+      await c.query('INSERT INTO invoices VALUES ($1, $2)', ['o-1', t]);
+      return 'o-1';
+    });
+    await lockCheck(pool, 'PAY-2', 'w', t);
+    console.log(written);
     return lease.lost || signal.aborted ? 0 : Number(t);
   });
   await withLease({ host: '/tmp', port: 5432 }, { resource: 'PAY-3', owner: 'w' }, () => 1);

@@ -8,8 +8,8 @@ Calls: holdcommit.calls (here too); errors: holdcommit.errors (here too); the le
 holdcommit.lease; coroutines on an AsyncConnection: holdcommit.aio. doc/clients.md tells it all.
 """
 from .calls import (asset_add, attempt_begin, attempt_complete, attempt_reset, check, commit, extend,
-                    finalize, hold, hold_best, hold_many, lock_acquire, lock_heartbeat, lock_release, release, reserve,
-                    reserve_items, stock_adjust, stock_set, sweep, unreserve)
+                    finalize, hold, hold_best, hold_many, lock_acquire, lock_check, lock_heartbeat, lock_release, release,
+                    reserve, reserve_items, stock_adjust, stock_set, sweep, unreserve)
 from .errors import (HTTP_STATUS, AlreadyExists, AssetUnavailable, Busy, HoldcommitError,
                      InsufficientStock, InternalError, InvalidArgument, KeyReused, LeaseLost, NotFound,
                      NotReady, NotSupported, PermissionDenied, ReadOnly, ReservationExpired,
@@ -22,8 +22,8 @@ __version__ = "0.3.0"
 
 __all__ = [
     "asset_add", "attempt_begin", "attempt_complete", "attempt_reset", "check", "commit", "extend",
-    "finalize", "hold", "hold_best", "hold_many", "lock_acquire", "lock_heartbeat", "lock_release", "release", "reserve",
-    "reserve_items", "stock_adjust", "stock_set", "sweep", "unreserve",
+    "finalize", "hold", "hold_best", "hold_many", "lock_acquire", "lock_check", "lock_heartbeat", "lock_release", "release",
+    "reserve", "reserve_items", "stock_adjust", "stock_set", "sweep", "unreserve",
     "HTTP_STATUS", "AlreadyExists", "AssetUnavailable", "Busy", "HoldcommitError",
     "InsufficientStock", "InternalError", "InvalidArgument", "KeyReused", "LeaseLost", "NotFound",
     "NotReady", "NotSupported", "PermissionDenied", "ReadOnly", "ReservationExpired",

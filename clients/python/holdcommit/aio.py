@@ -17,8 +17,8 @@ from psycopg.pq import TransactionStatus
 
 from . import calls
 from .calls import Query
-from .errors import HoldcommitError, error_from
-from .lease import ActiveLease, _beat_answered, _busy, _interval, _timeout_ms, log
+from .errors import HoldcommitError, LeaseLost, error_from
+from .lease import ActiveLease, _beat_answered, _busy, _fence_refused, _interval, _timeout_ms, log
 
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -61,6 +61,7 @@ unreserve = async_call(calls._unreserve)
 lock_acquire = async_call(calls._lock_acquire)
 lock_heartbeat = async_call(calls._lock_heartbeat)
 lock_release = async_call(calls._lock_release)
+lock_check = async_call(calls._lock_check)
 attempt_begin = async_call(calls._attempt_begin)
 attempt_complete = async_call(calls._attempt_complete)
 attempt_reset = async_call(calls._attempt_reset)
@@ -131,7 +132,21 @@ async def async_lease(conninfo: str, resource: str, owner: str, ttl: timedelta =
         await conn.close()
 
 
-__all__ = ["run", "async_lease", "hold", "hold_many", "hold_best", "commit", "release", "extend", "reserve", "reserve_items",
+@asynccontextmanager
+async def fenced(lease: ActiveLease, conn: psycopg.AsyncConnection) -> AsyncIterator[psycopg.AsyncConnection]:
+    """ActiveLease.fenced for asyncio: a transaction on conn whose writes commit only under
+    the lease's token, beginning with hc_lock_check (LeaseLost if it is not current)."""
+    lease.check()
+    async with conn.transaction():
+        try:
+            await lock_check(conn, lease.resource, lease.owner, lease.token)
+        except LeaseLost as e:
+            _fence_refused(lease, e)
+            raise
+        yield conn
+
+
+__all__ = ["run", "async_lease", "fenced", "hold", "hold_many", "hold_best", "commit", "release", "extend", "reserve", "reserve_items",
            "finalize", "unreserve", "lock_acquire", "lock_heartbeat", "lock_release",
-           "attempt_begin", "attempt_complete", "attempt_reset", "check", "sweep", "asset_add",
+           "lock_check", "attempt_begin", "attempt_complete", "attempt_reset", "check", "sweep", "asset_add",
            "stock_set", "stock_adjust"]

@@ -252,6 +252,15 @@ def _lock_heartbeat(resource: str, owner: str, token: int) -> Query[datetime]:
                  (_text("resource", resource), _text("owner", owner), _int("token", token, INT8)), _scalar)
 
 
+def _lock_check(resource: str, owner: str, token: int) -> Query[None]:
+    """hc_lock_check, in the transaction of the writes it fences: LeaseLost (RS007) unless
+    owner holds the lease with token; then no takeover until that transaction ends.
+    ActiveLease.fenced opens that transaction and calls it first."""
+    return Query(f"SELECT {SCHEMA}.hc_lock_check(%s::text, %s::text, %s::bigint)",
+                 (_text("resource", resource), _text("owner", owner), _int("token", token, INT8)),
+                 lambda rows: None)
+
+
 def _lock_release(resource: str, owner: str, token: int) -> Query[bool]:
     """hc_lock_release: free the lease; False if it was not ours (any more)."""
     return Query(f"SELECT {SCHEMA}.hc_lock_release(%s::text, %s::text, %s::bigint)",
@@ -372,6 +381,7 @@ unreserve = sync_call(_unreserve)
 lock_acquire = sync_call(_lock_acquire)
 lock_heartbeat = sync_call(_lock_heartbeat)
 lock_release = sync_call(_lock_release)
+lock_check = sync_call(_lock_check)
 attempt_begin = sync_call(_attempt_begin)
 attempt_complete = sync_call(_attempt_complete)
 attempt_reset = sync_call(_attempt_reset)
@@ -383,5 +393,5 @@ stock_adjust = sync_call(_stock_adjust)
 
 __all__ = ["Query", "run", "hold", "hold_many", "hold_best", "commit", "release", "extend", "reserve",
            "reserve_items", "finalize", "unreserve", "lock_acquire", "lock_heartbeat",
-           "lock_release", "attempt_begin", "attempt_complete", "attempt_reset", "check", "sweep",
+           "lock_release", "lock_check", "attempt_begin", "attempt_complete", "attempt_reset", "check", "sweep",
            "asset_add", "stock_set", "stock_adjust"]

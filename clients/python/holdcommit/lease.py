@@ -10,8 +10,13 @@ A helper cannot stop the block it guards. It tells the block instead, three ways
 ``lease.lost`` (an Event, set when a heartbeat is refused with RS007, when the lease's
 connection dies, or when no heartbeat has succeeded for ``ttl``), ``lease.check()``, which
 raises LeaseLost then, and the token: every fenced write the block makes with
-``lease.token`` (hc_attempt_begin, hc_attempt_complete, the application's own
-``WHERE fenced_by <= token``) is refused once another holder has a higher one.
+``lease.token`` (hc_attempt_begin, hc_attempt_complete) is refused once another holder has a
+higher one. The application's own writes are fenced in a transaction of ``lease.fenced(conn)``
+(``holdcommit.aio.fenced(lease, conn)``), which begins with hc_lock_check:
+
+    with lease.fenced(conn):        # LeaseLost if the token is not current any more
+        conn.execute("INSERT INTO invoices VALUES (%s, %s)", [order_id, lease.token])
+    # committed under the token: no takeover could happen before this commit
 """
 from __future__ import annotations
 
@@ -68,9 +73,33 @@ class ActiveLease:
                             self.reason, "stop the work it protects; the token "
                             f"{self.token} is fenced off")
 
+    @contextmanager
+    def fenced(self, conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+        """A transaction on conn (the application's connection, not the lease's) whose writes
+        commit only under this lease's token: it begins with hc_lock_check (LeaseLost, and the
+        lease marked lost, if the token is not current any more), and no takeover can happen
+        until it ends. Inside a transaction already, a savepoint: the fence lasts until that
+        transaction ends, or goes if the savepoint is rolled back."""
+        self.check()
+        with conn.transaction():
+            _fence(self, conn)
+            yield conn
+
     def __repr__(self) -> str:
         state = f"lost: {self.reason}" if self.lost.is_set() else "held"
         return f"<ActiveLease {self.resource!r} {self.owner!r} token={self.token} {state}>"
+
+
+def _fence_refused(lease: ActiveLease, error: LeaseLost) -> None:
+    lease._lose(f"hc_lock_check refused: {error.message}" + (f" ({error.detail})" if error.detail else ""))
+
+
+def _fence(lease: ActiveLease, conn: psycopg.Connection) -> None:
+    try:
+        calls.lock_check(conn, lease.resource, lease.owner, lease.token)
+    except LeaseLost as e:
+        _fence_refused(lease, e)
+        raise
 
 
 def _interval(ttl: timedelta, heartbeat: Optional[timedelta]) -> float:

@@ -115,6 +115,27 @@ class Aio(unittest.IsolatedAsyncioTestCase):
                 lease.check()
         self.assertFalse(lease.released)
 
+    async def test_fenced(self):
+        """aio.fenced: the write commits under the token; after a takeover LeaseLost (RS007)"""
+        r, t = uid("res"), uid("invoices").replace("-", "_")
+        async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as su:
+            await su.execute(f"CREATE TABLE {t} (order_id text PRIMARY KEY, fenced_by bigint NOT NULL)")
+            await su.execute(f"GRANT SELECT, INSERT ON {t} TO {APP}")
+            async with aio.async_lease(conninfo(APP), r, "w1", ttl=timedelta(seconds=60),
+                                       heartbeat=timedelta(seconds=60)) as lease:
+                async with aio.fenced(lease, self.conn) as conn:
+                    await conn.execute(f"INSERT INTO {t} VALUES ('o-1', %s)", [lease.token])
+                await su.execute("UPDATE holdcommit.hc_locks SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                                 " WHERE resource = %s", [r])
+                self.assertEqual((await aio.lock_acquire(self.conn, r, "w2", timedelta(seconds=5))).token, 2)
+                with self.assertRaises(hc.LeaseLost) as raised:
+                    async with aio.fenced(lease, self.conn) as conn:
+                        await conn.execute(f"INSERT INTO {t} VALUES ('o-2', %s)", [lease.token])
+                self.assertEqual(raised.exception.sqlstate, "RS007")
+                self.assertTrue(lease.lost.is_set())
+            rows = await (await self.conn.execute(f"SELECT order_id, fenced_by FROM {t}")).fetchall()
+            self.assertEqual(rows, [("o-1", 1)])
+
     async def test_async_lease_released_when_the_block_raises(self):
         """async_lease: the block raises, the lease is released"""
         r = uid("res")

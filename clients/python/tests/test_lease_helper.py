@@ -125,6 +125,54 @@ class LeaseHelper(Case):
         self.assertTrue(lease.released)
         self.assertTrue(wait_until(lambda: owner_of(r) == (None, 1)))
 
+    def invoices(self):
+        """the application's own table, which the app role writes"""
+        t = uid("invoices").replace("-", "_")
+        with connect() as c:
+            c.execute(f"CREATE TABLE {t} (order_id text PRIMARY KEY, fenced_by bigint NOT NULL)")
+            c.execute(f"GRANT SELECT, INSERT, UPDATE ON {t} TO {APP}")
+        return t
+
+    def test_fenced_write(self):
+        """lease.fenced: the write commits under the token; a takeover gets it only after that
+
+        While the fenced transaction is open, a takeover of the stale lease gets nothing."""
+        r, t = uid("res"), self.invoices()
+        long = timedelta(seconds=60)
+        with hc.lease(self.app, r, "worker-1", ttl=long, heartbeat=long) as lease:
+            with lease.fenced(self.conn) as conn:
+                conn.execute(f"INSERT INTO {t} VALUES ('o-1', %s)", [lease.token])
+                with connect() as su:                        # its heartbeat an hour old: stale
+                    su.execute("UPDATE holdcommit.hc_locks SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                               " WHERE resource = %s", [r])
+                with connect(APP) as other:
+                    self.assertIsNone(hc.lock_acquire(other, r, "worker-2", S))
+            with connect(APP) as other:
+                self.assertEqual(hc.lock_acquire(other, r, "worker-2", S).token, 2)
+        self.assertFalse(lease.released)
+        self.assertEqual(self.conn.execute(f"SELECT fenced_by FROM {t}").fetchall(), [(1,)])
+
+    def test_fenced_refused_after_a_takeover(self):
+        """lease.fenced after a takeover: LeaseLost (RS007), nothing written, the session usable
+
+        The lease is marked lost too."""
+        r, t = uid("res"), self.invoices()
+        long = timedelta(seconds=60)
+        with hc.lease(self.app, r, "worker-1", ttl=long, heartbeat=long) as lease:
+            with connect() as su:
+                su.execute("UPDATE holdcommit.hc_locks SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                           " WHERE resource = %s", [r])
+            self.assertEqual(hc.lock_acquire(self.conn, r, "worker-2", S).token, 2)
+            with self.assertRaises(hc.LeaseLost) as raised:
+                with lease.fenced(self.conn) as conn:
+                    conn.execute(f"INSERT INTO {t} VALUES ('o-1', %s)", [lease.token])
+            self.assertEqual(raised.exception.sqlstate, "RS007")
+            self.assertTrue(lease.lost.is_set())
+            self.assertIn("hc_lock_check refused", lease.reason)
+            self.assertRaises(hc.LeaseLost, lease.check)
+        self.assertEqual(self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0], 0)
+        self.assertEqual(self.conn.execute("SELECT 1").fetchone()[0], 1)
+
     def test_bad_arguments(self):
         """a ttl or heartbeat that is not a positive timedelta: InvalidArgument before connecting"""
         for kwargs in ({"ttl": 30}, {"ttl": timedelta(0)}, {"heartbeat": timedelta(seconds=-1)}):
