@@ -185,13 +185,21 @@ static HcStatement hold_lease = {
 	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}}
 };
 
+/* The lease as its holder holds it, for a write of the caller's under its token (fence.c). */
+static HcStatement fence_lease = {
+	"SELECT 1 FROM hc_locks"
+	" WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
+	" FOR KEY SHARE",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}}
+};
+
 /*
  * Before a take: the row locked FOR UPDATE, the one lock that waits for the
  * FOR KEY SHARE of an open hc_lock_check (fence.c) and for no heartbeat,
  * release or attempt call (no-key updates).  SKIP LOCKED: the try is busy,
  * and the caller backs off in its own backend, not in a worker.
  */
-static HcStatement fence_lease = {
+static HcStatement unfenced_lease = {
 	"SELECT 1 FROM hc_locks WHERE resource" EQ ":resource" " FOR UPDATE SKIP LOCKED",
 	{{"resource", TEXTOID}}
 };
@@ -246,41 +254,27 @@ lease_args(HcArgs *args, HcStatement *stmt, const HcLeaseHolder *holder)
 static void
 lease_as_holder(HcCall *call, HcStatement *stmt, int expected, const HcLeaseHolder *holder)
 {
+	const char *resource = holder->resource;
 	HcArgs		args;
+	char	   *detail;
 
 	lease_args(&args, stmt, holder);
-	if (hc_run(call, &args, expected) == 0)
-		hc_lease_refuse(call, holder, NULL);
-}
-
-/* What the resource's lease is now, for an error's detail. */
-static char *
-lease_now(HcCall *call, const char *resource)
-{
-	char	   *owner;
-	int64		token;
-
+	if (hc_run(call, &args, expected) != 0)
+		return;
 	if (lease_run(call, &peek_lease, SPI_OK_SELECT, resource) == 0)
-		return psprintf("Resource \"%s\" has never been leased.", resource);
-	owner = hc_text(call, 0, "owner");
-	token = hc_int64(0, "token");
-	if (owner == NULL)
-		return psprintf("The lease of resource \"%s\" is free; its last token is " INT64_FORMAT ".",
-						resource, token);
-	return psprintf("Resource \"%s\" is leased to \"%s\" with token " INT64_FORMAT ".",
-					resource, owner, token);
-}
+		detail = psprintf("Resource \"%s\" has never been leased.", resource);
+	else
+	{
+		char	   *owner = hc_text(call, 0, "owner");
+		int64		current = hc_int64(0, "token");
 
-/*
- * RS007: the holder does not hold the lease.  The detail says why when
- * given, else what the lease is now.
- */
-void
-hc_lease_refuse(HcCall *call, const HcLeaseHolder *holder, const char *why)
-{
-	const char *resource = holder->resource;
-	const char *detail = why != NULL ? why : lease_now(call, resource);
-
+		if (owner == NULL)
+			detail = psprintf("The lease of resource \"%s\" is free; its last token is " INT64_FORMAT ".",
+							  resource, current);
+		else
+			detail = psprintf("Resource \"%s\" is leased to \"%s\" with token " INT64_FORMAT ".",
+							  resource, owner, current);
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_HC_LOCK_NOT_HELD),
 			 errmsg("lease of resource \"%s\" is not held by \"%s\" with token " INT64_FORMAT,
@@ -297,6 +291,17 @@ void
 hc_lease_hold(HcCall *call, const HcLeaseHolder *holder)
 {
 	lease_as_holder(call, &hold_lease, SPI_OK_SELECT, holder);
+}
+
+/*
+ * Keep the lease from a new token until the caller's transaction ends (RS007
+ * if the holder does not hold it): hc_lock_check's FOR KEY SHARE, which
+ * only unfenced_lease waits for.
+ */
+void
+hc_lease_fence(HcCall *call, const HcLeaseHolder *holder)
+{
+	lease_as_holder(call, &fence_lease, SPI_OK_SELECT, holder);
 }
 
 /*
@@ -416,8 +421,8 @@ lease_session_take(FunctionCallInfo fcinfo, const char *function, const char *re
 }
 
 /* Does the session the lease is bound to (pid, started) still hold its lock? */
-bool
-hc_lease_session_alive(const char *resource, int32 pid, TimestampTz started)
+static bool
+lease_session_alive(const char *resource, int32 pid, TimestampTz started)
 {
 	LOCKTAG		tag;
 
@@ -486,7 +491,7 @@ lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
 		return;
 	pid = hc_int32(0, "session_pid");
 	started = hc_timestamptz(0, "session_started");
-	if (!hc_lease_session_alive(resource, pid, started))
+	if (!lease_session_alive(resource, pid, started))
 	{
 		hc_bind(take, "ended_pid", Int32GetDatum(pid));
 		hc_bind(take, "ended_started", TimestampTzGetDatum(started));
@@ -507,7 +512,7 @@ lease_take(void *arg)
 {
 	LeaseTake  *t = (LeaseTake *) arg;
 
-	if (lease_run(t->call, &fence_lease, SPI_OK_SELECT, t->resource) != 1 ||
+	if (lease_run(t->call, &unfenced_lease, SPI_OK_SELECT, t->resource) != 1 ||
 		hc_run(t->call, t->args, SPI_OK_UPDATE_RETURNING) != 1)
 		return false;
 	t->taken->token = hc_int64(0, "token");
@@ -521,8 +526,8 @@ lease_take(void *arg)
 /*
  * One acquire attempt at its own instant (the clock is read again).  A new
  * resource is inserted with token 1 and its ledger row in one statement.
- * An existing one is fenced (fence_lease: busy while an hc_lock_check
- * holds it) and taken in a subtransaction: if that fails, rolling it back
+ * An existing one is locked FOR UPDATE (unfenced_lease: busy while an
+ * hc_lock_check holds it) and taken in a subtransaction: if that fails, rolling it back
  * drops any row lock its statements took (a row that changed under us is
  * locked before it is re-checked), so nobody waits on an acquirer that is
  * sleeping in backoff.  A lease bound to a session that has ended counts

@@ -23,9 +23,8 @@ extern void hc_lease_holder_args(FunctionCallInfo fcinfo, HcLeaseHolder *holder)
 extern bool hc_lease_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function,
 						   const char *resource, bool session, Datum *result);
 extern void hc_lease_hold(HcCall *call, const HcLeaseHolder *holder);
+extern void hc_lease_fence(HcCall *call, const HcLeaseHolder *holder);
 extern bool hc_lease_lock(HcCall *call, const char *resource);
 extern bool hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq);
-extern bool hc_lease_session_alive(const char *resource, int32 pid, TimestampTz started);
-extern void hc_lease_refuse(HcCall *call, const HcLeaseHolder *holder, const char *why);
 
 #endif							/* HOLDCOMMIT_LEASE_H */

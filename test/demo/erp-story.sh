@@ -25,6 +25,19 @@ say() { echo "$@"; }
 # The ERP (test/demo/erp.sql, which the Python package's story loads too).
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$(dirname "$0")/erp.sql" >/dev/null
 
+sql "INSERT INTO payments (id) VALUES ('$pay')"
+
+# fenced OWNER TOKEN INVOICE: the shop records the invoice on its payment row in
+# a transaction of its own that begins with hc_lock_check, so that the write
+# commits only under the token that is current (doc/locking.md).
+fenced() {
+    try "BEGIN;
+         SELECT hc_lock_check('$pay', '$1', $2);
+         UPDATE payments SET invoice_no = '$3', fenced_by = $2 WHERE id = '$pay'
+          RETURNING 'written: ' || invoice_no || ' under token ' || fenced_by;
+         COMMIT;" | sed '/^$/d' | roles
+}
+
 # erp_call TAKES: the ERP call, with the client's 3 s timeout.
 erp_call() {
     psql -X -qAt -v VERBOSITY=terse -d "$db" \
@@ -51,6 +64,8 @@ owner() {
     esac
 }
 # roles: the race decides who is the winner; the output names roles only.
+# (The owners of the later runs are named when they come.)
+O2=-none- W2=-none-
 roles() {
     sed "s/\"$W\"/\"<winner>\"/g; s/\"$O\"/\"<other>\"/g
          s/\"$O2\"/\"<other, next run>\"/g; s/\"$W2\"/\"<webhook, next delivery>\"/g"
@@ -139,6 +154,9 @@ say "   begin: $(begin $O2 4)"
 invoice=$(erp_call '1 second')
 say "   the ERP call: $invoice"
 say "   complete: $(try "SELECT status || ', external_ref ' || external_ref FROM hc_attempt_complete('$pay', '$O2', 4, '$invoice')")"
+say "   the shop records it on the payment: $(fenced $O2 4 "$invoice")"
+say "   the winner of step 4, its ERP call answered at last, writes with token 3: $(fenced $W 3 'INV-late')"
+say "   the payment: $(sql "SELECT invoice_no || ', fenced by token ' || fenced_by FROM payments WHERE id = '$pay'")"
 say "   release: $(try "SELECT hc_lock_release('$pay', '$O2', 4)::text")"
 
 say

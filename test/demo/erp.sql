@@ -24,3 +24,12 @@ BEGIN
     RETURN no;
 END
 $$;
+
+-- The shop's own row of the payment, where the application records the
+-- invoice, fenced by the lease's token (hc_lock_check in its transaction).
+DROP TABLE IF EXISTS public.payments;
+CREATE TABLE public.payments (
+    id          text PRIMARY KEY,
+    invoice_no  text,
+    fenced_by   bigint              -- the token the invoice was written under
+);

@@ -12,7 +12,7 @@
 \pset format unaligned
 \pset tuples_only true
 
-SELECT plan(83);
+SELECT plan(94);
 
 ------------------------------------------------------------------------------
 -- The API as documented
@@ -208,6 +208,33 @@ SELECT is(ARRAY(SELECT event FROM hc_ledger WHERE kind = 'resource' AND entity_i
 SELECT is_empty('SELECT * FROM hc_check()', 'hc_check() is empty after the lease and attempt scenarios');
 
 ------------------------------------------------------------------------------
+-- Writes fenced by the token: hc_lock_check in the application's transaction
+------------------------------------------------------------------------------
+SELECT function_returns('hc_lock_check', ARRAY['text', 'text', 'bigint'], 'void', 'hc_lock_check returns void');
+CREATE TABLE tap_invoices (order_id text PRIMARY KEY, fenced_by bigint NOT NULL);
+SELECT is(hc_lock_acquire('T-6', 'erp-worker', '1 second', 0), 1::bigint, 'check: the ERP worker holds T-6 with token 1');
+DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
+BEGIN;
+SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$,
+                'check: a stale lease nobody has taken over is still its holder''s');
+INSERT INTO tap_invoices VALUES ('o-6', 1);
+SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), NULL::bigint,
+          'check: no takeover while the checked transaction is open (its worker does not wait)');
+SELECT ok(hc_lock_heartbeat('T-6', 'erp-worker', 1) IS NOT NULL, 'check: the holder''s own heartbeat works meanwhile');
+COMMIT;
+DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
+SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), 2::bigint, 'check: after the commit, the takeover gets token 2');
+SELECT throws_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'RS007', NULL,
+                 'check: the former holder''s token is refused (RS007)');
+SELECT is((SELECT 1), 1, 'check: the session is usable after the refusal');
+SELECT throws_ok($$SELECT hc_lock_check('T-never', 'erp-worker', 1)$$, 'RS007', NULL,
+                 'check: a resource never leased is refused (RS007)');
+SELECT lives_ok($$SELECT hc_lock_check('T-6', 'other-worker', 2)$$, 'check: the new holder''s token passes');
+SELECT is(fenced_by, 1::bigint, 'check: the invoice is the one written under token 1')
+  FROM tap_invoices WHERE order_id = 'o-6';
+DROP TABLE tap_invoices;
+
+------------------------------------------------------------------------------
 -- Privileges
 ------------------------------------------------------------------------------
 SET client_min_messages = warning;
@@ -221,6 +248,7 @@ SELECT hc_grant_operator('tap_lock_ops');
 SELECT ok(has_function_privilege('tap_lock_app', 'hc_lock_acquire(text, text, interval, integer)', 'EXECUTE')
       AND has_function_privilege('tap_lock_app', 'hc_lock_heartbeat(text, text, bigint)', 'EXECUTE')
       AND has_function_privilege('tap_lock_app', 'hc_lock_release(text, text, bigint)', 'EXECUTE')
+      AND has_function_privilege('tap_lock_app', 'hc_lock_check(text, text, bigint)', 'EXECUTE')
       AND has_function_privilege('tap_lock_app', 'hc_attempt_begin(text, text, bigint, interval, integer, text)', 'EXECUTE')
       AND has_function_privilege('tap_lock_app', 'hc_attempt_complete(text, text, bigint, text)', 'EXECUTE'),
           'privileges: hc_grant_app grants the lease and attempt calls');

@@ -13,7 +13,9 @@ The ERP is simulated in the same database: public.erp_create_invoice() takes its
 (statement_timeout): a slower call is cancelled, and the worker cannot know whether an
 invoice was made. Each worker holds the lease with holdcommit.lease() (heartbeats on its own
 connection while the ERP call blocks the worker's), and guards the ERP call with
-attempt_begin / attempt_complete, which take the lease's fencing token.
+attempt_begin / attempt_complete, which take the lease's fencing token; the shop records the
+invoice on its payment row in lease.fenced(), a transaction that begins with hc_lock_check, so
+that a worker whose token is old cannot write it.
 
 Each owner is the name of one process or one delivery, never a role's (doc/locking.md says
 why); the output names them by role.
@@ -110,6 +112,31 @@ def released(held):
     return "true" if held.released else "false"
 
 
+def roles(text):
+    """The owners' names as the roles they play (the race decides who is the winner)."""
+    for who, role in [(W, "<winner>"), (O, "<other>"), (O2, "<other, next run>"), (W2, "<webhook, next delivery>")]:
+        text = text.replace(f'"{who}"', f'"{role}"')
+    return text
+
+
+def record(conn, invoice, token):
+    """The shop records the invoice on its payment row: what it says."""
+    no, by = conn.execute("UPDATE public.payments SET invoice_no = %s, fenced_by = %s WHERE id = %s"
+                          " RETURNING invoice_no, fenced_by", [invoice, token, PAY]).fetchone()
+    return f"written: {no} under token {by}"
+
+
+def late_write(owner, token, invoice):
+    """A worker writes under a token that may be old: in a transaction that begins with
+    hc_lock_check, as lease.fenced does."""
+    try:
+        with app.transaction():
+            hc.lock_check(app, PAY, owner, token)
+            return record(app, invoice, token)
+    except hc.LeaseLost as e:
+        return roles(f"ERROR:  {e.message}")
+
+
 # The ERP of make run's story (test/demo/erp.sql); the workers' role may call it.
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "test", "demo", "erp.sql"),
           encoding="utf-8") as f:
@@ -117,6 +144,9 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 me = app.execute("SELECT current_user").fetchone()[0]
 ops.execute(f'GRANT SELECT, INSERT ON public.erp_invoices TO "{me}"')
 ops.execute(f'GRANT USAGE ON SEQUENCE public.erp_invoice_seq TO "{me}"')
+ops.execute(f'GRANT SELECT, UPDATE ON public.payments TO "{me}"')
+ops.execute("INSERT INTO public.payments (id) VALUES (%s)", [PAY])
+O2 = W2 = "-none-"                        # the owners of the later runs, named when they come
 
 print(f"== 1. The payment webhook and the inquiry scheduler race for {PAY}")
 print("   each under a name of its own: webhook-<delivery id>, scheduler-<host>-<pid>-<random>")
@@ -195,6 +225,13 @@ with lease(O2, retries=5) as held:
         print(f"   the ERP call: {said}")
         done = hc.attempt_complete(app, PAY, held.owner, held.token, invoice)
         print(f"   complete: {done.status}, external_ref {done.external_ref}")
+        with held.fenced(app):            # the write commits only under the current token
+            print(f"   the shop records it on the payment: {record(app, invoice, held.token)}")
+        print("   the winner of step 4, its ERP call answered at last, writes with token 3: "
+              + late_write(W, 3, "INV-late"))
+        print("   the payment: {}".format(ops.execute(
+            "SELECT invoice_no || ', fenced by token ' || fenced_by FROM public.payments WHERE id = %s",
+            [PAY]).fetchone()[0]))
 print(f"   release: {released(held)}")
 
 print()
@@ -216,6 +253,4 @@ print(f"   the ledger of {PAY}:")
 for event, detail in ops.execute("SELECT event, detail FROM holdcommit.hc_ledger"
                                  " WHERE kind = 'resource' AND entity_id = %s ORDER BY seq", [PAY]):
     detail = re.sub(r'ATTEMPTED-.*-r([0-9]+)-t[0-9]+"', r'ATTEMPTED-<owner>-r\1-t<unix ms>"', detail)
-    for who, role in [(W, "<winner>"), (O, "<other>"), (O2, "<other, next run>"), (W2, "<webhook, next delivery>")]:
-        detail = detail.replace(f'"{who}"', f'"{role}"')
-    print(f"   {event:<8} {detail}")
+    print(f"   {event:<8} {roles(detail)}")
