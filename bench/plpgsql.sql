@@ -691,6 +691,27 @@ BEGIN
 END
 $$;
 
+-- In the caller's transaction, before a write the lease protects: RS007
+-- unless owner holds it with token; the row locked FOR KEY SHARE until the
+-- transaction ends (what hc_lock_check does; this port's acquire does not
+-- wait for it: only the check's cost is compared).
+CREATE FUNCTION lock_check(resource text, owner text, token bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM bench_plpgsql.check_text(resource, 'resource', 64);
+    PERFORM bench_plpgsql.check_text(owner, 'owner', 64);
+    PERFORM FROM bench_plpgsql.locks l
+      WHERE l.resource = lock_check.resource AND l.owner = lock_check.owner
+        AND l.token = lock_check.token
+        FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'lease on "%" is not held by "%" with token %', resource, owner, token
+            USING ERRCODE = 'RS007', HINT = 'Stop working on the resource: another owner may have it.';
+    END IF;
+END
+$$;
+
 -- Before the external call: PROCEED (a new marker), COOLDOWN, MANUAL_REVIEW
 -- or COMPLETED, for the lease holder only; the lease row, then the
 -- attempt row, locked.

@@ -56,6 +56,11 @@ BEGIN {
     # issue 37: 64 buyers take the 2 best seats each of a pool until it is
     # sold out, against ORDER BY rank LIMIT n FOR UPDATE SKIP LOCKED
     target("37", "seats", "plpgsql", 1.0, 1.0)
+    # issue 38: a write of the application's under its lease's token (BEGIN,
+    # hc_lock_check, one INSERT, COMMIT) against the same check in PL/pgSQL
+    # and against the write alone: what the fence costs
+    target("38", "lease_check", "plpgsql", "", "")
+    target("38", "lease_check", "bare_write", "", "")
     nsc = 0
 }
 

@@ -83,9 +83,15 @@ bench_has_leases() {
     [ "$(echo "SELECT to_regprocedure('hc_lock_acquire(text,text,interval,integer)') IS NOT NULL" | bq)" = t ]
 }
 
+# hc_lock_check: 0.4.0.
+bench_has_lease_check() {
+    [ "$(echo "SELECT to_regprocedure('hc_lock_check(text,text,bigint)') IS NOT NULL" | bq)" = t ]
+}
+
 bench_scenarios() {
     local s="hold hold_reclaim refusal hot_product distinct_products sold_out seats commit release finalize unreserve"
     bench_has_leases && s="$s lease_acquire lease_heartbeat lease_release lease_begin"
+    bench_has_lease_check && s="$s lease_check"
     echo "$s first_call sweep"
 }
 
@@ -105,6 +111,9 @@ bench_variants() {
     seats) echo "holdcommit plpgsql" ;;
     first_call)  echo "after_create after_analyze" ;;
     sweep)       echo "fresh analyzed" ;;
+    # lease_check: an application's write under its lease's token (issue 38):
+    # BEGIN, the check, one INSERT, COMMIT; bare_write: the same without the check
+    lease_check) echo "holdcommit plpgsql bare_write" ;;
     lease_*)     echo "holdcommit holdcommit_in_block plpgsql bare_update" ;;
     memory)      echo "holdcommit" ;;
     *)           echo "holdcommit plpgsql" ;;
@@ -345,6 +354,20 @@ STEPS
         pool_sql="SELECT reservation_id FROM bench_pool WHERE c = \$1::integer ORDER BY n"
         echo "- SELECT ${fn}$scenario(:'{p1}')" ;;
 
+    lease_check/*)
+        # One lease per client, beaten by nobody; each call a transaction that
+        # writes one row of the application's under the token.
+        echo "CREATE TABLE IF NOT EXISTS bench_writes (n bigserial PRIMARY KEY, resource text NOT NULL,
+                                                        token bigint NOT NULL)" | bq || return 1
+        fill_pool "$clients" 1 "resource text, owner text, token bigint" \
+            ":'r-{c}-{i}', :'owner-{c}', ${fn}lock_acquire(:'r-{c}-{i}', :'owner-{c}', '3 minutes', 0)" ||
+            return 1
+        pool_sql="SELECT resource, owner, token FROM bench_pool WHERE c = \$1::integer ORDER BY n"
+        pool_cycle=-C
+        echo "- BEGIN"
+        [ "$variant" = bare_write ] || echo "- SELECT ${fn}lock_check(:'{p1}', :'{p2}', :'{p3}')"
+        echo "- INSERT INTO bench_writes (resource, token) VALUES (:'{p1}', :'{p3}')"
+        echo "- COMMIT" ;;
     lease_*/bare_update)
         # The least a lease call can be: one UPDATE of the client's lease row.
         echo "INSERT INTO bench_plpgsql.locks (resource, owner, token, acquired_at, heartbeat_at, stale_after)
