@@ -62,7 +62,7 @@ RUN_PORT = 54320
 # make deb and make dist put what they make here (ignored by git).
 BUILD_DIR = build
 
-.PHONY: run stop test test-major check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version
+.PHONY: run stop test test-major check-quick installcheck-server sanitize bench bench-citus bench-notify deps deb dist version ops-screenshot
 deps:
 	@test/harness/deps.sh
 
@@ -111,6 +111,14 @@ bench-notify:
 
 version:
 	@echo $(EXTVERSION)
+
+# The screenshot of the operators' page that doc/operations.md shows, doc/images/ops.png:
+# examples/http/ops-test.sh (a server of its own, Chromium headless) with the extension
+# installed as make run installs it.
+ops-screenshot:
+	@test/harness/deps.sh && $(MAKE) -s && \
+	  if [ -n "$${HC_PGROOT:-}" ]; then $(MAKE) -s install DESTDIR="$$HC_PGROOT"; else $(MAKE) -s install; fi && \
+	  HC_OPS_SCREENSHOT=doc/images/ops.png examples/http/ops-test.sh
 
 # The Debian packages postgresql-MAJOR-holdcommit, built by pg_buildext (debian/rules) for each
 # major of debian/pgversions whose server headers are installed (postgresql-server-dev-MAJOR),

@@ -855,3 +855,86 @@ BEGIN
     END LOOP;
 END
 $$;
+
+------------------------------------------------------------------------------
+-- The operators' page (issue 38): what a sale looks like as it happens
+------------------------------------------------------------------------------
+
+-- For a monitoring role (hc_grant_monitor) and the example service's /ops
+-- page: figures, and the names of products and databases; never a key, a
+-- buyer or an owner.
+CREATE VIEW @extschema@.hc_ops_products AS
+    SELECT i.product_id, i.stock, i.reserved, i.available, i.updated_at
+      FROM @extschema@.hc_inventory i;
+COMMENT ON VIEW @extschema@.hc_ops_products IS
+    'For the operators'' page: stock, reserved and available units of each product.';
+
+-- The last hour's sales by minute, every minute a row (0 when none sold):
+-- assets committed, units finalized.  The ledger's BRIN index on at finds
+-- the hour.
+CREATE VIEW @extschema@.hc_ops_sales AS
+    WITH t AS (SELECT pg_catalog.date_trunc('minute', pg_catalog.now()) AS now)
+    SELECT m.minute,
+           COALESCE(s.assets_sold, 0)::pg_catalog.int8 AS assets_sold,
+           COALESCE(s.units_sold, 0)::pg_catalog.int8 AS units_sold
+      FROM t
+     CROSS JOIN pg_catalog.generate_series(t.now OPERATOR(pg_catalog.-) '59 minutes'::pg_catalog.interval, t.now,
+                                           '1 minute'::pg_catalog.interval) m (minute)
+      LEFT JOIN (SELECT pg_catalog.date_trunc('minute', l.at) AS minute,
+                        pg_catalog.count(*) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'asset') AS assets_sold,
+                        pg_catalog.sum(OPERATOR(pg_catalog.-) l.stock_delta)
+                          FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'product') AS units_sold
+                   FROM @extschema@.hc_ledger l, t
+                  WHERE l.at OPERATOR(pg_catalog.>=) (t.now OPERATOR(pg_catalog.-) '59 minutes'::pg_catalog.interval)
+                    AND ((l.kind OPERATOR(pg_catalog.=) 'asset' AND l.event OPERATOR(pg_catalog.=) 'commit')
+                         OR (l.kind OPERATOR(pg_catalog.=) 'product' AND l.event OPERATOR(pg_catalog.=) 'finalize'))
+                  GROUP BY 1) s ON s.minute OPERATOR(pg_catalog.=) m.minute;
+COMMENT ON VIEW @extschema@.hc_ops_sales IS
+    'For the operators'' page: assets sold and units finalized in each minute of the last hour.';
+
+-- The sweeper's record of this database (hc_sweeper_status) as a state,
+-- without its last error's words.
+CREATE VIEW @extschema@.hc_ops_sweeper AS
+    SELECT s.database,
+           CASE WHEN s.next_run IS NULL THEN 'off'
+                WHEN s.last_error_at OPERATOR(pg_catalog.>=) s.last_start THEN 'failing'
+                ELSE 'on' END AS state,
+           s.last_start, s.last_end, s.next_run, s.runs,
+           s.total_expired_holds, s.total_expired_reservations, s.total_purged_keys,
+           s.last_error_sqlstate, s.last_error_at
+      FROM @extschema@.hc_sweeper_status s;
+COMMENT ON VIEW @extschema@.hc_ops_sweeper IS
+    'For the operators'' page: the background sweeper''s state in this database (on, failing, off) and its totals.';
+
+-- Who may read hc_metrics (hc_grant_monitor) may read these, as its
+-- grantors; kept out of the extension's initial privileges as on a fresh
+-- install, so that pg_dump keeps them.
+DO $$
+DECLARE
+    updater text := current_user;
+    v text;
+    g record;
+BEGIN
+    FOREACH v IN ARRAY ARRAY['hc_ops_products', 'hc_ops_sales', 'hc_ops_sweeper'] LOOP
+        FOR g IN SELECT a.grantor, a.grantee, a.is_grantable, c.relowner AS owner
+                   FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+                  WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.hc_metrics'::pg_catalog.regclass
+                    AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+                    AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+                  ORDER BY a.grantor OPERATOR(pg_catalog.<>) c.relowner, a.is_grantable DESC
+        LOOP
+            IF g.grantor OPERATOR(pg_catalog.<>) g.owner THEN
+                EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
+            END IF;
+            EXECUTE pg_catalog.format('GRANT SELECT ON TABLE @extschema@.%I TO %s%s', v,
+                                      CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                           ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+                                      CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
+        END LOOP;
+        DELETE FROM pg_catalog.pg_init_privs i
+         WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND i.objoid OPERATOR(pg_catalog.=) pg_catalog.format('@extschema@.%I', v)::pg_catalog.regclass;
+    END LOOP;
+END
+$$;

@@ -24,7 +24,8 @@ Settings (environment): HC_DATABASE_URL (a libpq connection string; empty: the P
 HC_POOL_SIZE (connections, default 10), HC_PGBOUNCER=1 when HC_DATABASE_URL points at a
 PgBouncer in transaction pooling mode (no server-side prepared statements then: PgBouncer
 1.18 would hand them to another client's server connection), HC_MAX_BODY (bytes, default
-65536), HC_MAX_ITEMS (lines of an order, default 100, holdcommit.max_items' default).
+65536), HC_MAX_ITEMS (lines of an order, default 100, holdcommit.max_items' default); and
+those of the operators' page, /ops (ops.py): HC_OPS_DATABASE_URL, HC_OPS_USER, HC_OPS_PASSWORD.
 """
 
 import argparse
@@ -47,6 +48,8 @@ from holdcommit.errors import NAME, Busy, HoldcommitError, NotFound, error_from
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, StrictBool, StrictStr, conint, root_validator
 from starlette.exceptions import HTTPException
+
+import ops
 
 log = logging.getLogger("holdcommit.example")
 
@@ -74,6 +77,8 @@ pool = AsyncConnectionPool(
 )
 
 app = FastAPI(title="holdcommit example shop")
+# The operators' page, /ops (ops.py: its own settings, its own role, HTTP authentication).
+app.include_router(ops.router)
 
 
 # Problems (RFC 9457) ---------------------------------------------------------------------

@@ -102,6 +102,8 @@ static const char *const operator_tables_0_4[] = {"hc_stock_orders", "hc_stock_s
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};
+/* What 0.4.0 added for it: the views of the operators' page. */
+static const char *const monitor_tables_0_4[] = {"hc_ops_products", "hc_ops_sales", "hc_ops_sweeper", NULL};
 
 /* Are the grants of this call run on Citus' workers too (grant_execute)? */
 static bool grant_on_workers = false;
@@ -386,8 +388,9 @@ hc_grant_operator(PG_FUNCTION_ARGS)
 }
 
 /*
- * hc_grant_monitor(role): read access to hc_metrics and hc_overview only,
- * for a monitoring role such as postgres_exporter's.
+ * hc_grant_monitor(role): read access to hc_metrics, hc_overview and (0.4.0)
+ * the views of the operators' page only, for a monitoring role such as
+ * postgres_exporter's.
  */
 Datum
 hc_grant_monitor(PG_FUNCTION_ARGS)
@@ -396,6 +399,8 @@ hc_grant_monitor(PG_FUNCTION_ARGS)
 
 	grant_begin(&t, fcinfo, "hc_grant_monitor");
 	grant_select(&t, monitor_tables, false);
+	if (hc_sql_at_least("0.4.0"))
+		grant_select(&t, monitor_tables_0_4, false);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

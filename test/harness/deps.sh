@@ -26,6 +26,8 @@ else
               postgresql-15-cron libtap-parser-sourcehandler-pgtap-perl
               # the example HTTP service (examples/http) and PgBouncer in front of it
               python3-fastapi python3-uvicorn python3-psycopg python3-psycopg-pool curl pgbouncer
+              # its operators' page, /ops, in a real browser (examples/http/ops-test.sh)
+              chromium chromium-driver python3-selenium
               # the driver snippets of doc/locking.md and doc/clients.md (psycopg, SQLAlchemy,
               # Django, node-postgres from npm)
               python3-sqlalchemy python3-psycopg2 python3-django

@@ -259,6 +259,7 @@ for f in test/load/*.sh; do
     suite "full$(grep -qw "$f" <<<"$major_load" && echo ,major)" "load/$f" bash "test/load/$f.sh"
 done
 suite full        http                      examples/http/test.sh
+suite full        ops                       examples/http/ops-test.sh
 suite full        clients/python            bash clients/python/test.sh
 suite full        exporter                  "${HC_PYTHON:-/usr/bin/python3}" examples/postgres_exporter/check.py \
                                             --admin-dsn "host=$PGHOST port=$PGPORT user=$PGUSER dbname=postgres"

@@ -69,6 +69,10 @@ SELECT count(*) FROM hc_routes;
 -- begun and completed, a reset, release.
 SELECT hc_lock_acquire('TOUR-L1', 'worker-1', '1 minute', 0);
 SELECT hc_lock_heartbeat('TOUR-L1', 'worker-1', 1) IS NOT NULL;
+-- A write fenced by the token (0.4.0), in a transaction of its own.
+BEGIN;
+SELECT hc_lock_check('TOUR-L1', 'worker-1', 1);
+COMMIT;
 SELECT resource, status, attempt, marker LIKE 'ATTEMPTED-worker-1-r1-t%'
   FROM hc_attempt_begin('TOUR-L1', 'worker-1', 1, '0', 3);
 SELECT resource, status, attempt, external_ref FROM hc_attempt_complete('TOUR-L1', 'worker-1', 1, 'INV-1');
@@ -115,6 +119,10 @@ SELECT count(*) >= 0 FROM hc_workers;
 SELECT count(*) >= 0 FROM hc_sweeper_status;
 SELECT count(*) > 0 FROM hc_overview;
 SELECT count(*) > 0 FROM hc_metrics;
+-- The operators' page (0.4.0).
+SELECT product_id, stock, reserved, available FROM hc_ops_products WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
+SELECT count(*), sum(assets_sold) > 0 FROM hc_ops_sales;
+SELECT count(*) >= 0 FROM hc_ops_sweeper;
 SELECT resource, owner, token FROM hc_lease_status WHERE resource LIKE 'TOUR-%' ORDER BY 1;
 SELECT resource, status, attempts, total_attempts, external_ref FROM hc_attempt_status WHERE resource LIKE 'TOUR-%' ORDER BY 1;
 SELECT kind, status FROM hc_idempotency_keys WHERE key LIKE 'tour-%' ORDER BY key;
