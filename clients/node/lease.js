@@ -106,6 +106,7 @@ export async function withLease(poolOrConfig, options, fn) {
       if (lostError) throw lostError;
       const client = isPool(db) ? await db.connect() : db;
       const own = !(typeof client.getTransactionStatus === 'function' && client.getTransactionStatus() === 'T');
+      let failed;
       try {
         if (own) await client.query('BEGIN');
         try {
@@ -116,14 +117,23 @@ export async function withLease(poolOrConfig, options, fn) {
             throw err;
           }
           const result = await work(client);
-          if (own) await client.query('COMMIT');
+          // A statement of work that failed and was caught leaves the transaction aborted:
+          // its COMMIT answers ROLLBACK, and nothing was written.
+          if (own && (await client.query('COMMIT')).command === 'ROLLBACK') {
+            throw Object.assign(new Error('lease.fenced: the transaction was rolled back (a statement in it failed)'),
+              { code: '25P02' });
+          }
           return result;
         } catch (err) {
           if (own) await client.query('ROLLBACK').catch(() => {});
           throw err;
         }
+      } catch (err) {
+        failed = err;
+        throw err;
       } finally {
-        if (client !== db) client.release();
+        // A client whose connection failed (an error without a SQLSTATE) goes back as broken.
+        if (client !== db) client.release(failed && !(failed.sqlstate || failed.code) ? failed : undefined);
       }
     },
   });

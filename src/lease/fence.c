@@ -17,17 +17,39 @@
  * a pool worker.  The lock is the (sub)transaction's, as any row lock: a
  * rollback to a savepoint set before the check lets it go.
  *
- * A lease past its stale_after that nobody has taken over yet is still its
- * holder's, as for a heartbeat or hc_attempt_complete: the check accepts it,
- * and the takeover waits for the check's transaction like any other.
+ * A lease past its stale_after, or bound to a session that has ended, is
+ * refused although nobody has taken it over yet: anyone may take it over
+ * then, and a check must not keep them out longer (lease.c).  For the same
+ * reason a transaction that ran a check cannot be prepared (PREPARE
+ * TRANSACTION): it would keep the lease until someone ends it by hand.
  */
 #include "postgres.h"
+
+#include "access/xact.h"
 
 #include "core/placement.h"
 #include "core/version.h"
 #include "lease/lease.h"
 
 PG_FUNCTION_INFO_V1(hc_lock_check);
+
+/* Has this transaction run a check?  (The callback below is registered once.) */
+static bool fenced = false;
+static bool fence_callback_registered = false;
+
+static void
+fence_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_PRE_PREPARE && fenced)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has run hc_lock_check"),
+				 errdetail("A prepared transaction would keep the lease from being taken over until COMMIT PREPARED or ROLLBACK PREPARED, past its stale_after."),
+				 errhint("Commit the writes fenced by the token in a transaction of their own.")));
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+		fenced = false;
+}
 
 /*
  * hc_lock_check(resource, owner, token): RS007 unless owner holds the
@@ -44,7 +66,13 @@ hc_lock_check(PG_FUNCTION_ARGS)
 	hc_call_begin(&call, fcinfo, "hc_lock_check");
 	hc_require_sql_at_least("0.4.0", call.function);
 	hc_require_single_node(&call, "a check of a lease in the caller's transaction");
+	if (!fence_callback_registered)
+	{
+		RegisterXactCallback(fence_xact_callback, NULL);
+		fence_callback_registered = true;
+	}
 	hc_lease_fence(&call, &holder);
+	fenced = true;
 	hc_call_end(&call);
 	PG_RETURN_VOID();
 }

@@ -78,42 +78,44 @@ typedef struct LeaseTaken
 } LeaseTaken;
 
 /*
- * One acquire attempt, an atomic conditional step: take the row if it is
- * free, ours, or stale.  The same owner with a live lease keeps its token;
- * anyone else (or the same owner after its lease went stale) gets token + 1.
- * :ended_pid and :ended_started name a session bound to the lease that has
- * ended (null: none); :session_pid and :session_started are ours, for a
- * session-bound acquire.
+ * The row an acquire may take, locked: free, ours, stale, or bound to a
+ * session that has ended (:ended_pid and :ended_started name it; null: none).
+ * A row held live by another owner is not locked at all: the try is busy and
+ * writes nothing.  same_live: this owner holds it live, and keeps its token.
+ */
+static HcStatement judge_lease = {
+	"SELECT owner, token,"
+	"       COALESCE(owner" EQ ":owner" " AND heartbeat_at" PLUS "stale_after" GT ":now"
+	"                AND NOT COALESCE(session_pid" EQ ":ended_pid"
+	"                                 AND session_started" EQ ":ended_started, false), false) AS same_live"
+	"  FROM hc_locks"
+	" WHERE resource" EQ ":resource"
+	"   AND (owner IS NULL OR owner" EQ ":owner"
+	"        OR heartbeat_at" PLUS "stale_after" LE ":now"
+	"        OR (session_pid" EQ ":ended_pid" " AND session_started" EQ ":ended_started))"
+	" FOR NO KEY UPDATE",
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"ended_pid", INT4OID},
+	 {"ended_started", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID}}
+};
+
+/*
+ * Take the row judge_lease locked: the same token when :same_live, else
+ * token + 1 (tokens per resource only grow).  :session_pid and
+ * :session_started are ours, for a session-bound acquire.
  */
 static HcStatement take_lease = {
-	"WITH target AS ("
-	"  SELECT resource, owner, token, heartbeat_at, stale_after,"
-	"         COALESCE(session_pid" EQ ":ended_pid"
-	"                  AND session_started" EQ ":ended_started, false) AS session_ended"
-	"    FROM hc_locks"
-	"   WHERE resource" EQ ":resource"
-	"     AND (owner IS NULL OR owner" EQ ":owner"
-	"          OR heartbeat_at" PLUS "stale_after" LE ":now"
-	"          OR (session_pid" EQ ":ended_pid" " AND session_started" EQ ":ended_started))"
-	"     FOR NO KEY UPDATE),"
-	" judged AS ("
-	"  SELECT t.*, t.owner" EQ ":owner"
-	"              AND t.heartbeat_at" PLUS "t.stale_after" GT ":now"
-	"              AND NOT t.session_ended AS same_live"
-	"    FROM target t)"
-	" UPDATE hc_locks l"
-	"    SET owner = :owner,"
-	"        token = CASE WHEN j.same_live THEN j.token ELSE j.token" PLUS "1 END,"
-	"        acquired_at = CASE WHEN j.same_live THEN l.acquired_at ELSE :now END,"
-	"        version = CASE WHEN j.same_live THEN l.version ELSE l.version" PLUS "1 END,"
-	"        heartbeat_at = :now, stale_after = :stale_after, session_pid = :session_pid,"
-	"        session_started = :session_started, updated_at = :now"
-	"   FROM judged j"
-	"  WHERE l.resource" EQ ":resource" " AND l.resource" EQ "j.resource"
-	" RETURNING l.token, j.owner AS previous_owner, j.token AS previous_token, l.version",
+	"UPDATE hc_locks"
+	"   SET owner = :owner,"
+	"       token = CASE WHEN :same_live THEN token ELSE token" PLUS "1 END,"
+	"       acquired_at = CASE WHEN :same_live THEN acquired_at ELSE :now END,"
+	"       version = CASE WHEN :same_live THEN version ELSE version" PLUS "1 END,"
+	"       heartbeat_at = :now, stale_after = :stale_after, session_pid = :session_pid,"
+	"       session_started = :session_started, updated_at = :now"
+	" WHERE resource" EQ ":resource"
+	" RETURNING token, version",
 	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"stale_after", INTERVALOID},
-	 {"ended_pid", INT4OID}, {"ended_started", TIMESTAMPTZOID}, {"session_pid", INT4OID},
-	 {"session_started", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID}}
+	 {"session_pid", INT4OID}, {"session_started", TIMESTAMPTZOID}, {"now", TIMESTAMPTZOID},
+	 {"same_live", BOOLOID}}
 };
 
 /*
@@ -185,19 +187,24 @@ static HcStatement hold_lease = {
 	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}}
 };
 
-/* The lease as its holder holds it, for a write of the caller's under its token (fence.c). */
+/*
+ * The lease as its holder holds it, for a write of the caller's under its
+ * token (fence.c): locked FOR KEY SHARE, which a heartbeat, a release or an
+ * attempt call (no-key updates) does not wait for, and unfenced_lease does.
+ */
 static HcStatement fence_lease = {
-	"SELECT 1 FROM hc_locks"
+	"SELECT heartbeat_at" PLUS "stale_after" GT ":now" " AS fresh, session_pid, session_started"
+	"  FROM hc_locks"
 	" WHERE resource" EQ ":resource" " AND owner" EQ ":owner" " AND token" EQ ":token"
 	" FOR KEY SHARE",
-	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}}
+	{{"resource", TEXTOID}, {"owner", TEXTOID}, {"token", INT8OID}, {"now", TIMESTAMPTZOID}}
 };
 
 /*
- * Before a take: the row locked FOR UPDATE, the one lock that waits for the
- * FOR KEY SHARE of an open hc_lock_check (fence.c) and for no heartbeat,
- * release or attempt call (no-key updates).  SKIP LOCKED: the try is busy,
- * and the caller backs off in its own backend, not in a worker.
+ * Before a take that hands out a new token: the row locked FOR UPDATE, the
+ * one lock that waits for fence_lease.  SKIP LOCKED: while an hc_lock_check's
+ * transaction is open the try is busy, and the caller backs off in its own
+ * backend, never waiting in a worker.
  */
 static HcStatement unfenced_lease = {
 	"SELECT 1 FROM hc_locks WHERE resource" EQ ":resource" " FOR UPDATE SKIP LOCKED",
@@ -216,6 +223,8 @@ static HcStatement next_version = {
 	" WHERE resource" EQ ":resource" " RETURNING version",
 	{{"resource", TEXTOID}}
 };
+
+static bool lease_session_alive(const char *resource, int32 pid, TimestampTz started);
 
 /* Run a statement on the resource's lease row alone: how many rows. */
 static uint64
@@ -248,20 +257,18 @@ lease_args(HcArgs *args, HcStatement *stmt, const HcLeaseHolder *holder)
 }
 
 /*
- * Run a statement on the lease as its holder holds it; RS007 if the holder
- * does not hold it, with a detail that says what the lease is now.
+ * RS007: the holder does not hold the lease.  The detail says why when given,
+ * else what the lease is now.
  */
 static void
-lease_as_holder(HcCall *call, HcStatement *stmt, int expected, const HcLeaseHolder *holder)
+lease_refuse(HcCall *call, const HcLeaseHolder *holder, const char *why)
 {
 	const char *resource = holder->resource;
-	HcArgs		args;
 	char	   *detail;
 
-	lease_args(&args, stmt, holder);
-	if (hc_run(call, &args, expected) != 0)
-		return;
-	if (lease_run(call, &peek_lease, SPI_OK_SELECT, resource) == 0)
+	if (why != NULL)
+		detail = pstrdup(why);
+	else if (lease_run(call, &peek_lease, SPI_OK_SELECT, resource) == 0)
 		detail = psprintf("Resource \"%s\" has never been leased.", resource);
 	else
 	{
@@ -284,6 +291,20 @@ lease_as_holder(HcCall *call, HcStatement *stmt, int expected, const HcLeaseHold
 }
 
 /*
+ * Run a statement on the lease as its holder holds it; RS007 if the holder
+ * does not hold it, with a detail that says what the lease is now.
+ */
+static void
+lease_as_holder(HcCall *call, HcStatement *stmt, int expected, const HcLeaseHolder *holder)
+{
+	HcArgs		args;
+
+	lease_args(&args, stmt, holder);
+	if (hc_run(call, &args, expected) == 0)
+		lease_refuse(call, holder, NULL);
+}
+
+/*
  * Require the lease for the rest of the caller's statement (RS007 if the
  * holder does not hold it); a takeover waits until that commits.
  */
@@ -294,14 +315,32 @@ hc_lease_hold(HcCall *call, const HcLeaseHolder *holder)
 }
 
 /*
- * Keep the lease from a new token until the caller's transaction ends (RS007
- * if the holder does not hold it): hc_lock_check's FOR KEY SHARE, which
- * only unfenced_lease waits for.
+ * Keep the lease from a new token until the caller's transaction ends:
+ * hc_lock_check.  RS007 if the holder does not hold it, or holds it stale or
+ * bound to a session that has ended (anyone may take it over).
  */
 void
 hc_lease_fence(HcCall *call, const HcLeaseHolder *holder)
 {
-	lease_as_holder(call, &fence_lease, SPI_OK_SELECT, holder);
+	HcArgs		args;
+	bool		unbound;
+	Datum		pid;
+
+	lease_args(&args, &fence_lease, holder);
+	hc_bind(&args, "now", TimestampTzGetDatum(GetCurrentTimestamp()));
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+		lease_refuse(call, holder, NULL);
+	/* Past stale_after anyone may take it over: no check may keep them out longer. */
+	if (!DatumGetBool(hc_datum(0, "fresh", &unbound)))
+		lease_refuse(call, holder,
+					 psprintf("The lease of resource \"%s\" is stale (no heartbeat within its stale_after): any worker may take it over. Beat it (hc_lock_heartbeat) before writing under it.",
+							  holder->resource));
+	pid = hc_datum(0, "session_pid", &unbound);
+	if (!unbound && !lease_session_alive(holder->resource, DatumGetInt32(pid),
+										 hc_timestamptz(0, "session_started")))
+		lease_refuse(call, holder,
+					 psprintf("The lease of resource \"%s\" was bound to a session that has ended: any worker may take it over.",
+							  holder->resource));
 }
 
 /*
@@ -478,11 +517,11 @@ lease_acquire_args(HcArgs *args, HcStatement *stmt, const char *resource, const 
 
 /*
  * An existing resource: is it bound to a session that has ended?  Then name
- * that session in :ended_pid and :ended_started, so that take_lease counts
+ * that session in :ended_pid and :ended_started, so that judge_lease counts
  * the lease as stale.
  */
 static void
-lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
+lease_bind_ended_session(HcCall *call, HcArgs *judge, const char *resource)
 {
 	int32		pid;
 	TimestampTz started;
@@ -493,8 +532,8 @@ lease_bind_ended_session(HcCall *call, HcArgs *take, const char *resource)
 	started = hc_timestamptz(0, "session_started");
 	if (!lease_session_alive(resource, pid, started))
 	{
-		hc_bind(take, "ended_pid", Int32GetDatum(pid));
-		hc_bind(take, "ended_started", TimestampTzGetDatum(started));
+		hc_bind(judge, "ended_pid", Int32GetDatum(pid));
+		hc_bind(judge, "ended_started", TimestampTzGetDatum(started));
 	}
 }
 
@@ -503,7 +542,8 @@ typedef struct LeaseTake
 {
 	HcCall	   *call;
 	const char *resource;
-	HcArgs	   *args;
+	HcArgs	   *judge;			/* judge_lease's */
+	HcArgs	   *take;			/* take_lease's */
 	LeaseTaken *taken;
 } LeaseTake;
 
@@ -511,13 +551,21 @@ static bool
 lease_take(void *arg)
 {
 	LeaseTake  *t = (LeaseTake *) arg;
+	bool		same_live;
+	bool		isnull;
 
-	if (lease_run(t->call, &unfenced_lease, SPI_OK_SELECT, t->resource) != 1 ||
-		hc_run(t->call, t->args, SPI_OK_UPDATE_RETURNING) != 1)
+	if (hc_run(t->call, t->judge, SPI_OK_SELECT) != 1)
 		return false;
+	same_live = DatumGetBool(hc_datum(0, "same_live", &isnull));
+	t->taken->previous_owner = hc_text(t->call, 0, "owner");
+	t->taken->previous_token = hc_int64(0, "token");
+	/* A new token, while an hc_lock_check keeps the current one: busy. */
+	if (!same_live && lease_run(t->call, &unfenced_lease, SPI_OK_SELECT, t->resource) != 1)
+		return false;
+	hc_bind(t->take, "same_live", BoolGetDatum(same_live));
+	if (hc_run(t->call, t->take, SPI_OK_UPDATE_RETURNING) != 1)
+		elog(ERROR, "lease row of resource \"%s\" vanished under its lock", t->resource);
 	t->taken->token = hc_int64(0, "token");
-	t->taken->previous_owner = hc_text(t->call, 0, "previous_owner");
-	t->taken->previous_token = hc_int64(0, "previous_token");
 	t->taken->version = hc_int64(0, "version");
 	t->taken->logged = false;
 	return true;
@@ -526,20 +574,23 @@ lease_take(void *arg)
 /*
  * One acquire attempt at its own instant (the clock is read again).  A new
  * resource is inserted with token 1 and its ledger row in one statement.
- * An existing one is locked FOR UPDATE (unfenced_lease: busy while an
- * hc_lock_check holds it) and taken in a subtransaction: if that fails, rolling it back
- * drops any row lock its statements took (a row that changed under us is
- * locked before it is re-checked), so nobody waits on an acquirer that is
- * sleeping in backoff.  A lease bound to a session that has ended counts
- * as stale; a session-bound acquire binds the lease to this backend.
- * taken->logged says whether the ledger row is written already.
+ * An existing one is judged and locked (judge_lease: nothing is locked if it
+ * is busy), fenced if it would get a new token (unfenced_lease: busy while
+ * an hc_lock_check keeps the current one), and taken, in a subtransaction:
+ * if the try fails, rolling it back drops any row lock its statements took
+ * (a row that changed under us is locked before it is re-checked), so nobody
+ * waits on an acquirer that is sleeping in backoff.  A lease bound to a
+ * session that has ended counts as stale; a session-bound acquire binds the
+ * lease to this backend.  taken->logged says whether the ledger row is
+ * written already.
  */
 static bool
 lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_after,
 		  bool session, LeaseTaken *taken)
 {
 	HcArgs		args;
-	LeaseTake	t = {call, resource, &args, taken};
+	HcArgs		judge;
+	LeaseTake	t = {call, resource, &judge, &args, taken};
 
 	call->now = GetCurrentTimestamp();
 	lease_acquire_args(&args, &new_lease, resource, owner, stale_after, session);
@@ -554,10 +605,13 @@ lease_try(HcCall *call, const char *resource, const char *owner, Datum stale_aft
 		return true;
 	}
 
+	hc_args(&judge, &judge_lease);
+	hc_bind_text(&judge, "resource", resource);
+	hc_bind_text(&judge, "owner", owner);
+	hc_bind_null(&judge, "ended_pid");
+	hc_bind_null(&judge, "ended_started");
+	lease_bind_ended_session(call, &judge, resource);
 	lease_acquire_args(&args, &take_lease, resource, owner, stale_after, session);
-	hc_bind_null(&args, "ended_pid");
-	hc_bind_null(&args, "ended_started");
-	lease_bind_ended_session(call, &args, resource);
 	return hc_try_in_subxact(call, lease_take, &t);
 }
 

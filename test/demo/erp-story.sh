@@ -150,6 +150,7 @@ say
 say "== 6. The other's next run, under a name of its own: the ERP answers in time; the outcome is recorded"
 O2=$(owner $other)
 say "   acquire: token $(lease $O2 5)"
+heartbeats $O2 4 & hb=$!
 say "   begin: $(begin $O2 4)"
 invoice=$(erp_call '1 second')
 say "   the ERP call: $invoice"
@@ -157,6 +158,7 @@ say "   complete: $(try "SELECT status || ', external_ref ' || external_ref FROM
 say "   the shop records it on the payment: $(fenced $O2 4 "$invoice")"
 say "   the winner of step 4, its ERP call answered at last, writes with token 3: $(fenced $W 3 'INV-late')"
 say "   the payment: $(sql "SELECT invoice_no || ', fenced by token ' || fenced_by FROM payments WHERE id = '$pay'")"
+stop $hb
 say "   release: $(try "SELECT hc_lock_release('$pay', '$O2', 4)::text")"
 
 say

@@ -2,7 +2,7 @@
 
 16 workers race for 4 resources for SECONDS (default 15), with a stale_after of 300 ms and no
 heartbeat: a holder keeps its lease only while it works fast enough, and the others take it
-over once it goes stale.  A holder writes up to three rows under its token, each in a
+over once it goes stale (a check of a stale lease is refused).  A holder writes up to three rows under its token, each in a
 transaction of its own that begins with hc_lock_check and sleeps 0-400 ms before it writes:
 longer than stale_after, so that takeovers are tried while it is open.  Each row also records
 the resource's token as the transaction's last statement saw it.  Audited afterwards:
@@ -10,7 +10,8 @@ the resource's token as the transaction's last statement saw it.  Audited afterw
   - every committed row was written under the token that was current when it committed
     (token_at_end = token): no takeover committed while a checked transaction was open;
   - the tokens of a resource's rows never go down in the order they were written;
-  - takeovers happened, takeovers met an open check (busy), checks were refused (RS007);
+  - takeovers happened, acquires found the lease busy (held live, or fenced by an open check),
+    checks were refused (RS007: taken over, or stale);
   - every refused worker's session was usable (SELECT 1), hc_check() is empty, and the
     ledger's takeovers are the tokens handed out.
 """

@@ -12,7 +12,7 @@
 \pset format unaligned
 \pset tuples_only true
 
-SELECT plan(94);
+SELECT plan(98);
 
 ------------------------------------------------------------------------------
 -- The API as documented
@@ -213,23 +213,28 @@ SELECT is_empty('SELECT * FROM hc_check()', 'hc_check() is empty after the lease
 SELECT function_returns('hc_lock_check', ARRAY['text', 'text', 'bigint'], 'void', 'hc_lock_check returns void');
 CREATE TABLE tap_invoices (order_id text PRIMARY KEY, fenced_by bigint NOT NULL);
 SELECT is(hc_lock_acquire('T-6', 'erp-worker', '1 second', 0), 1::bigint, 'check: the ERP worker holds T-6 with token 1');
-DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
 BEGIN;
-SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$,
-                'check: a stale lease nobody has taken over is still its holder''s');
+SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'check: the holder''s token passes in its transaction');
 INSERT INTO tap_invoices VALUES ('o-6', 1);
-SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), NULL::bigint,
-          'check: no takeover while the checked transaction is open (its worker does not wait)');
-SELECT ok(hc_lock_heartbeat('T-6', 'erp-worker', 1) IS NOT NULL, 'check: the holder''s own heartbeat works meanwhile');
-COMMIT;
 DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
-SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), 2::bigint, 'check: after the commit, the takeover gets token 2');
+SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), NULL::bigint,
+          'check: the lease went stale meanwhile, and is not taken over while the transaction is open');
+SELECT is(hc_lock_acquire('T-6', 'erp-worker', '1 second', 0), NULL::bigint,
+          'check: nor acquired again by its holder, which would hand out a new token');
+COMMIT;
+SELECT throws_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'RS007', NULL,
+                 'check: a stale lease is refused, though nobody has taken it over (anyone may)');
+SELECT is((SELECT 1), 1, 'check: the session is usable after the refusal');
+SELECT ok(hc_lock_heartbeat('T-6', 'erp-worker', 1) IS NOT NULL, 'check: a heartbeat makes it fresh again');
+SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'check: and the check passes');
+DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
+SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), 2::bigint,
+          'check: with no check open, the stale lease is taken over: token 2');
 SELECT throws_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'RS007', NULL,
                  'check: the former holder''s token is refused (RS007)');
-SELECT is((SELECT 1), 1, 'check: the session is usable after the refusal');
+SELECT lives_ok($$SELECT hc_lock_check('T-6', 'other-worker', 2)$$, 'check: the new holder''s passes');
 SELECT throws_ok($$SELECT hc_lock_check('T-never', 'erp-worker', 1)$$, 'RS007', NULL,
                  'check: a resource never leased is refused (RS007)');
-SELECT lives_ok($$SELECT hc_lock_check('T-6', 'other-worker', 2)$$, 'check: the new holder''s token passes');
 SELECT is(fenced_by, 1::bigint, 'check: the invoice is the one written under token 1')
   FROM tap_invoices WHERE order_id = 'o-6';
 DROP TABLE tap_invoices;
@@ -270,6 +275,7 @@ SELECT ok(NOT has_table_privilege('public', 'hc_lease_status', 'SELECT')
           'privileges: PUBLIC gets nothing');
 SET ROLE tap_lock_app;
 SELECT is(hc_lock_acquire('T-5', 'app-worker', '1 minute', 0), 1::bigint, 'privileges: the app role acquires');
+SELECT lives_ok($$SELECT hc_lock_check('T-5', 'app-worker', 1)$$, 'privileges: the app role checks its lease');
 RESET ROLE;
 SELECT is(actor, 'tap_lock_app', 'privileges: the ledger records the app role as the actor')
   FROM hc_ledger WHERE kind = 'resource' AND entity_id = 'T-5';

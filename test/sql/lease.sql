@@ -212,6 +212,26 @@ COMMIT;
 SELECT resource, owner, session_alive FROM hc_lease_status WHERE resource IN ('L-6', 'L-7', 'L-8') ORDER BY resource;
 SELECT hc_lock_acquire('L-7', 'worker-j', '1 hour', 0) IS NULL AS busy;
 
+-- hc_lock_check (0.4.0): the contexts it refuses.  A transaction that ran it
+-- cannot be prepared (0A000; the next one can try again), nor run it under
+-- REPEATABLE READ (25000), read-only (25006); nulls and an empty owner are 22xxx.
+SELECT hc_lock_acquire('L-9', 'worker-k', '1 hour', 0) AS token;
+BEGIN;
+SELECT hc_lock_check('L-9', 'worker-k', 1);
+\set VERBOSITY sqlstate
+PREPARE TRANSACTION 'hc-fenced';
+\set VERBOSITY default
+SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid = 'hc-fenced';
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT hc_lock_check('L-9', 'worker-k', 1);
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT hc_lock_check('L-9', 'worker-k', 1);
+ROLLBACK;
+SELECT hc_lock_check('L-9', 'worker-k', NULL);
+SELECT hc_lock_check('L-9', '', 1);
+SELECT 1 AS usable;
+
 SELECT * FROM hc_check();
 
 DROP FUNCTION lease_ledger(text);

@@ -158,6 +158,14 @@ test('lease.fenced: the write commits under the token, a takeover waits for it, 
   assert.deepEqual(rows, [{ order_id: 'o-1', fenced_by: '1' }]);
   assert.equal((await app.query('SELECT 1 AS one')).rows[0].one, 1);
   assert.equal(app.totalCount - app.idleCount, 0, 'the pool got its clients back');
+  // A statement of the callback that failed and was caught: the commit is a rollback, and says so.
+  await hc.withLease(app, { resource: uid('JOB'), owner: 'node', ttl: 60 }, async (lease) => {
+    await assert.rejects(lease.fenced(app, async (client) => {
+      await client.query(`INSERT INTO ${table} VALUES ('o-3', $1)`, [lease.token]);
+      await client.query(`INSERT INTO ${table} VALUES ('o-3', $1)`, [lease.token]).catch(() => {});
+    }), (e) => e.code === '25P02');
+  });
+  assert.equal((await admin.query(`SELECT count(*)::int AS n FROM ${table} WHERE order_id = 'o-3'`)).rows[0].n, 0);
 });
 
 test('withLease: a connection config opens its own connection and closes it', async () => {

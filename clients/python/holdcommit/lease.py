@@ -80,6 +80,9 @@ class ActiveLease:
         lease marked lost, if the token is not current any more), and no takeover can happen
         until it ends. Inside a transaction already, a savepoint: the fence lasts until that
         transaction ends, or goes if the savepoint is rolled back."""
+        if isinstance(conn, psycopg.AsyncConnection):
+            raise InvalidArgument("lease.fenced takes a psycopg.Connection: use"
+                                  " holdcommit.aio.fenced(lease, conn) for an AsyncConnection", "22023")
         self.check()
         with conn.transaction():
             _fence(self, conn)

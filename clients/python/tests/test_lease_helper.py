@@ -173,6 +173,22 @@ class LeaseHelper(Case):
         self.assertEqual(self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0], 0)
         self.assertEqual(self.conn.execute("SELECT 1").fetchone()[0], 1)
 
+    def test_fenced_refused_when_stale(self):
+        """lease.fenced of a lease gone stale, nobody having taken it over: LeaseLost (RS007)
+
+        Anyone may take it over from then on, so no check may keep them out."""
+        r = uid("res")
+        long = timedelta(seconds=60)
+        with hc.lease(self.app, r, "worker-1", ttl=long, heartbeat=long) as lease:
+            with connect() as su:
+                su.execute("UPDATE holdcommit.hc_locks SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                           " WHERE resource = %s", [r])
+            with self.assertRaises(hc.LeaseLost) as raised:
+                with lease.fenced(self.conn):
+                    pass
+            self.assertIn("stale", raised.exception.detail)
+            self.assertTrue(lease.lost.is_set())
+
     def test_bad_arguments(self):
         """a ttl or heartbeat that is not a positive timedelta: InvalidArgument before connecting"""
         for kwargs in ({"ttl": 30}, {"ttl": timedelta(0)}, {"heartbeat": timedelta(seconds=-1)}):
