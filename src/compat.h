@@ -18,7 +18,7 @@
  *   core/write.c                    row inserts and updates without the executor
  *   core/search_path.c              the search path of a call's statements
  *   core/version.c                  a catalog scan, a syscache callback
- *   lease/lease.c                   the lock manager, by hand
+ *   lease/session.c                 the lock manager, by hand
  *   admin/guard.c                   an event trigger
  *   bgw/sweeper/sweeper_state.c     ProcessUtility_hook, shared memory
  *   bgw/sweeper/launcher.c, sweeper.c        background workers

@@ -17,28 +17,23 @@
  *      own (autonomous.c), which has committed when the call returns, on
  *      the node of the resource's rows (hc_lease_begin: core/placement.h).
  *   4. What belongs to the caller's session, the lock of a session-bound
- *      lease, the caller takes itself; so such a lease needs every row on
- *      one node (hc_require_single_node).
- *
- * Review on a new major: the lock manager calls on the session's locks
- * (advisory-style LOCKTAGs, LockAcquire, LockHeldByMe: compat.h).
+ *      lease (session.c), the caller takes itself; so such a lease needs
+ *      every row on one node (hc_require_single_node).
+ *   5. A new token waits for no application's transaction: while an
+ *      hc_lock_check (fence.c) keeps the current one, the try is busy.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
-#include "storage/lmgr.h"
-#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "compat.h"
 #include "bgw/autonomous/autonomous.h"
 #include "common/errors.h"
 #include "common/ledger.h"
@@ -61,11 +56,6 @@ PG_FUNCTION_INFO_V1(hc_lock_release);
 /* The most retries of one acquire: about 3 minutes of backoff. */
 #define LEASE_MAX_RETRIES		100
 
-/*
- * Session locks of session-bound leases use this in field 4 of the lock tag
- * (idempotency keys use 0x4843; pg_advisory_lock() 1 and 2).
- */
-#define LEASE_SESSION_LOCK_SPACE	0x4844
 
 /* What one successful acquire attempt found and made. */
 typedef struct LeaseTaken
@@ -162,13 +152,6 @@ static HcStatement free_lease = {
 	 HC_LEDGER_PARAMS}
 };
 
-/* The session a lease is bound to, if any, without locking it. */
-static HcStatement peek_session = {
-	"SELECT session_pid, session_started FROM hc_locks"
-	" WHERE resource" EQ ":resource" " AND session_pid IS NOT NULL",
-	{{"resource", TEXTOID}}
-};
-
 /* The lease as it is, without locking it: for error details. */
 static HcStatement peek_lease = {
 	"SELECT owner, token FROM hc_locks WHERE resource" EQ ":resource",
@@ -223,8 +206,6 @@ static HcStatement next_version = {
 	" WHERE resource" EQ ":resource" " RETURNING version",
 	{{"resource", TEXTOID}}
 };
-
-static bool lease_session_alive(const char *resource, int32 pid, TimestampTz started);
 
 /* Run a statement on the resource's lease row alone: how many rows. */
 static uint64
@@ -336,7 +317,7 @@ hc_lease_fence(HcCall *call, const HcLeaseHolder *holder)
 					 psprintf("The lease of resource \"%s\" is stale (no heartbeat within its stale_after): any worker may take it over. Beat it (hc_lock_heartbeat) before writing under it.",
 							  holder->resource));
 	pid = hc_datum(0, "session_pid", &unbound);
-	if (!unbound && !lease_session_alive(holder->resource, DatumGetInt32(pid),
+	if (!unbound && !hc_lease_session_alive(holder->resource, DatumGetInt32(pid),
 										 hc_timestamptz(0, "session_started")))
 		lease_refuse(call, holder,
 					 psprintf("The lease of resource \"%s\" was bound to a session that has ended: any worker may take it over.",
@@ -364,114 +345,6 @@ hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq)
 		return false;
 	*seq = hc_int64(0, "version");
 	return true;
-}
-
-/*
- * A session-bound lease is also held as a session-level advisory lock of
- * its own: its tag is a hash of the resource and of the bound session (pid
- * and start time), so each binding has a lock that only its session takes,
- * and PostgreSQL releases it when that session ends, however it ends (a
- * crash restarts every backend).  Whether the session a lease is bound to
- * still lives is whether someone holds that binding's lock: nothing is read
- * from pg_stat_activity, whose snapshot belongs to the caller's
- * transaction.  A lock left by a call that failed after taking it names
- * only a binding that no row has, so nobody asks about it.
- */
-static void
-lease_session_tag(LOCKTAG *tag, const char *resource, int32 pid, TimestampTz started)
-{
-	uint64		hash = hash_bytes_extended((const unsigned char *) resource, strlen(resource),
-										   (uint64) started ^ ((uint64) (uint32) pid << 32));
-
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
-						 LEASE_SESSION_LOCK_SPACE);
-}
-
-/*
- * The resources whose binding lock this session holds.  A lease released or
- * taken over from another session leaves its lock here; bindings that no
- * row names any more are let go before the next one is taken, so a pooled
- * session never piles them up in the shared lock table.
- */
-static List *session_bindings = NIL;
-
-/* Let this session's lock of its binding to the resource go, if it holds it. */
-static void
-lease_session_let_go(const char *resource)
-{
-	LOCKTAG		tag;
-	ListCell   *lc;
-
-	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
-	if (hc_lock_held_by_me(&tag, ExclusiveLock))
-		(void) LockRelease(&tag, ExclusiveLock, true);
-	foreach(lc, session_bindings)
-		if (strcmp((char *) lfirst(lc), resource) == 0)
-		{
-			pfree(lfirst(lc));
-			session_bindings = foreach_delete_current(session_bindings, lc);
-			break;
-		}
-}
-
-/* Is the resource's lease still bound to this session? */
-static bool
-lease_bound_here(HcCall *call, const char *resource)
-{
-	return lease_run(call, &peek_session, SPI_OK_SELECT, resource) == 1 &&
-		hc_int32(0, "session_pid") == hc_session_pid() &&
-		hc_timestamptz(0, "session_started") == hc_session_started();
-}
-
-/*
- * Hold this session's lock of its binding to the resource, after letting go
- * of the bindings that no row names any more.  It is taken before the
- * binding is committed, so that no acquirer ever sees the binding without
- * its lock.  Was it held already (the lease is bound here)?
- */
-static bool
-lease_session_take(FunctionCallInfo fcinfo, const char *function, const char *resource)
-{
-	HcCall		call;
-	LOCKTAG		tag;
-	ListCell   *lc;
-	List	   *stale = NIL;
-	MemoryContext old;
-
-	hc_call_begin_read(&call, fcinfo, function);
-	/* What the workers committed, also under REPEATABLE READ. */
-	call.latest = true;
-	foreach(lc, session_bindings)
-		if (strcmp((char *) lfirst(lc), resource) != 0 && !lease_bound_here(&call, lfirst(lc)))
-			stale = lappend(stale, lfirst(lc));
-	hc_call_end(&call);
-	foreach(lc, stale)
-		lease_session_let_go(lfirst(lc));
-	list_free(stale);
-
-	lease_session_tag(&tag, resource, MyProcPid, MyStartTimestamp);
-	if (hc_lock_held_by_me(&tag, ExclusiveLock))
-		return true;
-	(void) LockAcquire(&tag, ExclusiveLock, true, false);
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	session_bindings = lappend(session_bindings, pstrdup(resource));
-	MemoryContextSwitchTo(old);
-	return false;
-}
-
-/* Does the session the lease is bound to (pid, started) still hold its lock? */
-static bool
-lease_session_alive(const char *resource, int32 pid, TimestampTz started)
-{
-	LOCKTAG		tag;
-
-	if (pid == hc_session_pid() && started == hc_session_started())
-		return true;
-	lease_session_tag(&tag, resource, pid, started);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
-		return true;
-	(void) LockRelease(&tag, ExclusiveLock, false);
-	return false;
 }
 
 /* The ledger detail of a lease change: its owner and token, and whom it took over from. */
@@ -526,11 +399,8 @@ lease_bind_ended_session(HcCall *call, HcArgs *judge, const char *resource)
 	int32		pid;
 	TimestampTz started;
 
-	if (lease_run(call, &peek_session, SPI_OK_SELECT, resource) != 1)
-		return;
-	pid = hc_int32(0, "session_pid");
-	started = hc_timestamptz(0, "session_started");
-	if (!lease_session_alive(resource, pid, started))
+	if (hc_lease_bound_session(call, resource, &pid, &started) &&
+		!hc_lease_session_alive(resource, pid, started))
 	{
 		hc_bind(judge, "ended_pid", Int32GetDatum(pid));
 		hc_bind(judge, "ended_started", TimestampTzGetDatum(started));
@@ -671,7 +541,7 @@ lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *r
 
 	/* Refused before the binding's lock, which would outlive the refusal. */
 	hc_autonomous_require_writable(function);
-	held = lease_session_take(fcinfo, function, resource);
+	held = hc_lease_session_take(fcinfo, function, resource);
 	PG_TRY();
 	{
 		token = hc_autonomous(fcinfo, function);
@@ -692,7 +562,7 @@ lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *r
 					  edata->sqlerrcode == ERRCODE_INSUFFICIENT_RESOURCES))
 		{
 			FlushErrorState();
-			lease_session_let_go(resource);
+			hc_lease_session_let_go(resource);
 			ReThrowError(edata);
 		}
 		PG_RE_THROW();
@@ -700,7 +570,7 @@ lease_acquire_bound(FunctionCallInfo fcinfo, const char *function, const char *r
 	PG_END_TRY();
 
 	if (fcinfo->isnull && !held)
-		lease_session_let_go(resource);
+		hc_lease_session_let_go(resource);
 	return token;
 }
 
@@ -874,7 +744,7 @@ hc_lock_release(PG_FUNCTION_ARGS)
 	{
 		/* In the caller: a release that freed nothing leaves the binding as it is. */
 		if (!hc_autonomous_here() && DatumGetBool(result))
-			lease_session_let_go(holder.resource);
+			hc_lease_session_let_go(holder.resource);
 		return result;
 	}
 	lease_args(&args, &free_lease, &holder);

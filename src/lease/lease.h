@@ -1,7 +1,7 @@
 /*
  * lease.h
  *		What the attempt guard (attempt.c) and the fenced writes (fence.c)
- *		share with the leases (lease.c).
+ *		share with the leases (lease.c, session.c).
  */
 #ifndef HOLDCOMMIT_LEASE_H
 #define HOLDCOMMIT_LEASE_H
@@ -26,5 +26,13 @@ extern void hc_lease_hold(HcCall *call, const HcLeaseHolder *holder);
 extern void hc_lease_fence(HcCall *call, const HcLeaseHolder *holder);
 extern bool hc_lease_lock(HcCall *call, const char *resource);
 extern bool hc_lease_next_seq(HcCall *call, const char *resource, int64 *seq);
+
+/* Leases bound to their session (session.c). */
+extern bool hc_lease_bound_session(HcCall *call, const char *resource, int32 *pid,
+								   TimestampTz *started);
+extern bool hc_lease_session_alive(const char *resource, int32 pid, TimestampTz started);
+extern bool hc_lease_session_take(FunctionCallInfo fcinfo, const char *function,
+								  const char *resource);
+extern void hc_lease_session_let_go(const char *resource);
 
 #endif							/* HOLDCOMMIT_LEASE_H */
