@@ -71,3 +71,24 @@ for s in fresh replanned new; do
     grep -q ERROR "$log" && sed 's/^/# /' "$log" | head -40
     i=$((i + 1))
 done
+
+# A read cancelled while it walks a pool with nothing free (every seat sold
+# or held: the whole pool is read, then RS002): statement_timeout ends it
+# with 57014, nothing is held, and the session goes on.  The same
+# call without the timeout, for how long the read takes.
+q "UPDATE holdcommit.hc_assets SET status = 'SOLD' WHERE pool = 'big' AND status = 'AVAILABLE'" >/dev/null
+out=$(psql -X -qAt -d "$db" -v VERBOSITY=sqlstate 2>&1 <<'SQL'
+SET search_path = holdcommit, public;
+SET statement_timeout = '1ms';
+SELECT asset_id FROM hc_hold_best('big', 2, 'eve', 'big-cancel');
+RESET statement_timeout;
+SELECT 'usable, held by eve: ' || count(*) FROM hc_reservations WHERE buyer_id = 'eve';
+SELECT 'seats held: ' || count(*) FROM hc_assets WHERE pool = 'big' AND status = 'HELD';
+\timing on
+SELECT asset_id FROM hc_hold_best('big', 2, 'eve', 'big-sold-out');
+SQL
+)
+check "a read of a sold-out pool of 30,000 cancelled by statement_timeout: 57014, nothing held, the session usable" \
+    "$(grep -vE '^Time:|RS002' <<<"$out" | tr '\n' '|')" "ERROR:  57014|usable, held by eve: 0|seats held: 6|"
+check "without the timeout the same call reads the whole pool and answers RS002" "$(grep -c 'ERROR:  RS002' <<<"$out")" "1"
+echo "# the read of the sold-out pool of 30,000 to its end: $(sed -n 's/^Time: //p' <<<"$out" | tail -1)"
