@@ -56,7 +56,6 @@ PG_FUNCTION_INFO_V1(hc_lock_release);
 /* The most retries of one acquire: about 3 minutes of backoff. */
 #define LEASE_MAX_RETRIES		100
 
-
 /* What one successful acquire attempt found and made. */
 typedef struct LeaseTaken
 {
@@ -304,7 +303,7 @@ void
 hc_lease_fence(HcCall *call, const HcLeaseHolder *holder)
 {
 	HcArgs		args;
-	bool		unbound;
+	bool		isnull;
 	Datum		pid;
 
 	lease_args(&args, &fence_lease, holder);
@@ -312,12 +311,12 @@ hc_lease_fence(HcCall *call, const HcLeaseHolder *holder)
 	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		lease_refuse(call, holder, NULL);
 	/* Past stale_after anyone may take it over: no check may keep them out longer. */
-	if (!DatumGetBool(hc_datum(0, "fresh", &unbound)))
+	if (!DatumGetBool(hc_datum(0, "fresh", &isnull)))
 		lease_refuse(call, holder,
 					 psprintf("The lease of resource \"%s\" is stale (no heartbeat within its stale_after): any worker may take it over. Beat it (hc_lock_heartbeat) before writing under it.",
 							  holder->resource));
-	pid = hc_datum(0, "session_pid", &unbound);
-	if (!unbound && !hc_lease_session_alive(holder->resource, DatumGetInt32(pid),
+	pid = hc_datum(0, "session_pid", &isnull);
+	if (!isnull && !hc_lease_session_alive(holder->resource, DatumGetInt32(pid),
 										 hc_timestamptz(0, "session_started")))
 		lease_refuse(call, holder,
 					 psprintf("The lease of resource \"%s\" was bound to a session that has ended: any worker may take it over.",
