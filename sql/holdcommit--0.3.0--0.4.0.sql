@@ -889,52 +889,66 @@ CREATE VIEW @extschema@.hc_ops_sales AS
                     AND ((l.kind OPERATOR(pg_catalog.=) 'asset' AND l.event OPERATOR(pg_catalog.=) 'commit')
                          OR (l.kind OPERATOR(pg_catalog.=) 'product' AND l.event OPERATOR(pg_catalog.=) 'finalize'))
                   GROUP BY 1) s ON s.minute OPERATOR(pg_catalog.=) m.minute;
+-- The BRIN index summarizes each range of the ledger as it fills, so that
+-- the hour's read is of the hour's blocks (without it, the ranges written
+-- since the last VACUUM are read whole).
+ALTER INDEX @extschema@.hc_ledger_at SET (autosummarize = on);
 COMMENT ON VIEW @extschema@.hc_ops_sales IS
     'For the operators'' page: assets sold and units finalized in each minute of the last hour.';
 
--- The sweeper's record of this database (hc_sweeper_status) as a state,
--- without its last error's words.
+-- The background sweeper in every database of the server, as
+-- hc_sweeper_databases shows it, without its last error's words or its
+-- process.  (A view's functions are called as its reader: hc_grant_monitor
+-- grants EXECUTE on hc_sweeper_state().)
 CREATE VIEW @extschema@.hc_ops_sweeper AS
-    SELECT s.database,
-           CASE WHEN s.next_run IS NULL THEN 'off'
-                WHEN s.last_error_at OPERATOR(pg_catalog.>=) s.last_start THEN 'failing'
-                ELSE 'on' END AS state,
-           s.last_start, s.last_end, s.next_run, s.runs,
-           s.total_expired_holds, s.total_expired_reservations, s.total_purged_keys,
+    SELECT s.database, s.state, s.reason, s.installed, s.last_start, s.last_end, s.last_swept,
+           s.next_run, s.runs, s.failures, s.expired_holds, s.expired_reservations, s.purged_keys,
            s.last_error_sqlstate, s.last_error_at
-      FROM @extschema@.hc_sweeper_status s;
+      FROM @extschema@.hc_sweeper_state() s;
 COMMENT ON VIEW @extschema@.hc_ops_sweeper IS
-    'For the operators'' page: the background sweeper''s state in this database (on, failing, off) and its totals.';
+    'For the operators'' page: whether the background sweeper sweeps each database, and if not, why, without its errors'' words.';
 
--- Who may read hc_metrics (hc_grant_monitor) may read these, as its
--- grantors; kept out of the extension's initial privileges as on a fresh
--- install, so that pg_dump keeps them.
+-- Who may read hc_metrics (hc_grant_monitor) may read these, and call
+-- hc_sweeper_state() for hc_ops_sweeper, as its grantors; PUBLIC's grant is
+-- not copied: products and databases are named here, and hc_metrics holds
+-- figures only.  Kept out of the extension's initial privileges as on a
+-- fresh install, so that pg_dump keeps them.
 DO $$
 DECLARE
     updater text := current_user;
     v text;
     g record;
+    fresh pg_catalog.aclitem[];
 BEGIN
-    FOREACH v IN ARRAY ARRAY['hc_ops_products', 'hc_ops_sales', 'hc_ops_sweeper'] LOOP
+    -- A grant made by an extension script becomes an initial privilege,
+    -- which pg_dump leaves out: the function's are put back after it.
+    SELECT i.initprivs INTO fresh FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) '@extschema@.hc_sweeper_state()'::pg_catalog.regprocedure
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+    FOREACH v IN ARRAY ARRAY['hc_ops_products', 'hc_ops_sales', 'hc_ops_sweeper', 'hc_sweeper_state()'] LOOP
         FOR g IN SELECT a.grantor, a.grantee, a.is_grantable, c.relowner AS owner
                    FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
                   WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.hc_metrics'::pg_catalog.regclass
                     AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
-                    AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+                    AND a.grantee OPERATOR(pg_catalog.<>) c.relowner AND a.grantee OPERATOR(pg_catalog.<>) 0
                   ORDER BY a.grantor OPERATOR(pg_catalog.<>) c.relowner, a.is_grantable DESC
         LOOP
             IF g.grantor OPERATOR(pg_catalog.<>) g.owner THEN
                 EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
             END IF;
-            EXECUTE pg_catalog.format('GRANT SELECT ON TABLE @extschema@.%I TO %s%s', v,
-                                      CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                                           ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+            EXECUTE pg_catalog.format(CASE WHEN v LIKE '%()' THEN 'GRANT EXECUTE ON FUNCTION @extschema@.%s TO %s%s'
+                                           ELSE 'GRANT SELECT ON TABLE @extschema@.%I TO %s%s' END, v,
+                                      g.grantee::pg_catalog.regrole,
                                       CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
             EXECUTE pg_catalog.format('SET LOCAL ROLE %I', updater);
         END LOOP;
+        CONTINUE WHEN v LIKE '%()';
         DELETE FROM pg_catalog.pg_init_privs i
          WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
            AND i.objoid OPERATOR(pg_catalog.=) pg_catalog.format('@extschema@.%I', v)::pg_catalog.regclass;
     END LOOP;
+    UPDATE pg_catalog.pg_init_privs i SET initprivs = fresh
+     WHERE i.objoid OPERATOR(pg_catalog.=) '@extschema@.hc_sweeper_state()'::pg_catalog.regprocedure
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
 END
 $$;

@@ -47,12 +47,16 @@ q "CREATE EXTENSION holdcommit" &&
 q "CREATE ROLE hc_ops_app LOGIN; CREATE ROLE hc_ops_monitor LOGIN" &&
 q "SELECT holdcommit.hc_grant_app('hc_ops_app'), holdcommit.hc_grant_monitor('hc_ops_monitor')" >/dev/null &&
 q "SELECT count(holdcommit.hc_asset_add('A-' || i)) FROM generate_series(0, 199) i" >/dev/null &&
-q "SELECT count(holdcommit.hc_stock_set('P-' || i, 1000)) FROM generate_series(1, 3) i" >/dev/null ||
-    { echo "not ok - database $db set up"; exit 0; }
+q "SELECT count(holdcommit.hc_stock_set('P-' || i, 1000)) FROM generate_series(1, 3) i" >/dev/null &&
+q "SELECT holdcommit.hc_lock_acquire('OPS-L1', 'ops-worker', '1 hour', 0)" >/dev/null &&
+q "SELECT (holdcommit.hc_attempt_begin('OPS-L1', 'ops-worker', 1, '0 seconds', 1)).status" >/dev/null &&
+[ "$(q "SELECT (holdcommit.hc_attempt_begin('OPS-L1', 'ops-worker', 1, '0 seconds', 1)).status")" = MANUAL_REVIEW ] ||
+    { echo "not ok - database $db set up (a lease held, an attempt awaiting review)"; exit 0; }
 
 check "ops: the monitoring role reads the page's views, none with a key, a buyer or an owner" \
     "$(psql -X -qAt -d "$db" -U hc_ops_monitor -c "SELECT (SELECT count(*) FROM holdcommit.hc_ops_products),
-              (SELECT count(*) FROM holdcommit.hc_ops_sales), (SELECT count(*) FROM holdcommit.hc_ops_sweeper) >= 0,
+              (SELECT count(*) FROM holdcommit.hc_ops_sales),
+              (SELECT count(*) > 0 FROM holdcommit.hc_ops_sweeper WHERE database = 'hc_ops'),
               (SELECT count(*) FROM information_schema.columns WHERE table_schema = 'holdcommit'
                   AND table_name LIKE 'hc\_ops\_%' AND column_name ~ '(^|_)(key|buyer|owner)(_id)?$')")" "3|60|t|0"
 check "ops: the monitoring role reads no reservation" \
@@ -65,9 +69,10 @@ if ! "$python" -m venv --system-site-packages "$work/venv" >"$work/pip.log" 2>&1
    ! "$work/venv/bin/pip" install -q --no-build-isolation --no-index "$work/pysrc" >>"$work/pip.log" 2>&1; then
     echo "not ok - pip installs clients/python into a venv"; sed 's/^/#   /' "$work/pip.log" | tail -10; exit 0
 fi
+# Snapshots every 60 s without notifications: what moves within seconds moved on LISTEN.
 HC_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_app" HC_POOL_SIZE=2 \
     HC_OPS_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_monitor" \
-    HC_OPS_USER=ops HC_OPS_PASSWORD=$password \
+    HC_OPS_USER=ops HC_OPS_PASSWORD=$password HC_OPS_POLL=60 HC_OPS_MAX_VIEWERS=3 \
     "$work/venv/bin/python" examples/http/app.py --host 127.0.0.1 --port "$http_port" >"$work/service.log" 2>&1 &
 service_pid=$!
 for i in $(seq 1 100); do
@@ -83,9 +88,35 @@ check "ops: a wrong password, a wrong user, another scheme: 401" \
     "401 401 401"
 check "ops: /ops/data and /ops/events without credentials: 401" \
     "$(status "$base/ops/data") $(status --max-time 2 "$base/ops/events")" "401 401"
+monitors() { q "SELECT count(*) FROM pg_stat_activity WHERE usename = 'hc_ops_monitor'"; }
+check "ops: requests without credentials open no connection" "$(monitors)" "0"
 check "ops: /ops/data with them: a snapshot of every part" \
     "$(curl -s -u ops:"$password" "$base/ops/data" | "$python" -c 'import json, sys; d = json.load(sys.stdin)
-print(sorted(d), len(d["products"]), len(d["sales"]))')" "['at', 'metrics', 'products', 'sales', 'sweeper'] 3 60"
+print(sorted(d), len(d["products"]), d["product_count"], len(d["sales"]))')" \
+    "['at', 'metrics', 'product_count', 'products', 'sales', 'sweeper', 'updates'] 3 3 60"
+check "ops: the page sends its own script and style only (Content-Security-Policy), and no frame may hold it" \
+    "$(curl -s -o /dev/null -D - -u ops:"$password" "$base/ops" | tr -d '\r' |
+       grep -ciE "^content-security-policy: default-src 'none'; script-src 'sha256-|^x-content-type-options: nosniff")" "2"
+
+# Viewers share two connections; one more than HC_OPS_MAX_VIEWERS is 503; the listener,
+# terminated, comes back; after the last viewer the connections close.
+viewers=()
+for i in 1 2 3; do
+    curl -s -N -u ops:"$password" --max-time 12 "$base/ops/events" >"$work/stream-$i" 2>/dev/null &
+    viewers+=($!)
+done
+sleep 2
+check "ops: three viewers share two connections of the monitoring role" "$(monitors)" "2"
+check "ops: a fourth viewer is refused (503) at HC_OPS_MAX_VIEWERS = 3" \
+    "$(status -u ops:"$password" --max-time 2 "$base/ops/events")" "503"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holdcommit ops: listen'" >/dev/null
+listens() { q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'holdcommit ops: listen' AND query LIKE 'LISTEN%'"; }
+for i in $(seq 1 50); do [ "$(listens)" = 1 ] && break; sleep 0.1; done
+check "ops: the listener, terminated, listens again" "$(listens)" "1"
+wait "${viewers[@]}"
+check "ops: every viewer got a snapshot" "$(grep -l '^data: {' "$work"/stream-* | wc -l)" "3"
+for i in $(seq 1 50); do [ "$(monitors)" = 0 ] && break; sleep 0.1; done
+check "ops: after the last viewer, the connections are closed" "$(monitors)" "0"
 
 "$python" examples/http/ops_browser.py "$base/ops" ops "$password" "host=$host port=$port dbname=$db user=postgres" \
     "$screenshot" || echo "not ok - examples/http/ops_browser.py exited $?"

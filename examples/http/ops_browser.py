@@ -18,7 +18,6 @@ import psycopg
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "test", "harness"))
@@ -42,8 +41,10 @@ def browser():
     return driver
 
 
+# Each read is one script in the page, so that it sees one rendering: the page replaces its
+# rows at each snapshot, and an element found before may be gone when it is read.
 def text(driver, element_id):
-    return driver.find_element(By.ID, element_id).text
+    return driver.execute_script("return document.getElementById(arguments[0]).textContent", element_id)
 
 
 def until(driver, what, predicate, seconds=20):
@@ -70,8 +71,25 @@ def sell(stop: threading.Event, sold: list):
 
 
 def available(driver, product):
-    rows = driver.find_elements(By.CSS_SELECTOR, f'#product-rows tr[data-product="{product}"] td')
-    return int(rows[3].text) if len(rows) > 3 else None
+    value = driver.execute_script(
+        "const r = [...document.querySelectorAll('#product-rows tr')].find((t) => t.dataset.product === arguments[0]);"
+        "return r ? r.cells[3].textContent : null", product)
+    return None if value is None else int(value)
+
+
+def figure(driver, table, label):
+    """The number beside label in table (a two-column table of the page); None if absent."""
+    value = driver.execute_script(
+        "const r = [...document.querySelectorAll('#' + arguments[0] + ' tr')]"
+        "  .find((t) => t.cells.length === 2 && t.cells[0].textContent === arguments[1]);"
+        "return r ? r.cells[1].textContent : null", table, label)
+    return None if value is None else int(value)
+
+
+def sweeper_state(driver, database):
+    return driver.execute_script(
+        "const r = [...document.querySelectorAll('#sweeper-rows tr')].find((t) => t.dataset.database === arguments[0]);"
+        "return r ? r.cells[1].textContent : null", database)
 
 
 driver = browser()
@@ -79,31 +97,36 @@ try:
     driver.get(url)
     check("ops: the page loads and shows its first snapshot",
           until(driver, "the first snapshot", lambda d: text(d, "status").startswith("updated")), True)
-    check("ops: the page is updated as holdcommit notifies (LISTEN, not polling)",
-          "as holdcommit notifies" in text(driver, "status"), True)
+    check("ops: the page listens (LISTEN holdcommit)",
+          until(driver, "the listener", lambda d: "as holdcommit notifies" in text(d, "status")), True)
     before_hour, before_p1 = int(text(driver, "sold-hour")), available(driver, "P-1")
     check("ops: stock and availability of each product", before_p1, 1000)
+    check("ops: leases held and attempts awaiting review, as set up",
+          (figure(driver, "review-rows", "leases held"), figure(driver, "review-rows", "attempts awaiting review")),
+          (1, 1))
 
     stop, sold = threading.Event(), [0]
     seller = threading.Thread(target=sell, args=(stop, sold))
     seller.start()
+    # The service polls every 60 s here: counts that move within 10 s moved on notifications.
     moved = until(driver, "the sold count to move",
-                  lambda d: int(text(d, "sold-hour")) >= before_hour + 20 and (available(d, "P-1") or 1000) <= 990)
+                  lambda d: int(text(d, "sold-hour")) >= before_hour + 20 and (available(d, "P-1") or 1000) <= 990,
+                  seconds=10)
     stop.set()
     seller.join()
-    check("ops: a sale's counts move while it runs (sold per minute, availability)", moved, True)
+    check("ops: a sale's counts move while it runs, as holdcommit notifies (sold per minute, availability)",
+          moved, True)
     # Once the seller has stopped, the page settles on exactly what was sold.
     settled = until(driver, "the final counts",
                     lambda d: int(text(d, "sold-hour")) == before_hour + 2 * sold[0]
                     and available(d, "P-1") == 1000 - sold[0])
     check("ops: the page settles on what was sold (2 per round: an asset and a unit)", settled, True)
-    states = driver.find_element(By.ID, "states").text
-    check("ops: holds by state show the committed holds", f"holds COMMITTED {sold[0]}" in states, True)
-    check("ops: the background sweeper's state shows (on, every second)",
-          until(driver, "the sweeper's row",
-                lambda d: d.find_elements(By.CSS_SELECTOR, '#sweeper-rows [data-state="on"]')), True)
-    check("ops: leases and attempts awaiting review show",
-          "attempts awaiting review" in text(driver, "review-rows"), True)
+    check("ops: holds by state: the committed holds, the assets sold",
+          (figure(driver, "states", "holds COMMITTED"), figure(driver, "states", "assets sold")),
+          (sold[0], sold[0]))
+    check("ops: the background sweeper's state in each database (hc_ops swept, postgres listed too)",
+          (sweeper_state(driver, "hc_ops") in ("ok", "running"), sweeper_state(driver, "postgres") is not None),
+          (True, True))
     errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
     for e in errors[:5]:
         print(f"#   {e.get('message')}", flush=True)

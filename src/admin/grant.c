@@ -102,8 +102,12 @@ static const char *const operator_tables_0_4[] = {"hc_stock_orders", "hc_stock_s
 
 /* What a monitoring role reads: figures only, no keys, no buyers. */
 static const char *const monitor_tables[] = {"hc_metrics", "hc_overview", NULL};
-/* What 0.4.0 added for it: the views of the operators' page. */
+/*
+ * What 0.4.0 added for it: the views of the operators' page, and the
+ * function hc_ops_sweeper reads (a view's functions are called as its reader).
+ */
 static const char *const monitor_tables_0_4[] = {"hc_ops_products", "hc_ops_sales", "hc_ops_sweeper", NULL};
+static const char *const monitor_functions_0_4[] = {"hc_sweeper_state", NULL};
 
 /* Are the grants of this call run on Citus' workers too (grant_execute)? */
 static bool grant_on_workers = false;
@@ -400,7 +404,10 @@ hc_grant_monitor(PG_FUNCTION_ARGS)
 	grant_begin(&t, fcinfo, "hc_grant_monitor");
 	grant_select(&t, monitor_tables, false);
 	if (hc_sql_at_least("0.4.0"))
+	{
 		grant_select(&t, monitor_tables_0_4, false);
+		grant_functions(&t, monitor_functions_0_4);
+	}
 	SPI_finish();
 	PG_RETURN_VOID();
 }
