@@ -90,7 +90,10 @@ static HcStatement judge_lease = {
 /*
  * Take the row judge_lease locked: the same token when :same_live, else
  * token + 1 (tokens per resource only grow).  :session_pid and
- * :session_started are ours, for a session-bound acquire.
+ * :session_started are ours, for a session-bound acquire.  This UPDATE
+ * changes no key, so by itself it would not wait for an hc_lock_check's FOR
+ * KEY SHARE: a new token is fenced only because unfenced_lease locked the
+ * row FOR UPDATE before it, in the same subtransaction (lease_take).
  */
 static HcStatement take_lease = {
 	"UPDATE hc_locks"
@@ -310,7 +313,7 @@ hc_lease_fence(HcCall *call, const HcLeaseHolder *holder)
 	hc_bind(&args, "now", TimestampTzGetDatum(GetCurrentTimestamp()));
 	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		lease_refuse(call, holder, NULL);
-	/* Past stale_after anyone may take it over: no check may keep them out longer. */
+	/* Past stale_after anyone may take it over: a check may not begin to keep them out. */
 	if (!DatumGetBool(hc_datum(0, "fresh", &isnull)))
 		lease_refuse(call, holder,
 					 psprintf("The lease of resource \"%s\" is stale (no heartbeat within its stale_after): any worker may take it over. Beat it (hc_lock_heartbeat) before writing under it.",

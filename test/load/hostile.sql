@@ -159,6 +159,7 @@ INSERT INTO fz_errors (fn, codes, state22) VALUES
     ('hc_lock_acquire',   '{22004,22023,22001}', NULL),
     ('hc_lock_acquire_session', '{22004,22023,22001}', NULL),
     ('hc_lock_heartbeat', '{22004,22023,22001,RS007}', NULL),
+    ('hc_lock_check', '{22004,22023,22001,RS007}', NULL),
     ('hc_lock_release',   '{22004,22023,22001}', NULL),
     ('hc_attempt_begin',  '{22004,22023,22001,RS007}', NULL),
     ('hc_attempt_complete', '{22004,22023,22001,RS007,RS004}', NULL),

@@ -201,6 +201,7 @@ hc_hold_best|'P-SEATS', 2, 'omar', 'k-new-best', '1 hour'|write
 hc_hold_many|ARRAY['S-M1', 'S-M2'], 'nina', 'k-new-many', '1 hour'|write
 hc_lock_acquire|'L-FREE', 'w-new', '3 minutes', 0|write
 hc_lock_acquire_session|'L-FREE-S', 'w-new', '3 minutes', 0|write
+hc_lock_check|'L-HELD', 'w1', 1|write
 hc_lock_heartbeat|'L-HELD', 'w1', 1|write
 hc_lock_release|'L-REL', 'w1', 1|write
 hc_order_step|'P-1', 'header', '{res_x,read}'|citus
