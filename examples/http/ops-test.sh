@@ -126,4 +126,18 @@ if grep -qE 'Traceback|ERROR' "$work/service.log"; then
 else
     echo "ok - ops: the service logged no errors"
 fi
+
+# Without HC_OPS_DATABASE_URL the page is not served, whatever the credentials.
+kill "$service_pid" 2>/dev/null && wait "$service_pid" 2>/dev/null
+HC_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_app" HC_POOL_SIZE=1 \
+    HC_OPS_USER=ops HC_OPS_PASSWORD=$password \
+    "$work/venv/bin/python" examples/http/app.py --host 127.0.0.1 --port "$http_port" >"$work/service-off.log" 2>&1 &
+service_pid=$!
+for i in $(seq 1 100); do
+    curl -sf "$base/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+check "ops: without HC_OPS_DATABASE_URL, /ops, /ops/data and /ops/events are 404" \
+    "$(status -u ops:"$password" "$base/ops") $(status -u ops:"$password" "$base/ops/data") $(status -u ops:"$password" --max-time 2 "$base/ops/events")" \
+    "404 404 404"
 exit 0
