@@ -69,17 +69,26 @@ if ! "$python" -m venv --system-site-packages "$work/venv" >"$work/pip.log" 2>&1
    ! "$work/venv/bin/pip" install -q --no-build-isolation --no-index "$work/pysrc" >>"$work/pip.log" 2>&1; then
     echo "not ok - pip installs clients/python into a venv"; sed 's/^/#   /' "$work/pip.log" | tail -10; exit 0
 fi
-# Snapshots every 60 s without notifications: what moves within seconds moved on LISTEN.
-HC_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_app" HC_POOL_SIZE=2 \
-    HC_OPS_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_monitor" \
-    HC_OPS_USER=ops HC_OPS_PASSWORD=$password HC_OPS_POLL=60 HC_OPS_MAX_VIEWERS=3 \
-    "$work/venv/bin/python" examples/http/app.py --host 127.0.0.1 --port "$http_port" >"$work/service.log" 2>&1 &
-service_pid=$!
-for i in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$http_port/healthz" >/dev/null 2>&1 && break
-    sleep 0.1
-done
 base=http://127.0.0.1:$http_port
+# serve LOG [ENV...]: the service on $http_port as the application role, with ENV; it
+# answers /healthz within 30 s, or the suite ends there.
+serve() {
+    local log=$1 i
+    shift
+    env HC_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_app" HC_POOL_SIZE=2 \
+        HC_OPS_USER=ops HC_OPS_PASSWORD="$password" "$@" \
+        "$work/venv/bin/python" examples/http/app.py --host 127.0.0.1 --port "$http_port" >"$work/$log" 2>&1 &
+    service_pid=$!
+    for i in $(seq 1 300); do
+        curl -sf "$base/healthz" >/dev/null 2>&1 && return 0
+        kill -0 "$service_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "not ok - ops: the service starts ($log)"; sed 's/^/#   /' "$work/$log" | tail -10; exit 0
+}
+# Snapshots every 60 s without notifications: what moves within seconds moved on LISTEN.
+serve service.log HC_OPS_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_monitor" \
+    HC_OPS_POLL=60 HC_OPS_MAX_VIEWERS=3
 status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 check "ops: /ops without credentials is 401, and asks for Basic" \
     "$(status "$base/ops") $(curl -s -o /dev/null -D - "$base/ops" | tr -d '\r' | grep -ci '^www-authenticate: basic')" "401 1"
@@ -129,14 +138,7 @@ fi
 
 # Without HC_OPS_DATABASE_URL the page is not served, whatever the credentials.
 kill "$service_pid" 2>/dev/null && wait "$service_pid" 2>/dev/null
-HC_DATABASE_URL="host=$host port=$port dbname=$db user=hc_ops_app" HC_POOL_SIZE=1 \
-    HC_OPS_USER=ops HC_OPS_PASSWORD=$password \
-    "$work/venv/bin/python" examples/http/app.py --host 127.0.0.1 --port "$http_port" >"$work/service-off.log" 2>&1 &
-service_pid=$!
-for i in $(seq 1 100); do
-    curl -sf "$base/healthz" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+serve service-off.log
 check "ops: without HC_OPS_DATABASE_URL, /ops, /ops/data and /ops/events are 404" \
     "$(status -u ops:"$password" "$base/ops") $(status -u ops:"$password" "$base/ops/data") $(status -u ops:"$password" --max-time 2 "$base/ops/events")" \
     "404 404 404"

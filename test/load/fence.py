@@ -1,11 +1,11 @@
 """Writes fenced by the token under real parallel load (test/load/fence.sh makes the database).
 
 16 workers race for 4 resources for SECONDS (default 15), with a stale_after of 300 ms and no
-heartbeat: a holder keeps its lease only while it works fast enough, and the others take it
-over once it goes stale (a check of a stale lease is refused).  A holder writes up to three rows under its token, each in a
-transaction of its own that begins with hc_lock_check and sleeps 0-400 ms before it writes:
-longer than stale_after, so that takeovers are tried while it is open.  Each row also records
-the resource's token as the transaction's last statement saw it.  Audited afterwards:
+heartbeat.  A holder writes a row under its token in a transaction of its own that begins with
+hc_lock_check and stays open until the lease is stale, so that the others try to take it over
+while only the fence keeps them out; its next check, the lease stale, is refused.  Each row
+also records the resource's token as the transaction's last statement saw it.  Audited
+afterwards:
 
   - every committed row was written under the token that was current when it committed
     (token_at_end = token): no takeover committed while a checked transaction was open;
@@ -49,6 +49,19 @@ def count(what, n=1):
         counts[what] += n
 
 
+def hold_until_stale(conn, resource):
+    """Keep the checked transaction open until its lease is stale, when the others may take it
+    over and only the fence keeps them out (at most 5 s; each statement reads the latest)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if conn.execute("SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks"
+                        " WHERE resource = %s", [resource]).fetchone()[0]:
+            return
+        time.sleep(0.02)
+    count("errors")
+    seen_errors.append(f"{resource}: not stale within 5 s")
+
+
 def worker(i):
     conn = connect()
     rng = random.Random(i)
@@ -71,7 +84,7 @@ def worker(i):
             try:
                 with conn.transaction():
                     conn.execute("SELECT hc_lock_check(%s, %s, %s)", [resource, owner, token])
-                    conn.execute("SELECT pg_sleep(%s)", [rng.uniform(0, 0.4)])
+                    hold_until_stale(conn, resource)
                     conn.execute("INSERT INTO fenced_writes (resource, owner, token, token_at_end)"
                                  " SELECT %s, %s, %s, token FROM hc_locks WHERE resource = %s",
                                  [resource, owner, token, resource])

@@ -12,7 +12,7 @@
 \pset format unaligned
 \pset tuples_only true
 
-SELECT plan(98);
+SELECT plan(100);
 
 ------------------------------------------------------------------------------
 -- The API as documented
@@ -216,7 +216,15 @@ SELECT is(hc_lock_acquire('T-6', 'erp-worker', '1 second', 0), 1::bigint, 'check
 BEGIN;
 SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'check: the holder''s token passes in its transaction');
 INSERT INTO tap_invoices VALUES ('o-6', 1);
-DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
+-- Until T-6's lease is stale (its stale_after is 1 second; at most 30 s on a busy machine).
+DO $$ BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN (SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6');
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT ok((SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6'),
+          'check: the lease of T-6 is stale now');
 SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), NULL::bigint,
           'check: the lease went stale meanwhile, and is not taken over while the transaction is open');
 SELECT is(hc_lock_acquire('T-6', 'erp-worker', '1 second', 0), NULL::bigint,
@@ -227,7 +235,15 @@ SELECT throws_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'RS007', NULL
 SELECT is((SELECT 1), 1, 'check: the session is usable after the refusal');
 SELECT ok(hc_lock_heartbeat('T-6', 'erp-worker', 1) IS NOT NULL, 'check: a heartbeat makes it fresh again');
 SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'check: and the check passes');
-DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
+-- Until T-6's lease is stale (its stale_after is 1 second; at most 30 s on a busy machine).
+DO $$ BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN (SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6');
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT ok((SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6'),
+          'check: the lease of T-6 is stale now');
 SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), 2::bigint,
           'check: with no check open, the stale lease is taken over: token 2');
 SELECT throws_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'RS007', NULL,
