@@ -952,3 +952,26 @@ BEGIN
        AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
 END
 $$;
+
+------------------------------------------------------------------------------
+-- Bounded history (holdcommit.history_retention)
+------------------------------------------------------------------------------
+
+-- The sweep prunes finished holds and orders whose key is forgotten, oldest
+-- end first (src/hold/prune.c, src/stock/prune.c).  A row enters these
+-- indexes only when its key is forgotten: no call that holds, sells or
+-- releases writes to them.  On a Citus worker the coordinator makes them.
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_orders'::pg_catalog.regclass) THEN
+            RETURN;
+        END IF;
+    END IF;
+    CREATE INDEX hc_reservations_finished ON @extschema@.hc_reservations (ended_at)
+        WHERE idempotency_key IS NULL AND status = ANY ('{RELEASED,EXPIRED}'::text[]);
+    CREATE INDEX hc_stock_orders_finished ON @extschema@.hc_stock_orders (ended_at)
+        WHERE idempotency_key IS NULL AND status <> 'RESERVED';
+END
+$$;

@@ -40,9 +40,11 @@
 #include "utils/tuplestore.h"
 
 #include "admin/sweep.h"
+#include "common/settings.h"
 #include "common/validate.h"
 #include "core/placement.h"
 #include "core/statement.h"
+#include "core/version.h"
 
 PG_FUNCTION_INFO_V1(hc_sweep);
 
@@ -85,19 +87,44 @@ static HcStatement record_sqlstate = {
 	{{"sqlstate", TEXTOID}}
 };
 
+/*
+ * Whether history is pruned here, and before when: what ended before both
+ * retentions (a key outlives its reservation whatever the settings).  Not
+ * with holdcommit.history_retention 0, nor on SQL before 0.4.0, nor yet on
+ * Citus (doc/scale-out.md).
+ */
+static bool
+history_horizon(HcCall *call, TimestampTz *horizon)
+{
+	int			retention = Max(hc_history_retention, hc_idempotency_retention);
+
+	if (hc_history_retention == 0 || !hc_sql_at_least("0.4.0") || hc_distributed(call))
+		return false;
+	*horizon = call->now - (int64) retention * USECS_PER_SEC;
+	return true;
+}
+
 /* One batch of every kind in the tables (or shards) of call. */
 static bool
 sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
 	HcSweepCounts before = *counts;
+	TimestampTz horizon;
 
 	counts->expired_holds += hc_hold_sweep(call, batch_size, counts);
 	hc_stock_sweep(call, batch_size, counts);
 	counts->purged_keys += hc_idempotency_sweep(call, batch_size, counts);
+	if (history_horizon(call, &horizon))
+	{
+		hc_hold_prune(call, batch_size, horizon, counts);
+		hc_stock_prune(call, batch_size, horizon, counts);
+	}
 	if (counts->expired_holds != before.expired_holds ||
 		counts->expired_reservations != before.expired_reservations ||
 		counts->released_units != before.released_units ||
-		counts->purged_keys != before.purged_keys)
+		counts->purged_keys != before.purged_keys ||
+		counts->pruned_holds != before.pruned_holds ||
+		counts->pruned_orders != before.pruned_orders)
 		return true;
 	/* The last batch: the gathers of spread products, in a worker's transactions. */
 	hc_stock_gather_start(call);
@@ -265,6 +292,7 @@ hc_sweep(PG_FUNCTION_ARGS)
 	/* What outlives the batches (the ledger's actor) is made before them. */
 	(void) hc_actor(&call);
 	outer = call.outer;
+	counts.keep = outer;
 	batch_context = AllocSetContextCreate(outer, "hc_sweep batch", ALLOCSET_DEFAULT_SIZES);
 	call.outer = batch_context;
 	for (;;)

@@ -16,6 +16,7 @@
 #include "core/version.h"
 
 int			hc_idempotency_retention = 24 * 3600;
+int			hc_history_retention = 30 * 24 * 3600;
 int			hc_max_ttl = 24 * 3600;
 int			hc_max_hold = 2 * 3600;
 int			hc_max_items = 100;
@@ -53,6 +54,25 @@ hc_check_databases(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * holdcommit.history_retention is 0 (keep everything) or at least
+ * idempotency_retention: a reservation must not leave before its key, or a
+ * retry would make a second sale.  (Pruning also keeps whatever still has
+ * its key, should idempotency_retention be raised later: prune.h.)
+ */
+static bool
+hc_check_history_retention(int *newval, void **extra, GucSource source)
+{
+	if (*newval != 0 && *newval < hc_idempotency_retention)
+	{
+		GUC_check_errdetail("holdcommit.history_retention (%d s) is below holdcommit.idempotency_retention (%d s).",
+							*newval, hc_idempotency_retention);
+		GUC_check_errhint("Set it to 0 (keep all history) or at least holdcommit.idempotency_retention.");
+		return false;
+	}
+	return true;
+}
+
+/*
  * Define the settings.  They are policy, so only a superuser (or the
  * configuration file, ALTER DATABASE/ROLE) may change them; the sweeper's
  * are read from the configuration file (SIGHUP).
@@ -67,6 +87,14 @@ hc_settings_define(void)
 							24 * 3600, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	/* After idempotency_retention, which its check reads. */
+	DefineCustomIntVariable("holdcommit.history_retention",
+							"How long finished holds and stock reservations, with their ledger rows, are kept; 0 keeps them forever.",
+							"The sweep prunes them once ended this long ago and their key is forgotten; at least holdcommit.idempotency_retention.",
+							&hc_history_retention,
+							30 * 24 * 3600, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S,
+							hc_check_history_retention, NULL, NULL);
 	DefineCustomIntVariable("holdcommit.max_ttl",
 							"The longest ttl a hold or reservation may ask for.",
 							NULL,

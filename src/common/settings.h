@@ -6,6 +6,7 @@
 #define HOLDCOMMIT_SETTINGS_H
 
 extern int	hc_idempotency_retention;
+extern int	hc_history_retention;
 extern int	hc_max_ttl;
 extern int	hc_max_hold;
 extern int	hc_max_items;

@@ -24,6 +24,9 @@ typedef struct HcSweepCounts
 	int64		expired_reservations;	/* stock reservations ended as EXPIRED */
 	int64		released_units;			/* stock units that stopped counting */
 	int64		purged_keys;			/* idempotency keys forgotten */
+	int64		pruned_holds;			/* finished holds pruned (history) */
+	int64		pruned_orders;			/* finished stock orders pruned */
+	int64		carried_rows;			/* their product ledger rows carried forward */
 
 	/*
 	 * Where each kind's next batch starts, once a batch has taken some: the
@@ -41,6 +44,14 @@ typedef struct HcSweepCounts
 	bool		lines_done;		/* no product is left with expired lines */
 	HcSweepFrom orders;			/* orders left RESERVED (expires_at) */
 	bool		orders_done;	/* no order is left RESERVED with no counted line */
+	HcSweepFrom pruned_holds_from;	/* finished holds (ended_at) */
+	HcSweepFrom pruned_orders_from; /* finished orders (ended_at) */
+	/*
+	 * Where the carry of each product's part goes on within this sweep
+	 * (stock/prune.c), kept in `keep`, which lasts as long as the sweep.
+	 */
+	MemoryContext keep;
+	struct HTAB *carry_from;
 	/* on Citus: the group of this node's shards being swept (route.c) */
 	int			shard_group;
 } HcSweepCounts;
@@ -87,6 +98,12 @@ hc_sweep_run(HcCall *call, HcStatement *stmt, const char *from_param, HcSweepFro
 extern int64 hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern void hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern int64 hc_idempotency_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
+
+/* History past holdcommit.history_retention (hold/prune.c, stock/prune.c). */
+extern int64 hc_hold_prune(HcCall *call, int batch_size, TimestampTz horizon,
+						   HcSweepCounts *counts);
+extern int64 hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon,
+							HcSweepCounts *counts);
 
 /* At a sweep's end: start the gather of the products spread automatically that are due (stock/). */
 extern void hc_stock_gather_start(HcCall *call);
