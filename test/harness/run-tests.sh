@@ -253,7 +253,7 @@ for f in test/pgtap/*.sql; do
     suite quick,major "pgtap/$(basename "$f" .sql)" pgtap "$f"
 done
 # The load suites that the other majors run too.
-major_load="autonomous best-plans cron fence hostile lease search-paths seats sweep sweepers"
+major_load="autonomous best-plans cron fence history hostile lease search-paths seats sweep sweepers"
 for f in test/load/*.sh; do
     f=$(basename "$f" .sh)
     suite "full$(grep -qw "$f" <<<"$major_load" && echo ,major)" "load/$f" bash "test/load/$f.sh"
