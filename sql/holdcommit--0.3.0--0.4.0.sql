@@ -960,7 +960,11 @@ $$;
 -- The sweep prunes finished holds and orders whose key is forgotten, oldest
 -- end first (src/hold/prune.c, src/stock/prune.c).  A row enters these
 -- indexes only when its key is forgotten: no call that holds, sells or
--- releases writes to them.  On a Citus worker the coordinator makes them.
+-- releases writes to them.  The key's test is num_nulls(), which only these
+-- indexes serve: a plan made on statistics from before the keys were
+-- forgotten cannot take the key's unique index for it instead and walk
+-- every forgotten key for each batch.  On a Citus worker the coordinator
+-- makes them.
 DO $$
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
@@ -970,8 +974,10 @@ BEGIN
         END IF;
     END IF;
     CREATE INDEX hc_reservations_finished ON @extschema@.hc_reservations (ended_at)
-        WHERE idempotency_key IS NULL AND status = ANY ('{RELEASED,EXPIRED}'::text[]);
+        WHERE pg_catalog.num_nulls(idempotency_key) OPERATOR(pg_catalog.=) 1
+          AND status OPERATOR(pg_catalog.=) ANY ('{RELEASED,EXPIRED}'::pg_catalog.text[]);
     CREATE INDEX hc_stock_orders_finished ON @extschema@.hc_stock_orders (ended_at)
-        WHERE idempotency_key IS NULL AND status <> 'RESERVED';
+        WHERE pg_catalog.num_nulls(idempotency_key) OPERATOR(pg_catalog.=) 1
+          AND status OPERATOR(pg_catalog.<>) 'RESERVED';
 END
 $$;

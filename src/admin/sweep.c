@@ -126,6 +126,9 @@ sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 		counts->pruned_holds != before.pruned_holds ||
 		counts->pruned_orders != before.pruned_orders)
 		return true;
+	/* Nothing more to prune: the carries of the products it touched. */
+	if (hc_stock_carry(call, batch_size, counts) > 0)
+		return true;
 	/* The last batch: the gathers of spread products, in a worker's transactions. */
 	hc_stock_gather_start(call);
 	return false;

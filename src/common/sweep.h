@@ -47,11 +47,11 @@ typedef struct HcSweepCounts
 	HcSweepFrom pruned_holds_from;	/* finished holds (ended_at) */
 	HcSweepFrom pruned_orders_from; /* finished orders (ended_at) */
 	/*
-	 * Where the carry of each product's part goes on within this sweep
+	 * The products whose orders this sweep pruned, to be carried at its end
 	 * (stock/prune.c), kept in `keep`, which lasts as long as the sweep.
 	 */
 	MemoryContext keep;
-	struct HTAB *carry_from;
+	struct HTAB *carry_pending;
 	/* on Citus: the group of this node's shards being swept (route.c) */
 	int			shard_group;
 } HcSweepCounts;
@@ -104,6 +104,7 @@ extern int64 hc_hold_prune(HcCall *call, int batch_size, TimestampTz horizon,
 						   HcSweepCounts *counts);
 extern int64 hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon,
 							HcSweepCounts *counts);
+extern int64 hc_stock_carry(HcCall *call, int batch_size, HcSweepCounts *counts);
 
 /* At a sweep's end: start the gather of the products spread automatically that are due (stock/). */
 extern void hc_stock_gather_start(HcCall *call);

@@ -24,15 +24,20 @@
 
 /*
  * Up to :batch_size finished holds that ended before :horizon, from
- * :resume_from on (the ended_at the last batch reached): every seat of each
- * one's reservation locked (SKIP LOCKED; a reservation not locked whole, or
- * with a seat not yet prunable, stays), deleted, and its ledger rows with
- * it.  Rows are deleted by the ctids just locked and the ledger reached by
- * its key (kind, entity_id), so no plan depends on estimates (doc/
- * architecture.md, "Plan policy").
+ * :resume_from on (the ended_at the last batch reached), by the index of
+ * finished holds: every seat of each one's reservation locked (SKIP LOCKED;
+ * a reservation not locked whole, or with a seat not yet prunable, stays),
+ * deleted, and its ledger rows with it.  No plan depends on estimates
+ * (doc/architecture.md, "Plan policy"): the key is tested with num_nulls(),
+ * which only that index serves; a reservation's seats are reached by id and
+ * its ledger rows by their key (kind, entity_id), each in a subquery run
+ * once per row (OFFSET 0: never joined another way); the whole reservations
+ * are an uncorrelated IN kept out of the join tree (IS TRUE), which
+ * PostgreSQL hashes once; rows are deleted by the ctids just locked.
  */
 #define PRUNABLE(r) \
-	r ".idempotency_key IS NULL AND " r ".status" EQ "ANY ('{RELEASED,EXPIRED}'::pg_catalog.text[])" \
+	"pg_catalog.num_nulls(" r ".idempotency_key)" EQ "1" \
+	" AND " r ".status" EQ "ANY ('{RELEASED,EXPIRED}'::pg_catalog.text[])" \
 	" AND " r ".ended_at" LT ":horizon"
 static HcStatement prune_holds = {
 	"WITH candidates AS ("
@@ -43,15 +48,17 @@ static HcStatement prune_holds = {
 	"  SELECT s.tid, s.asset_id, s.id"
 	"    FROM (SELECT DISTINCT id FROM candidates) c"
 	"   CROSS JOIN LATERAL ("
-	"     SELECT r.ctid AS tid, r.asset_id, r.id FROM hc_reservations r"
-	"      WHERE r.id" EQ "c.id" " AND " PRUNABLE("r")
-	"        FOR UPDATE SKIP LOCKED) s),"
+	"     SELECT r.ctid AS tid, r.asset_id, r.id, r.idempotency_key, r.status, r.ended_at"
+	"       FROM hc_reservations r WHERE r.id" EQ "c.id"
+	"     OFFSET 0 FOR UPDATE SKIP LOCKED) s"
+	"   WHERE " PRUNABLE("s") "),"
 	" whole AS ("
 	"  SELECT l.id FROM locked l GROUP BY l.id"
 	"  HAVING pg_catalog.count(*)" EQ "(SELECT pg_catalog.count(*) FROM hc_reservations a"
 	"                                  WHERE a.id" EQ "l.id)),"
 	" doomed AS ("
-	"  SELECT l.tid, l.asset_id, l.id FROM locked l WHERE l.id" EQ "ANY (SELECT id FROM whole)),"
+	"  SELECT l.tid, l.asset_id, l.id FROM locked l"
+	"   WHERE (l.id" EQ "ANY (SELECT id FROM whole)) IS TRUE),"
 	" gone AS ("
 	"  DELETE FROM hc_reservations r WHERE r.ctid" EQ "ANY (ARRAY(SELECT tid FROM doomed))"
 	"  RETURNING r.id),"
@@ -60,7 +67,7 @@ static HcStatement prune_holds = {
 	"    SELECT x.tid FROM doomed d"
 	"     CROSS JOIN LATERAL (SELECT g.ctid AS tid FROM hc_ledger g"
 	"                          WHERE g.kind" EQ "'asset' AND g.entity_id" EQ "d.asset_id"
-	"                            AND g.reservation_id" EQ "d.id) x))"
+	"                            AND g.reservation_id" EQ "d.id OFFSET 0) x))"
 	"  RETURNING 1)"
 	" SELECT (SELECT pg_catalog.count(DISTINCT id) FROM gone) AS pruned,"
 	"        (SELECT pg_catalog.count(*) FROM ledger) AS ledger_rows,"

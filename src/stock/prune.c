@@ -22,9 +22,10 @@
  *      the ledger; two carries of one product at once meet at a lock the
  *      second does not wait for (it skips the product, left for the next
  *      sweep).
- *   4. Each carry walks a part's rows in seq order from where this sweep's
- *      last carry of that part stopped (counts->carry_from), so a sweep
- *      never walks twice over the rows it has deleted.
+ *   4. A sweep carries each product once, at its end, however many of its
+ *      batches pruned the product's orders (counts->carry_pending): so it
+ *      never walks again over the rows it has carried, and runs a few
+ *      statements per product, not per batch.
  */
 #include "postgres.h"
 
@@ -44,14 +45,17 @@
 
 /*
  * Up to :batch_size finished orders that ended before :horizon, from
- * :resume_from on: each locked (SKIP LOCKED) with its lines, deleted if
- * every line it has was locked and has ended.  Rows go by the ctids just
- * locked, lines are reached by their reservation index: no plan depends on
- * estimates.  One row per product of the orders pruned (or one row with
- * no product), each with the counts.
+ * :resume_from on, by the index of finished orders (the key tested with
+ * num_nulls(), which only that index serves, as for holds): each locked
+ * (SKIP LOCKED) with its lines, deleted if every line it has was locked and
+ * has ended.  Lines are reached by their reservation index in a subquery
+ * run once per order, rows deleted by the ctids just locked: no plan
+ * depends on estimates.  One row per product of the orders pruned (or one
+ * row with no product), each with the counts.
  */
 #define PRUNABLE(o) \
-	o ".idempotency_key IS NULL AND " o ".status" NE "'RESERVED' AND " o ".ended_at" LT ":horizon"
+	"pg_catalog.num_nulls(" o ".idempotency_key)" EQ "1 AND " o ".status" NE "'RESERVED'" \
+	" AND " o ".ended_at" LT ":horizon"
 static HcStatement prune_orders = {
 	"WITH candidates AS ("
 	"  SELECT o.ctid AS tid, o.id, o.scope_id, o.products, o.qty, o.ended_at"
@@ -64,7 +68,7 @@ static HcStatement prune_orders = {
 	"    FROM candidates c"
 	"   CROSS JOIN LATERAL ("
 	"     SELECT l.ctid AS tid, l.reservation_id, l.status FROM hc_stock_order_lines l"
-	"      WHERE l.reservation_id" EQ "c.id FOR UPDATE SKIP LOCKED) l"
+	"      WHERE l.reservation_id" EQ "c.id OFFSET 0 FOR UPDATE SKIP LOCKED) l"
 	"   WHERE c.qty IS NULL),"
 	" ended_lines AS ("
 	"  SELECT reservation_id, pg_catalog.count(*) AS n FROM lines"
@@ -78,7 +82,7 @@ static HcStatement prune_orders = {
 	"  RETURNING o.id),"
 	" gone_lines AS ("
 	"  DELETE FROM hc_stock_order_lines l WHERE l.ctid" EQ "ANY (ARRAY("
-	"    SELECT tid FROM lines WHERE reservation_id" EQ "ANY (SELECT id FROM whole)))"
+	"    SELECT tid FROM lines WHERE (reservation_id" EQ "ANY (SELECT id FROM whole)) IS TRUE))"
 	"  RETURNING 1)"
 	" SELECT p.product_id, s.pruned, s.walked, s.last"
 	"   FROM (SELECT (SELECT pg_catalog.count(*) FROM gone_orders) AS pruned,"
@@ -161,38 +165,30 @@ static HcStatement carry_part = {
 	 HC_LEDGER_PARAMS}
 };
 
-/* Where this sweep's next carry of a product's part starts. */
-typedef struct CarryFrom
+/* A product whose orders this sweep has pruned: its rows are carried at the sweep's end. */
+typedef struct CarryPending
 {
 	char		product_id[HC_MAX_ID_BYTES + 1];	/* zero-padded: the key is hashed whole */
-	int32		part;
-	int64		from;
-} CarryFrom;
+} CarryPending;
 
-static CarryFrom *
-carry_from(HcSweepCounts *counts, const char *product_id, int32 part)
+static void
+carry_later(HcSweepCounts *counts, const char *product_id)
 {
-	CarryFrom	key;
-	CarryFrom  *entry;
-	bool		found;
+	CarryPending key;
 
-	if (counts->carry_from == NULL)
+	if (counts->carry_pending == NULL)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = offsetof(CarryFrom, from);
-		ctl.entrysize = sizeof(CarryFrom);
+		ctl.keysize = sizeof(CarryPending);
+		ctl.entrysize = sizeof(CarryPending);
 		ctl.hcxt = counts->keep ? counts->keep : CurrentMemoryContext;
-		counts->carry_from = hash_create("holdcommit carry", 64, &ctl,
-										 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		counts->carry_pending = hash_create("holdcommit carries", 64, &ctl,
+											HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	memset(&key, 0, sizeof(key));
 	strlcpy(key.product_id, product_id, sizeof(key.product_id));
-	key.part = part;
-	entry = hash_search(counts->carry_from, &key, HASH_ENTER, &found);
-	if (!found)
-		entry->from = (int64) part << 48;
-	return entry;
+	(void) hash_search(counts->carry_pending, &key, HASH_ENTER, NULL);
 }
 
 /* This transaction carries the product's rows, unless another one is. */
@@ -208,9 +204,14 @@ carry_lock(const char *product_id)
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
-/* Carry forward the rows of each part of a product; returns the order rows carried. */
+/*
+ * Carry forward the rows of each part of a product, from the part's first
+ * row until one of an order that still exists (what follows it waits for
+ * the next sweep that prunes an order of this product); returns the order
+ * rows carried.
+ */
 static int64
-carry_product(HcCall *call, const char *product_id, int batch_size, HcSweepCounts *counts)
+carry_product(HcCall *call, const char *product_id, int batch_size)
 {
 	HcArgs		args;
 	uint64		nparts;
@@ -229,34 +230,23 @@ carry_product(HcCall *call, const char *product_id, int batch_size, HcSweepCount
 
 	for (i = 0; i < nparts; i++)
 	{
-		CarryFrom  *from = carry_from(counts, product_id, parts[i]);
+		int64		from = (int64) parts[i] << 48;
 
 		for (;;)
 		{
-			int64		walked;
-			int64		done;
 			bool		clear;
 
 			hc_args(&args, &carry_part);
 			hc_bind_text(&args, "product_id", product_id);
-			hc_bind(&args, "from", Int64GetDatum(from->from));
+			hc_bind(&args, "from", Int64GetDatum(from));
 			hc_bind(&args, "part_end", Int64GetDatum(((int64) parts[i] + 1) << 48));
 			hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
 			hc_run(call, &args, SPI_OK_SELECT);
-			walked = hc_int64(0, "walked");
-			done = hc_int64(0, "carried");
-			carried += done;
-			if (walked == 0)
-				break;
-			/*
-			 * The next carry starts at the first row of an order that still
-			 * exists (it may be pruned later in this sweep), or past the
-			 * rows walked; what follows such a row waits for the next batch.
-			 */
+			carried += hc_int64(0, "carried");
 			hc_datum(0, "blocker", &clear);
-			from->from = clear ? hc_int64(0, "last") + 1 : hc_int64(0, "blocker");
-			if (!clear || walked < batch_size)
+			if (!clear || hc_int64(0, "walked") < batch_size)
 				break;
+			from = hc_int64(0, "last") + 1;
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
@@ -264,8 +254,10 @@ carry_product(HcCall *call, const char *product_id, int batch_size, HcSweepCount
 }
 
 /*
- * One batch of finished orders ended before horizon, then the carry of
- * their products' ledger rows; returns how many orders were pruned.
+ * One batch of finished orders ended before horizon; returns how many were
+ * pruned.  Their products are carried at the sweep's end (hc_stock_carry):
+ * once per sweep, not once per batch, however many batches pruned their
+ * orders.
  */
 int64
 hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon, HcSweepCounts *counts)
@@ -274,7 +266,6 @@ hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon, HcSweepCounts 
 	uint64		n;
 	uint64		i;
 	int64		pruned;
-	char	  **products;
 
 	hc_args(&args, &prune_orders);
 	hc_bind(&args, "horizon", TimestampTzGetDatum(horizon));
@@ -285,14 +276,36 @@ hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon, HcSweepCounts 
 	if (hc_int64(0, "walked") > 0)
 		hc_sweep_reached(&counts->pruned_orders_from, hc_timestamptz(0, "last"));
 	counts->pruned_orders += pruned;
-	if (pruned == 0)
-		return 0;
-
-	/* Each carry runs statements of its own: the products first. */
-	products = palloc(sizeof(char *) * n);
-	for (i = 0; i < n; i++)
-		products[i] = hc_text(call, (int) i, "product_id");
-	for (i = 0; i < n; i++)
-		counts->carried_rows += carry_product(call, products[i], batch_size, counts);
+	for (i = 0; pruned > 0 && i < n; i++)
+		carry_later(counts, hc_text(call, (int) i, "product_id"));
 	return pruned;
+}
+
+/*
+ * Up to batch_size of the products whose orders this sweep pruned, carried;
+ * returns how many.  A product another sweep is carrying is left to it.
+ */
+int64
+hc_stock_carry(HcCall *call, int batch_size, HcSweepCounts *counts)
+{
+	HASH_SEQ_STATUS scan;
+	CarryPending *entry = NULL;
+	CarryPending *batch;
+	int			n = 0;
+	int			i;
+
+	if (counts->carry_pending == NULL)
+		return 0;
+	/* Taken out of the set first: a carry runs statements, which may fail. */
+	batch = palloc(sizeof(CarryPending) * batch_size);
+	hash_seq_init(&scan, counts->carry_pending);
+	while (n < batch_size && (entry = hash_seq_search(&scan)) != NULL)
+		batch[n++] = *entry;
+	if (entry != NULL)
+		hash_seq_term(&scan);
+	for (i = 0; i < n; i++)
+		(void) hash_search(counts->carry_pending, &batch[i], HASH_REMOVE, NULL);
+	for (i = 0; i < n; i++)
+		counts->carried_rows += carry_product(call, batch[i].product_id, batch_size);
+	return n;
 }

@@ -17,7 +17,10 @@
 # And at 10,000, the same backlog swept in one batch (hc_sweep(1000000), as
 # in issue 18: 15 s instead of 0.3 s) by a new session planning on the full
 # tables without statistics, next to an analyzed copy.  Then hc_check() in
-# each session, timed.  Then the background sweeper's first runs in a copy
+# each session, timed.  Then, in each session, forty days pass for what the
+# sweep ended (ended_at moves back), and the next hc_sweep() prunes it all
+# (holdcommit.history_retention): every hold, order and line, and the
+# products' ledger rows carried forward; timed.  Then the background sweeper's first runs in a copy
 # of the backlog, never analyzed, timed.  Everything must be swept once, hc_check() empty, and
 # the times per row (a hold or a line) of fresh and analyzed, and of 10,000
 # and 100,000, within 2x of each other (times below a floor count as the
@@ -165,9 +168,21 @@ SELECT clock_timestamp() AS t0, public.cpu_ticks() AS c0 \\gset
 SELECT 'check', count(*) FROM hc_check();
 SELECT 'check_cpu', round((public.cpu_ticks() - :c0)::numeric / $ticks, 2);
 SELECT 'check_s', round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 3);
+\\! $work/barrier.sh $me.checked $them.checked
+UPDATE hc_reservations SET ended_at = ended_at - interval '40 days';
+UPDATE hc_stock_orders SET ended_at = ended_at - interval '40 days';
+\\! $work/barrier.sh $me.aged $them.aged
+SELECT clock_timestamp() AS t0, public.cpu_ticks() AS c0 \\gset
+SELECT 'prune', count(*) FROM hc_sweep($batch);
+SELECT 'prune_cpu', round((public.cpu_ticks() - :c0)::numeric / $ticks, 2);
+SELECT 'prune_s', round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 3);
+SELECT 'pruned', (SELECT count(*) FROM hc_reservations), (SELECT count(*) FROM hc_stock_orders),
+       (SELECT count(*) FROM hc_stock_order_lines),
+       (SELECT count(*) FROM hc_ledger WHERE kind = 'product' AND event NOT IN ('stock_set', 'carry')),
+       (SELECT count(*) FROM hc_check());
 SQL
     local rc=$?
-    touch "$me.ready" "$me.swept"
+    touch "$me.ready" "$me.swept" "$me.checked" "$me.aged"
     return $rc
 }
 
@@ -224,8 +239,11 @@ verify() {
                            (SELECT sum(reserved) FROM hc_inventory),
                            (SELECT count(*) FROM hc_idempotency_keys)")" "0|0|0|0|0"
     check "$tag: hc_check() finds nothing" "$(field "$out" check)" "0"
+    check "$tag: 40 days later the sweep prunes every hold, order and line, carries the products' rows, hc_check() empty" \
+        "$(field "$out" pruned)" "0|0|0|0|0"
     echo "# $tag: sweep $(field "$out" sweep_s) s ($(field "$out" sweep_cpu) s of CPU)," \
-         "hc_check() $(field "$out" check_s) s ($(field "$out" check_cpu) s of CPU)"
+         "hc_check() $(field "$out" check_s) s ($(field "$out" check_cpu) s of CPU)," \
+         "prune $(field "$out" prune_s) s ($(field "$out" prune_cpu) s of CPU)"
     # The plans of the statements inside that took over 3 s, and any error.
     awk '/^(WARNING|LOG):  duration/ { flush(); keep = 1 }
          /^(ERROR|FATAL|psql)/ { flush(); keep = 1 }
@@ -235,7 +253,7 @@ verify() {
          END { flush() }' "$work/$tag.err" | cut -c1-200 | head -60 | sed "s/^/# $tag:   /"
 }
 
-declare -A sweep_us check_us
+declare -A sweep_us check_us prune_us
 for n in $sizes; do
     t=${db}_t$n
     new_db "$t" && install "$t" || { echo "not ok - database for $n set up"; exit 0; }
@@ -272,7 +290,9 @@ for n in $sizes; do
     for tag in fresh analyzed; do
         sweep_us[$tag$n]=$(us_per_row "$(seconds "$work/$tag$n.out" sweep)" $((2 * n)))
         check_us[$tag$n]=$(us_per_row "$(seconds "$work/$tag$n.out" check)" $((2 * n)))
+        prune_us[$tag$n]=$(us_per_row "$(seconds "$work/$tag$n.out" prune)" $((2 * n)))
     done
+    within2x "the prune of $n, fresh and analyzed" "${prune_us[fresh$n]}" "${prune_us[analyzed$n]}" $sweep_floor_us
     within2x "hc_sweep() of $n, fresh and analyzed" "${sweep_us[fresh$n]}" "${sweep_us[analyzed$n]}" $sweep_floor_us
     within2x "hc_check() of $n, fresh and analyzed" "${check_us[fresh$n]}" "${check_us[analyzed$n]}" $check_floor_us
 
@@ -317,6 +337,9 @@ for n in $sizes; do
         within2x "hc_sweep(1000000) of $n in one batch, fresh and analyzed" \
             "$(us_per_row "$(seconds "$work/once$n.out" sweep)" $((2 * n)))" \
             "$(us_per_row "$(seconds "$work/analyzed_once$n.out" sweep)" $((2 * n)))" $sweep_floor_us
+        within2x "the prune of $n in one batch, fresh and analyzed" \
+            "$(us_per_row "$(seconds "$work/once$n.out" prune)" $((2 * n)))" \
+            "$(us_per_row "$(seconds "$work/analyzed_once$n.out" prune)" $((2 * n)))" $sweep_floor_us
         for d in "${db}_g$n" "${db}_b$n"; do
             psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
         done
@@ -338,5 +361,7 @@ if [ $# -ge 2 ]; then
             "${sweep_us[$tag$small]}" "${sweep_us[$tag$large]}" $sweep_floor_us
         within2x "hc_check() $tag, per row at $small and at $large" \
             "${check_us[$tag$small]}" "${check_us[$tag$large]}" $check_floor_us
+        within2x "the prune $tag, per row at $small and at $large" \
+            "${prune_us[$tag$small]}" "${prune_us[$tag$large]}" $sweep_floor_us
     done
 fi
