@@ -981,3 +981,21 @@ BEGIN
           AND status OPERATOR(pg_catalog.<>) 'RESERVED';
 END
 $$;
+
+-- The products whose pruned orders left ledger rows to carry forward
+-- (src/stock/prune.c): marked due by the statement that prunes the orders,
+-- so that a carry a sweep could not finish (its time slice, another sweep
+-- carrying the product, an error) is never lost; and where the next walk of
+-- each part starts (parts_from[part + 1]: the rows before it are carried or
+-- kept), so that no carry walks again over what earlier ones have passed.
+-- Only the sweep writes it.
+CREATE TABLE @extschema@.hc_stock_carries (
+    product_id  text PRIMARY KEY,
+    due         boolean NOT NULL DEFAULT true,
+    parts_from  bigint[],
+    carried_at  timestamptz
+);
+COMMENT ON TABLE @extschema@.hc_stock_carries IS
+    'Per product: whether its pruned orders'' ledger rows await their carry, and where each part''s next walk starts.';
+CREATE INDEX hc_stock_carries_due ON @extschema@.hc_stock_carries (product_id) WHERE due;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_carries', '');

@@ -126,8 +126,8 @@ sweep_batch(HcCall *call, int batch_size, HcSweepCounts *counts)
 		counts->pruned_holds != before.pruned_holds ||
 		counts->pruned_orders != before.pruned_orders)
 		return true;
-	/* Nothing more to prune: the carries of the products it touched. */
-	if (hc_stock_carry(call, batch_size, counts) > 0)
+	/* Nothing more to prune: the carries of the products due. */
+	if (history_horizon(call, &horizon) && hc_stock_carry(call, batch_size, counts) > 0)
 		return true;
 	/* The last batch: the gathers of spread products, in a worker's transactions. */
 	hc_stock_gather_start(call);
@@ -295,7 +295,6 @@ hc_sweep(PG_FUNCTION_ARGS)
 	/* What outlives the batches (the ledger's actor) is made before them. */
 	(void) hc_actor(&call);
 	outer = call.outer;
-	counts.keep = outer;
 	batch_context = AllocSetContextCreate(outer, "hc_sweep batch", ALLOCSET_DEFAULT_SIZES);
 	call.outer = batch_context;
 	for (;;)

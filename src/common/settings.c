@@ -56,13 +56,16 @@ hc_check_databases(char **newval, void **extra, GucSource source)
 /*
  * holdcommit.history_retention is 0 (keep everything) or at least
  * idempotency_retention: a reservation must not leave before its key, or a
- * retry would make a second sale.  (Pruning also keeps whatever still has
- * its key, should idempotency_retention be raised later: prune.h.)
+ * retry would make a second sale.  A SET below it is refused.  From the
+ * configuration file, ALTER DATABASE or ALTER ROLE, where the two may come
+ * in either order, it is taken: the sweep never prunes before either
+ * retention has passed, nor anything whose key is still remembered
+ * (admin/sweep.c), so the order cannot make it unsafe.
  */
 static bool
 hc_check_history_retention(int *newval, void **extra, GucSource source)
 {
-	if (*newval != 0 && *newval < hc_idempotency_retention)
+	if (source == PGC_S_SESSION && *newval != 0 && *newval < hc_idempotency_retention)
 	{
 		GUC_check_errdetail("holdcommit.history_retention (%d s) is below holdcommit.idempotency_retention (%d s).",
 							*newval, hc_idempotency_retention);

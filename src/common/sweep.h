@@ -26,7 +26,7 @@ typedef struct HcSweepCounts
 	int64		purged_keys;			/* idempotency keys forgotten */
 	int64		pruned_holds;			/* finished holds pruned (history) */
 	int64		pruned_orders;			/* finished stock orders pruned */
-	int64		carried_rows;			/* their product ledger rows carried forward */
+	int64		carried_rows;			/* product ledger rows carried forward */
 
 	/*
 	 * Where each kind's next batch starts, once a batch has taken some: the
@@ -46,12 +46,6 @@ typedef struct HcSweepCounts
 	bool		orders_done;	/* no order is left RESERVED with no counted line */
 	HcSweepFrom pruned_holds_from;	/* finished holds (ended_at) */
 	HcSweepFrom pruned_orders_from; /* finished orders (ended_at) */
-	/*
-	 * The products whose orders this sweep pruned, to be carried at its end
-	 * (stock/prune.c), kept in `keep`, which lasts as long as the sweep.
-	 */
-	MemoryContext keep;
-	struct HTAB *carry_pending;
 	/* on Citus: the group of this node's shards being swept (route.c) */
 	int			shard_group;
 } HcSweepCounts;

@@ -27,7 +27,9 @@
  * :resume_from on (the ended_at the last batch reached), by the index of
  * finished holds: every seat of each one's reservation locked (SKIP LOCKED;
  * a reservation not locked whole, or with a seat not yet prunable, stays),
- * deleted, and its ledger rows with it.  No plan depends on estimates
+ * deleted, and its ledger rows with it: each asset's rows read once for
+ * all the holds of the batch on it (a seat held and let go thousands of
+ * times has that many rows).  No plan depends on estimates
  * (doc/architecture.md, "Plan policy"): the key is tested with num_nulls(),
  * which only that index serves; a reservation's seats are reached by id and
  * its ledger rows by their key (kind, entity_id), each in a subquery run
@@ -64,10 +66,11 @@ static HcStatement prune_holds = {
 	"  RETURNING r.id),"
 	" ledger AS ("
 	"  DELETE FROM hc_ledger g WHERE g.ctid" EQ "ANY (ARRAY("
-	"    SELECT x.tid FROM doomed d"
+	"    SELECT x.tid"
+	"      FROM (SELECT asset_id, pg_catalog.array_agg(id) AS ids FROM doomed GROUP BY asset_id) d"
 	"     CROSS JOIN LATERAL (SELECT g.ctid AS tid FROM hc_ledger g"
 	"                          WHERE g.kind" EQ "'asset' AND g.entity_id" EQ "d.asset_id"
-	"                            AND g.reservation_id" EQ "d.id OFFSET 0) x))"
+	"                            AND g.reservation_id" EQ "ANY (d.ids) OFFSET 0) x))"
 	"  RETURNING 1)"
 	" SELECT (SELECT pg_catalog.count(DISTINCT id) FROM gone) AS pruned,"
 	"        (SELECT pg_catalog.count(*) FROM ledger) AS ledger_rows,"

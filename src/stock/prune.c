@@ -30,28 +30,23 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "miscadmin.h"
-#include "storage/lmgr.h"
-#include "storage/lock.h"
-#include "utils/hsearch.h"
+#include "utils/array.h"
 
 #include "common/ledger.h"
 #include "common/sweep.h"
 #include "stock/stock.h"
-
-/* Carries of a product's rows meet at an advisory lock with this in field 4. */
-#define HC_CARRY_LOCK_SPACE	0x4844
 
 /*
  * Up to :batch_size finished orders that ended before :horizon, from
  * :resume_from on, by the index of finished orders (the key tested with
  * num_nulls(), which only that index serves, as for holds): each locked
  * (SKIP LOCKED) with its lines, deleted if every line it has was locked and
- * has ended.  Lines are reached by their reservation index in a subquery
- * run once per order, rows deleted by the ctids just locked: no plan
- * depends on estimates.  One row per product of the orders pruned (or one
- * row with no product), each with the counts.
+ * has ended; their products are marked due for a carry (hc_stock_carries,
+ * in product order, so that two sweeps never wait for each other in a
+ * cycle).  Lines are reached by their reservation index in a subquery run
+ * once per order, rows deleted by the ctids just locked: no plan depends
+ * on estimates.  Returns the counts.
  */
 #define PRUNABLE(o) \
 	"pg_catalog.num_nulls(" o ".idempotency_key)" EQ "1 AND " o ".status" NE "'RESERVED'" \
@@ -80,16 +75,18 @@ static HcStatement prune_orders = {
 	" gone_orders AS ("
 	"  DELETE FROM hc_stock_orders o WHERE o.ctid" EQ "ANY (ARRAY(SELECT tid FROM whole))"
 	"  RETURNING o.id),"
+	" marked AS ("
+	"  INSERT INTO hc_stock_carries AS c (product_id)"
+	"  SELECT DISTINCT pg_catalog.unnest(products) AS product_id FROM whole ORDER BY 1"
+	"  ON CONFLICT (product_id) DO UPDATE SET due = true WHERE NOT c.due),"
 	" gone_lines AS ("
 	"  DELETE FROM hc_stock_order_lines l WHERE l.ctid" EQ "ANY (ARRAY("
 	"    SELECT tid FROM lines WHERE (reservation_id" EQ "ANY (SELECT id FROM whole)) IS TRUE))"
 	"  RETURNING 1)"
-	" SELECT p.product_id, s.pruned, s.walked, s.last"
-	"   FROM (SELECT (SELECT pg_catalog.count(*) FROM gone_orders) AS pruned,"
-	"                (SELECT pg_catalog.count(*) FROM gone_lines) AS lines,"
-	"                (SELECT pg_catalog.count(*) FROM candidates) AS walked,"
-	"                (SELECT pg_catalog.max(ended_at) FROM candidates) AS last) s"
-	"   LEFT JOIN (SELECT DISTINCT pg_catalog.unnest(products) AS product_id FROM whole) p ON true",
+	" SELECT (SELECT pg_catalog.count(*) FROM gone_orders) AS pruned,"
+	"        (SELECT pg_catalog.count(*) FROM gone_lines) AS lines,"
+	"        (SELECT pg_catalog.count(*) FROM candidates) AS walked,"
+	"        (SELECT pg_catalog.max(ended_at) FROM candidates) AS last",
 	{{"horizon", TIMESTAMPTZOID}, {"resume_from", TIMESTAMPTZOID}, {"batch_size", INT4OID}}
 };
 
@@ -113,14 +110,20 @@ static HcStatement ledger_parts = {
 };
 
 /*
- * Carry a part's rows forward: its first :batch_size rows from :from on
- * that belong to an order or are a carry, in seq order; those of orders
- * that no longer exist, with the carries among them, replaced by one carry
- * row if there is any such order row.  Its detail counts the rows it
- * stands for and the time they span.  Returns the rows walked, the last
- * seq walked, the first of an order that still exists (where the next
- * carry of this part starts) and the order rows carried.
+ * Carry a part's rows forward: its first :walk_size rows from :from on
+ * that belong to an order or are a carry not yet full, in seq order; those
+ * of orders that no longer exist, with the carries among them, replaced by
+ * carry rows if there is any such order row.  A carry holds the sums of a
+ * run of rows whose running stock_delta stays within one band of 2^30
+ * units (the deltas carried are sold units, never positive), a row of
+ * 2^30 units or more stands alone, and a carry of 2^30 units or more is
+ * full, never merged again: so no sum leaves int4, however much a part
+ * sells over the years.  Its detail counts the
+ * rows it stands for and the time they span.  Returns the rows walked, the
+ * last seq walked, the first of an order that still exists, the first
+ * carry written, and the order rows carried.
  */
+#define CARRY_FULL "1073741824"
 static HcStatement carry_part = {
 	"WITH walk AS ("
 	"  SELECT w.tid, w.seq, w.reservation_id,"
@@ -131,13 +134,22 @@ static HcStatement carry_part = {
 	"            FROM hc_ledger g"
 	"           WHERE g.kind" EQ "'product' AND g.entity_id" EQ ":product_id"
 	"             AND g.seq" GE ":from" " AND g.seq" LT ":part_end"
-	"             AND (g.reservation_id IS NOT NULL OR g.event" EQ "'carry')"
-	"           ORDER BY g.seq LIMIT :batch_size) w),"
+	"             AND (g.reservation_id IS NOT NULL"
+	"                  OR (g.event" EQ "'carry'"
+	"                      AND pg_catalog.abs(g.stock_delta)" LT CARRY_FULL
+	"                      AND pg_catalog.abs(g.reserved_delta)" LT CARRY_FULL "))"
+	"           ORDER BY g.seq LIMIT :walk_size) w),"
 	" gone AS ("
 	"  DELETE FROM hc_ledger g WHERE g.ctid" EQ "ANY (ARRAY("
 	"    SELECT tid FROM walk"
 	"     WHERE orphan AND EXISTS (SELECT FROM walk WHERE orphan AND reservation_id IS NOT NULL)))"
 	"  RETURNING g.seq, g.event, g.reserved_delta, g.stock_delta, g.at, g.detail),"
+	" banded AS ("
+	"  SELECT *, (pg_catalog.sum(stock_delta::pg_catalog.int8) OVER (ORDER BY seq))::pg_catalog.int8"
+	"            " DIVIDE CARRY_FULL " AS band,"
+	"         CASE WHEN pg_catalog.abs(stock_delta::pg_catalog.int8)" GE CARRY_FULL
+	"                OR pg_catalog.abs(reserved_delta::pg_catalog.int8)" GE CARRY_FULL " THEN seq END AS alone"
+	"    FROM gone),"
 	" carried AS ("
 	"  INSERT INTO hc_ledger (kind, entity_id, seq, event, source, reservation_id, buyer_id,"
 	"                         reserved_delta, stock_delta, detail, at, function, actor)"
@@ -154,73 +166,50 @@ static HcStatement carry_part = {
 	"                                     THEN (detail::pg_catalog.jsonb" FIELD "'to')::pg_catalog.timestamptz"
 	"                                     ELSE at END))::pg_catalog.text,"
 	"         :now, :function, :actor"
-	"    FROM gone HAVING pg_catalog.count(*)" GT "0"
-	"  RETURNING 1)"
+	"    FROM banded GROUP BY band, alone"
+	"  RETURNING seq)"
 	" SELECT (SELECT pg_catalog.count(*) FROM walk) AS walked,"
 	"        (SELECT pg_catalog.max(seq) FROM walk) AS last,"
 	"        (SELECT pg_catalog.min(seq) FROM walk WHERE NOT orphan) AS blocker,"
-	"        (SELECT pg_catalog.count(*) FROM gone WHERE event" NE "'carry') AS carried,"
-	"        (SELECT pg_catalog.count(*) FROM carried) AS written",
-	{{"product_id", TEXTOID}, {"from", INT8OID}, {"part_end", INT8OID}, {"batch_size", INT4OID},
+	"        (SELECT pg_catalog.min(seq) FROM carried) AS first_carry,"
+	"        (SELECT pg_catalog.count(*) FROM gone WHERE event" NE "'carry') AS carried",
+	{{"product_id", TEXTOID}, {"from", INT8OID}, {"part_end", INT8OID}, {"walk_size", INT4OID},
 	 HC_LEDGER_PARAMS}
 };
 
-/* A product whose orders this sweep has pruned: its rows are carried at the sweep's end. */
-typedef struct CarryPending
-{
-	char		product_id[HC_MAX_ID_BYTES + 1];	/* zero-padded: the key is hashed whole */
-} CarryPending;
+/*
+ * Up to :limit products due for a carry, each locked (SKIP LOCKED: another
+ * sweep carrying it keeps it), with where each part's walk starts.
+ */
+static HcStatement due_products = {
+	"SELECT product_id, parts_from FROM hc_stock_carries WHERE due"
+	" ORDER BY product_id LIMIT :limit FOR UPDATE SKIP LOCKED",
+	{{"limit", INT4OID}}
+};
 
-static void
-carry_later(HcSweepCounts *counts, const char *product_id)
-{
-	CarryPending key;
-
-	if (counts->carry_pending == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(CarryPending);
-		ctl.entrysize = sizeof(CarryPending);
-		ctl.hcxt = counts->keep ? counts->keep : CurrentMemoryContext;
-		counts->carry_pending = hash_create("holdcommit carries", 64, &ctl,
-											HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	memset(&key, 0, sizeof(key));
-	strlcpy(key.product_id, product_id, sizeof(key.product_id));
-	(void) hash_search(counts->carry_pending, &key, HASH_ENTER, NULL);
-}
-
-/* This transaction carries the product's rows, unless another one is. */
-static bool
-carry_lock(const char *product_id)
-{
-	LOCKTAG		tag;
-	uint64		hash = hash_bytes_extended((const unsigned char *) product_id,
-										   strlen(product_id), 0);
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
-						 HC_CARRY_LOCK_SPACE);
-	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
-}
+/* Where a product's walks start next time, and whether it is still due. */
+static HcStatement carry_done = {
+	"UPDATE hc_stock_carries SET due = :due, parts_from = :parts_from, carried_at = :now"
+	" WHERE product_id" EQ ":product_id",
+	{{"product_id", TEXTOID}, {"due", BOOLOID}, {"parts_from", INT8ARRAYOID}, {"now", TIMESTAMPTZOID}}
+};
 
 /*
- * Carry forward the rows of each part of a product, from the part's first
- * row until one of an order that still exists (what follows it waits for
- * the next sweep that prunes an order of this product); returns the order
- * rows carried.
+ * Carry a product's parts, each from where its last walk stopped (a row of
+ * an order that still exists, or the carry it left, which the next walk
+ * merges), carrying at most about *budget rows (a walk that carries
+ * nothing costs none: it stops the part).  Returns whether every part got
+ * to such a row or to its end; its starts go back into *parts_from.
  */
-static int64
-carry_product(HcCall *call, const char *product_id, int batch_size)
+static bool
+carry_product(HcCall *call, const char *product_id, int batch_size, int64 *budget,
+			  int64 *parts_from, HcSweepCounts *counts)
 {
 	HcArgs		args;
 	uint64		nparts;
 	int32	   *parts;
 	uint64		i;
-	int64		carried = 0;
 
-	if (!carry_lock(product_id))
-		return 0;
 	hc_args(&args, &ledger_parts);
 	hc_bind_text(&args, "product_id", product_id);
 	nparts = hc_run(call, &args, SPI_OK_SELECT);
@@ -230,82 +219,128 @@ carry_product(HcCall *call, const char *product_id, int batch_size)
 
 	for (i = 0; i < nparts; i++)
 	{
-		int64		from = (int64) parts[i] << 48;
+		int32		part = parts[i];
+		int64		from = Max(parts_from[part], (int64) part << 48);
 
 		for (;;)
 		{
-			bool		clear;
+			int64		walked;
+			int64		carried;
+			bool		no_blocker;
+			bool		no_carry;
+			int64		next;
 
+			if (*budget <= 0)
+				return false;
 			hc_args(&args, &carry_part);
 			hc_bind_text(&args, "product_id", product_id);
 			hc_bind(&args, "from", Int64GetDatum(from));
-			hc_bind(&args, "part_end", Int64GetDatum(((int64) parts[i] + 1) << 48));
-			hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+			hc_bind(&args, "part_end", Int64GetDatum(((int64) part + 1) << 48));
+			hc_bind(&args, "walk_size", Int32GetDatum((int32) Min(*budget, batch_size)));
 			hc_run(call, &args, SPI_OK_SELECT);
-			carried += hc_int64(0, "carried");
-			hc_datum(0, "blocker", &clear);
-			if (!clear || hc_int64(0, "walked") < batch_size)
+			walked = hc_int64(0, "walked");
+			carried = hc_int64(0, "carried");
+			counts->carried_rows += carried;
+			if (carried == 0)
+				break;			/* nothing carried: this part waits as it is */
+			*budget -= carried;
+			/* Next: the first row of an order that exists, or the first carry written. */
+			next = hc_int64(0, "last") + 1;
+			(void) hc_datum(0, "blocker", &no_blocker);
+			if (!no_blocker)
+				next = Min(next, hc_int64(0, "blocker"));
+			(void) hc_datum(0, "first_carry", &no_carry);
+			if (!no_carry)
+				next = Min(next, hc_int64(0, "first_carry"));
+			parts_from[part] = next;
+			from = next;
+			if (!no_blocker || walked < batch_size)
 				break;
-			from = hc_int64(0, "last") + 1;
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
-	return carried;
+	return true;
 }
 
 /*
  * One batch of finished orders ended before horizon; returns how many were
- * pruned.  Their products are carried at the sweep's end (hc_stock_carry):
- * once per sweep, not once per batch, however many batches pruned their
- * orders.
+ * pruned.  Their products are marked due: carried by the next batch that
+ * has nothing more to prune, of this sweep or a later one.
  */
 int64
 hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon, HcSweepCounts *counts)
 {
 	HcArgs		args;
-	uint64		n;
-	uint64		i;
 	int64		pruned;
 
 	hc_args(&args, &prune_orders);
 	hc_bind(&args, "horizon", TimestampTzGetDatum(horizon));
 	hc_bind(&args, "resume_from", TimestampTzGetDatum(hc_sweep_from(&counts->pruned_orders_from)));
 	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	n = hc_run(call, &args, SPI_OK_SELECT);
+	hc_run(call, &args, SPI_OK_SELECT);
 	pruned = hc_int64(0, "pruned");
 	if (hc_int64(0, "walked") > 0)
 		hc_sweep_reached(&counts->pruned_orders_from, hc_timestamptz(0, "last"));
 	counts->pruned_orders += pruned;
-	for (i = 0; pruned > 0 && i < n; i++)
-		carry_later(counts, hc_text(call, (int) i, "product_id"));
 	return pruned;
 }
 
 /*
- * Up to batch_size of the products whose orders this sweep pruned, carried;
- * returns how many.  A product another sweep is carrying is left to it.
+ * The carries of one batch: products due, carrying at most
+ * CARRY_BATCHES_OF_ROWS times batch_size of their rows; a product the budget
+ * cut short stays due, with where each part stopped.  Returns how many
+ * products it took.
  */
+#define CARRY_BATCHES_OF_ROWS 10
 int64
 hc_stock_carry(HcCall *call, int batch_size, HcSweepCounts *counts)
 {
-	HASH_SEQ_STATUS scan;
-	CarryPending *entry = NULL;
-	CarryPending *batch;
-	int			n = 0;
-	int			i;
+	HcArgs		args;
+	uint64		n;
+	uint64		i;
+	char	  **products;
+	int64	  **starts;
+	int64		budget = (int64) batch_size * CARRY_BATCHES_OF_ROWS;
 
-	if (counts->carry_pending == NULL)
-		return 0;
-	/* Taken out of the set first: a carry runs statements, which may fail. */
-	batch = palloc(sizeof(CarryPending) * batch_size);
-	hash_seq_init(&scan, counts->carry_pending);
-	while (n < batch_size && (entry = hash_seq_search(&scan)) != NULL)
-		batch[n++] = *entry;
-	if (entry != NULL)
-		hash_seq_term(&scan);
+	hc_args(&args, &due_products);
+	hc_bind(&args, "limit", Int32GetDatum(batch_size));
+	n = hc_run(call, &args, SPI_OK_SELECT);
+	products = palloc(sizeof(char *) * Max(n, 1));
+	starts = palloc(sizeof(int64 *) * Max(n, 1));
 	for (i = 0; i < n; i++)
-		(void) hash_search(counts->carry_pending, &batch[i], HASH_REMOVE, NULL);
+	{
+		bool		isnull;
+		Datum		d = hc_datum((int) i, "parts_from", &isnull);
+
+		products[i] = hc_text(call, (int) i, "product_id");
+		starts[i] = palloc0(sizeof(int64) * STOCK_MAX_PARTS);
+		if (!isnull)
+		{
+			ArrayType  *a = DatumGetArrayTypeP(d);
+			Datum	   *elems;
+			int			nelems;
+			int			k;
+
+			deconstruct_array(a, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, NULL, &nelems);
+			for (k = 0; k < Min(nelems, STOCK_MAX_PARTS); k++)
+				starts[i][k] = DatumGetInt64(elems[k]);
+		}
+	}
 	for (i = 0; i < n; i++)
-		counts->carried_rows += carry_product(call, batch[i].product_id, batch_size);
-	return n;
+	{
+		bool		done = budget > 0 &&
+			carry_product(call, products[i], batch_size, &budget, starts[i], counts);
+		Datum	   *elems = palloc(sizeof(Datum) * STOCK_MAX_PARTS);
+		int			k;
+
+		for (k = 0; k < STOCK_MAX_PARTS; k++)
+			elems[k] = Int64GetDatum(starts[i][k]);
+		hc_args(&args, &carry_done);
+		hc_bind_text(&args, "product_id", products[i]);
+		hc_bind(&args, "due", BoolGetDatum(!done));
+		hc_bind(&args, "parts_from", PointerGetDatum(construct_array(elems, STOCK_MAX_PARTS, INT8OID, 8,
+																	  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)));
+		hc_run(call, &args, SPI_OK_UPDATE);
+	}
+	return (int64) n;
 }

@@ -25,6 +25,12 @@ SELECT outcome($$SET holdcommit.history_retention = '1h'$$);
 SELECT outcome($$SET holdcommit.history_retention = '1d'$$);
 SELECT outcome($$SET holdcommit.history_retention = 0$$);
 RESET holdcommit.history_retention;
+-- From a role's or a database's settings, which may come in either order, it
+-- is taken: the sweep waits for the longer of the two retentions anyway.
+CREATE ROLE hi_role;
+ALTER ROLE hi_role SET holdcommit.history_retention = '1h';
+SELECT setconfig FROM pg_db_role_setting WHERE setrole = 'hi_role'::regrole;
+DROP ROLE hi_role;
 -- Raising idempotency_retention above it is allowed: keys still outlive
 -- their reservations (the prune waits for them, below).
 SET holdcommit.idempotency_retention = '60d';
@@ -152,6 +158,29 @@ SELECT stock FROM hc_stock_set('HI-R', 10);
 SELECT stock FROM hc_stock_spread('HI-R', 2);
 SELECT part, stock, version FROM hc_stock_parts WHERE product_id = 'HI-R' ORDER BY part;
 SELECT * FROM hc_check();
+
+------------------------------------------------------------------------------
+-- Carries never leave int4, however much a part has sold: a row of 2^30
+-- units or more stands alone, and a carry that large is never merged again
+------------------------------------------------------------------------------
+SELECT stock FROM hc_stock_set('HI-BIG', 2000000000);
+SELECT reservation_id AS big1 FROM hc_reserve('HI-BIG', 2000000000, 'ana', 'hi-b1') \gset
+SELECT status FROM hc_finalize(:'big1');
+SELECT stock FROM hc_stock_set('HI-BIG', 2000000005);
+SELECT reservation_id AS big2 FROM hc_reserve('HI-BIG', 2000000000, 'ben', 'hi-b2') \gset
+SELECT status FROM hc_finalize(:'big2');
+SELECT count(*) FROM (SELECT age_finished(r, '40 days') FROM unnest(ARRAY[:'big1', :'big2']) r) aged;
+SELECT count(*) AS one_row FROM hc_sweep();
+SELECT event, seq, reserved_delta, stock_delta FROM hc_ledger
+ WHERE kind = 'product' AND entity_id = 'HI-BIG' ORDER BY seq;
+SELECT reservation_id AS big3 FROM hc_reserve('HI-BIG', 5, 'cem', 'hi-b3') \gset
+SELECT status FROM hc_finalize(:'big3');
+SELECT age_finished(:'big3', '40 days');
+SELECT count(*) AS one_row FROM hc_sweep();
+SELECT event, seq, reserved_delta, stock_delta FROM hc_ledger
+ WHERE kind = 'product' AND entity_id = 'HI-BIG' ORDER BY seq;
+SELECT * FROM hc_check();
+SELECT 1 AS usable;
 
 ------------------------------------------------------------------------------
 -- What is never pruned

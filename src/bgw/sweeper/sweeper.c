@@ -394,7 +394,6 @@ sweeper_run(const char *datname, MemoryContext run_context, TimestampTz deadline
 	}
 	sweeper_looked(datname, KIND_INSTALLED, NULL);
 
-	counts->keep = run_context;
 	PG_TRY();
 	{
 		RESUME_CANCEL_INTERRUPTS();
