@@ -197,8 +197,9 @@ static HcStatement carry_done = {
 /*
  * Carry a product's parts, each from where its last walk stopped (a row of
  * an order that still exists, or the carry it left, which the next walk
- * merges), carrying at most about *budget rows (a walk that carries
- * nothing costs none: it stops the part).  Returns whether every part got
+ * merges), each walk batch_size rows, while *budget has room for one (the
+ * rows carried count against it; a walk that carries nothing stops the
+ * part, whose rows from there are of orders that still exist).  Returns whether every part got
  * to such a row or to its end; its starts go back into *parts_from.
  */
 static bool
@@ -230,13 +231,13 @@ carry_product(HcCall *call, const char *product_id, int batch_size, int64 *budge
 			bool		no_carry;
 			int64		next;
 
-			if (*budget <= 0)
-				return false;
+			if (*budget < batch_size)
+				return false;	/* another batch walks on from here */
 			hc_args(&args, &carry_part);
 			hc_bind_text(&args, "product_id", product_id);
 			hc_bind(&args, "from", Int64GetDatum(from));
 			hc_bind(&args, "part_end", Int64GetDatum(((int64) part + 1) << 48));
-			hc_bind(&args, "walk_size", Int32GetDatum((int32) Min(*budget, batch_size)));
+			hc_bind(&args, "walk_size", Int32GetDatum(batch_size));
 			hc_run(call, &args, SPI_OK_SELECT);
 			walked = hc_int64(0, "walked");
 			carried = hc_int64(0, "carried");

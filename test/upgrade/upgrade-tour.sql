@@ -134,3 +134,16 @@ SELECT scope_id, qty, products, status FROM hc_stock_orders WHERE scope_id LIKE 
 SELECT product_id, qty, status FROM hc_stock_order_lines WHERE product_id LIKE 'TOUR-%' ORDER BY 1, 2, 3;
 SELECT resource, owner, token, session_pid IS NULL FROM hc_locks WHERE resource LIKE 'TOUR-%' ORDER BY 1;
 SELECT resource, status, attempts, external_ref FROM hc_attempts WHERE resource LIKE 'TOUR-%' ORDER BY 1;
+-- Bounded history (0.4.0): forty days pass for the tour's finished holds and
+-- orders; the sweep prunes them and carries the products' ledger rows.
+UPDATE hc_stock_orders SET created_at = created_at - interval '40 days', ended_at = ended_at - interval '40 days'
+ WHERE scope_id LIKE 'TOUR-%' AND status <> 'RESERVED';
+UPDATE hc_reservations SET created_at = created_at - interval '40 days', ended_at = ended_at - interval '40 days'
+ WHERE asset_id LIKE 'TOUR-%' AND status IN ('RELEASED', 'EXPIRED');
+SELECT count(*) FROM hc_sweep();
+SELECT product_id, due FROM hc_stock_carries WHERE product_id LIKE 'TOUR-%' ORDER BY 1;
+SELECT kind, entity_id, event, function, reserved_delta, stock_delta FROM hc_ledger
+ WHERE entity_id LIKE 'TOUR-%' ORDER BY entity_id, seq;
+SELECT asset_id, status FROM hc_reservations WHERE asset_id LIKE 'TOUR-%' ORDER BY created_at, asset_id;
+SELECT scope_id, status FROM hc_stock_orders WHERE scope_id LIKE 'TOUR-%' ORDER BY created_at, buyer_id;
+SELECT count(*) FROM hc_check();
