@@ -88,6 +88,28 @@ hc_sweep_run(HcCall *call, HcStatement *stmt, const char *from_param, HcSweepFro
 	return n;
 }
 
+/*
+ * A batch of history (hold/prune.c, stock/prune.c): stmt run with :horizon,
+ * :batch_size and the start :resume_from (from), which moves on to the
+ * newest ended_at it walked over ("last", when it "walked" any).  Returns
+ * how many it "pruned".
+ */
+static inline int64
+hc_prune_run(HcCall *call, HcStatement *stmt, TimestampTz horizon, HcSweepFrom *from,
+			 int batch_size)
+{
+	HcArgs		args;
+
+	hc_args(&args, stmt);
+	hc_bind(&args, "horizon", TimestampTzGetDatum(horizon));
+	hc_bind(&args, "resume_from", TimestampTzGetDatum(hc_sweep_from(from)));
+	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
+	hc_run(call, &args, SPI_OK_SELECT);
+	if (hc_int64(0, "walked") > 0)
+		hc_sweep_reached(from, hc_timestamptz(0, "last"));
+	return hc_int64(0, "pruned");
+}
+
 /* Each domain sweeps its own (hold/, stock/, common/idempotency.c). */
 extern int64 hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);
 extern void hc_stock_sweep(HcCall *call, int batch_size, HcSweepCounts *counts);

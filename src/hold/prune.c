@@ -86,17 +86,9 @@ static HcStatement prune_holds = {
 int64
 hc_hold_prune(HcCall *call, int batch_size, TimestampTz horizon, HcSweepCounts *counts)
 {
-	HcArgs		args;
-	int64		pruned;
+	int64		pruned = hc_prune_run(call, &prune_holds, horizon, &counts->pruned_holds_from,
+									  batch_size);
 
-	hc_args(&args, &prune_holds);
-	hc_bind(&args, "horizon", TimestampTzGetDatum(horizon));
-	hc_bind(&args, "resume_from", TimestampTzGetDatum(hc_sweep_from(&counts->pruned_holds_from)));
-	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	hc_run(call, &args, SPI_OK_SELECT);
-	pruned = hc_int64(0, "pruned");
-	if (hc_int64(0, "walked") > 0)
-		hc_sweep_reached(&counts->pruned_holds_from, hc_timestamptz(0, "last"));
 	counts->pruned_holds += pruned;
 	return pruned;
 }

@@ -271,17 +271,9 @@ carry_product(HcCall *call, const char *product_id, int batch_size, int64 *budge
 int64
 hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon, HcSweepCounts *counts)
 {
-	HcArgs		args;
-	int64		pruned;
+	int64		pruned = hc_prune_run(call, &prune_orders, horizon, &counts->pruned_orders_from,
+									  batch_size);
 
-	hc_args(&args, &prune_orders);
-	hc_bind(&args, "horizon", TimestampTzGetDatum(horizon));
-	hc_bind(&args, "resume_from", TimestampTzGetDatum(hc_sweep_from(&counts->pruned_orders_from)));
-	hc_bind(&args, "batch_size", Int32GetDatum(batch_size));
-	hc_run(call, &args, SPI_OK_SELECT);
-	pruned = hc_int64(0, "pruned");
-	if (hc_int64(0, "walked") > 0)
-		hc_sweep_reached(&counts->pruned_orders_from, hc_timestamptz(0, "last"));
 	counts->pruned_orders += pruned;
 	return pruned;
 }
