@@ -988,11 +988,12 @@ $$;
 -- carrying the product, an error) is never lost; and where the next walk of
 -- each part starts (parts_from[part + 1]: the rows before it are carried or
 -- kept), so that no carry walks again over what earlier ones have passed.
--- Only the sweep writes it.
+-- Only the sweep writes it, one sweep of a database at a time.
 CREATE TABLE @extschema@.hc_stock_carries (
     product_id  text PRIMARY KEY,
     due         boolean NOT NULL DEFAULT true,
     parts_from  bigint[],
+    next_part   smallint NOT NULL DEFAULT 0,  -- where a carry cut short goes on
     carried_at  timestamptz
 );
 COMMENT ON TABLE @extschema@.hc_stock_carries IS

@@ -34,6 +34,8 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -47,6 +49,12 @@
 #include "core/version.h"
 
 PG_FUNCTION_INFO_V1(hc_sweep);
+
+/*
+ * The advisory lock of a database's history pruning has this in field 4
+ * (keys use 0x4843, session-bound leases 0x4844).
+ */
+#define HC_HISTORY_LOCK_SPACE	0x4845
 
 /*
  * The worker's record of its last run in this database: one row, replaced
@@ -91,14 +99,24 @@ static HcStatement record_sqlstate = {
  * Whether history is pruned here, and before when: what ended before both
  * retentions (a key outlives its reservation whatever the settings).  Not
  * with holdcommit.history_retention 0, nor on SQL before 0.4.0, nor yet on
- * Citus (doc/scale-out.md).
+ * Citus (doc/scale-out.md), nor while another sweep of the database is.
  */
 static bool
 history_horizon(HcCall *call, TimestampTz *horizon)
 {
 	int			retention = Max(hc_history_retention, hc_idempotency_retention);
+	LOCKTAG		tag;
 
 	if (hc_history_retention == 0 || !hc_sql_at_least("0.4.0") || hc_distributed(call))
+		return false;
+	/*
+	 * One sweep of the database prunes at a time, until its transaction
+	 * ends; another one skips history rather than wait.  Two at once would
+	 * mark the products due in two orders over several batches, and could
+	 * wait for each other in a cycle.
+	 */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, HC_HISTORY_LOCK_SPACE);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
 		return false;
 	*horizon = call->now - (int64) retention * USECS_PER_SEC;
 	return true;

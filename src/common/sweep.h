@@ -46,6 +46,8 @@ typedef struct HcSweepCounts
 	bool		orders_done;	/* no order is left RESERVED with no counted line */
 	HcSweepFrom pruned_holds_from;	/* finished holds (ended_at) */
 	HcSweepFrom pruned_orders_from; /* finished orders (ended_at) */
+	/* products due for a carry: after carried_to, in byte order (stock/prune.c) */
+	char		carried_to[HC_MAX_ID_BYTES + 1];
 	/* on Citus: the group of this node's shards being swept (route.c) */
 	int			shard_group;
 } HcSweepCounts;

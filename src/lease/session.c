@@ -23,7 +23,7 @@
 
 /*
  * Session locks of session-bound leases use this in field 4 of the lock tag
- * (idempotency keys use 0x4843; pg_advisory_lock() 1 and 2).
+ * (idempotency keys use 0x4843, the sweep's history 0x4845; pg_advisory_lock() 1 and 2).
  */
 #define LEASE_SESSION_LOCK_SPACE	0x4844
 

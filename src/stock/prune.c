@@ -18,14 +18,14 @@
  *      left with part of its rows (its line and order went first).  The
  *      rows a product's stock was set, adjusted or spread with stay.
  *   3. Neither step waits on a live call: orders and lines another
- *      transaction has locked are skipped; live calls only ever append to
- *      the ledger; two carries of one product at once meet at a lock the
- *      second does not wait for (it skips the product, left for the next
- *      sweep).
- *   4. A sweep carries each product once, at its end, however many of its
- *      batches pruned the product's orders (counts->carry_pending): so it
- *      never walks again over the rows it has carried, and runs a few
- *      statements per product, not per batch.
+ *      transaction has locked are skipped, and live calls only ever append
+ *      to the ledger.  One sweep of a database prunes and carries at a time
+ *      (admin/sweep.c): no two wait for each other.
+ *   4. The products due are kept in hc_stock_carries, marked by the
+ *      statement that prunes their orders: a carry cut short (a batch's
+ *      budget, a time slice, an error) is never lost.  Each part's walk
+ *      starts where the last one stopped, so none walks again over rows an
+ *      earlier one passed, and a batch walks a bounded number of rows.
  */
 #include "postgres.h"
 
@@ -113,17 +113,21 @@ static HcStatement ledger_parts = {
  * Carry a part's rows forward: its first :walk_size rows from :from on
  * that belong to an order or are a carry not yet full, in seq order; those
  * of orders that no longer exist, with the carries among them, replaced by
- * carry rows if there is any such order row.  A carry holds the sums of a
- * run of rows whose running stock_delta stays within one band of 2^30
- * units (the deltas carried are sold units, never positive), a row of
- * 2^30 units or more stands alone, and a carry of 2^30 units or more is
- * full, never merged again: so no sum leaves int4, however much a part
- * sells over the years.  Its detail counts the
+ * carry rows if there is any such order row.  A row's units are its
+ * |stock_delta| + |reserved_delta|.  A carry holds the sums of a run of
+ * rows whose running units stay within one band of 2^30, a row of 2^30
+ * units or more stands alone, and a carry of 2^30 units or more is full,
+ * never merged again: so no sum leaves int4, however much a part sells
+ * over the years (a merge of parts leaves a part's reserve rows without
+ * their release, so reserved is bounded by the same units, not by stock).  Its detail counts the
  * rows it stands for and the time they span.  Returns the rows walked, the
  * last seq walked, the first of an order that still exists, the first
  * carry written, and the order rows carried.
  */
 #define CARRY_FULL "1073741824"
+#define CARRY_UNITS(g) \
+	"(pg_catalog.abs(" g ".stock_delta::pg_catalog.int8)" \
+	PLUS "pg_catalog.abs(" g ".reserved_delta::pg_catalog.int8))"
 static HcStatement carry_part = {
 	"WITH walk AS ("
 	"  SELECT w.tid, w.seq, w.reservation_id,"
@@ -135,9 +139,7 @@ static HcStatement carry_part = {
 	"           WHERE g.kind" EQ "'product' AND g.entity_id" EQ ":product_id"
 	"             AND g.seq" GE ":from" " AND g.seq" LT ":part_end"
 	"             AND (g.reservation_id IS NOT NULL"
-	"                  OR (g.event" EQ "'carry'"
-	"                      AND pg_catalog.abs(g.stock_delta)" LT CARRY_FULL
-	"                      AND pg_catalog.abs(g.reserved_delta)" LT CARRY_FULL "))"
+	"                  OR (g.event" EQ "'carry' AND " CARRY_UNITS("g") LT CARRY_FULL "))"
 	"           ORDER BY g.seq LIMIT :walk_size) w),"
 	" gone AS ("
 	"  DELETE FROM hc_ledger g WHERE g.ctid" EQ "ANY (ARRAY("
@@ -145,10 +147,9 @@ static HcStatement carry_part = {
 	"     WHERE orphan AND EXISTS (SELECT FROM walk WHERE orphan AND reservation_id IS NOT NULL)))"
 	"  RETURNING g.seq, g.event, g.reserved_delta, g.stock_delta, g.at, g.detail),"
 	" banded AS ("
-	"  SELECT *, (pg_catalog.sum(stock_delta::pg_catalog.int8) OVER (ORDER BY seq))::pg_catalog.int8"
+	"  SELECT *, (pg_catalog.sum(" CARRY_UNITS("gone") ") OVER (ORDER BY seq))::pg_catalog.int8"
 	"            " DIVIDE CARRY_FULL " AS band,"
-	"         CASE WHEN pg_catalog.abs(stock_delta::pg_catalog.int8)" GE CARRY_FULL
-	"                OR pg_catalog.abs(reserved_delta::pg_catalog.int8)" GE CARRY_FULL " THEN seq END AS alone"
+	"         CASE WHEN " CARRY_UNITS("gone") GE CARRY_FULL " THEN seq END AS alone"
 	"    FROM gone),"
 	" carried AS ("
 	"  INSERT INTO hc_ledger (kind, entity_id, seq, event, source, reservation_id, buyer_id,"
@@ -178,33 +179,42 @@ static HcStatement carry_part = {
 };
 
 /*
- * Up to :limit products due for a carry, each locked (SKIP LOCKED: another
- * sweep carrying it keeps it), with where each part's walk starts.
+ * Up to :limit products due for a carry after :after (in byte order: a
+ * sweep goes on where its last batch stopped, never over the products it
+ * has carried), each locked, with where each part's walk starts and the
+ * part a carry cut short goes on from.
  */
 static HcStatement due_products = {
-	"SELECT product_id, parts_from FROM hc_stock_carries WHERE due"
-	" ORDER BY product_id LIMIT :limit FOR UPDATE SKIP LOCKED",
-	{{"limit", INT4OID}}
+	"SELECT product_id, parts_from, next_part FROM hc_stock_carries"
+	" WHERE due AND product_id" GT ":after" " COLLATE \"C\""
+	" ORDER BY product_id COLLATE \"C\" LIMIT :limit FOR UPDATE SKIP LOCKED",
+	{{"limit", INT4OID}, {"after", TEXTOID}}
 };
 
 /* Where a product's walks start next time, and whether it is still due. */
 static HcStatement carry_done = {
-	"UPDATE hc_stock_carries SET due = :due, parts_from = :parts_from, carried_at = :now"
+	"UPDATE hc_stock_carries SET due = :due, parts_from = :parts_from, next_part = :next_part,"
+	"       carried_at = :now"
 	" WHERE product_id" EQ ":product_id",
-	{{"product_id", TEXTOID}, {"due", BOOLOID}, {"parts_from", INT8ARRAYOID}, {"now", TIMESTAMPTZOID}}
+	{{"product_id", TEXTOID}, {"due", BOOLOID}, {"parts_from", INT8ARRAYOID},
+	 {"next_part", INT2OID}, {"now", TIMESTAMPTZOID}}
 };
 
+/* The rows one walk reads: a batch, and never so few that carries alone fill it. */
+#define CARRY_WALK(batch_size) Max((batch_size), 100)
+
 /*
- * Carry a product's parts, each from where its last walk stopped (a row of
- * an order that still exists, or the carry it left, which the next walk
- * merges), each walk batch_size rows, while *budget has room for one (the
- * rows carried count against it; a walk that carries nothing stops the
- * part, whose rows from there are of orders that still exist).  Returns whether every part got
- * to such a row or to its end; its starts go back into *parts_from.
+ * Carry a product's parts from *next_part on, each from where its last walk
+ * stopped (a row of an order that still exists, or the carry it left, which
+ * the next walk merges), while *budget has room for a walk (every row
+ * walked counts).  A part is done when a walk meets a row of an order that
+ * exists, or its end: the prune of that order marks the product due again.
+ * Returns whether every part is done; otherwise *next_part is the part to
+ * go on from, and each part's start is in parts_from.
  */
 static bool
-carry_product(HcCall *call, const char *product_id, int batch_size, int64 *budget,
-			  int64 *parts_from, HcSweepCounts *counts)
+carry_product(HcCall *call, const char *product_id, int walk, int64 *budget,
+			  int64 *parts_from, int16 *next_part, HcSweepCounts *counts)
 {
 	HcArgs		args;
 	uint64		nparts;
@@ -223,43 +233,48 @@ carry_product(HcCall *call, const char *product_id, int batch_size, int64 *budge
 		int32		part = parts[i];
 		int64		from = Max(parts_from[part], (int64) part << 48);
 
+		if (part < *next_part)
+			continue;
 		for (;;)
 		{
 			int64		walked;
-			int64		carried;
 			bool		no_blocker;
 			bool		no_carry;
 			int64		next;
 
-			if (*budget < batch_size)
-				return false;	/* another batch walks on from here */
+			if (*budget < walk)
+			{
+				*next_part = (int16) part;
+				return false;	/* another batch goes on from here */
+			}
 			hc_args(&args, &carry_part);
 			hc_bind_text(&args, "product_id", product_id);
 			hc_bind(&args, "from", Int64GetDatum(from));
 			hc_bind(&args, "part_end", Int64GetDatum(((int64) part + 1) << 48));
-			hc_bind(&args, "walk_size", Int32GetDatum(batch_size));
+			hc_bind(&args, "walk_size", Int32GetDatum(walk));
 			hc_run(call, &args, SPI_OK_SELECT);
 			walked = hc_int64(0, "walked");
-			carried = hc_int64(0, "carried");
-			counts->carried_rows += carried;
-			if (carried == 0)
-				break;			/* nothing carried: this part waits as it is */
-			*budget -= carried;
-			/* Next: the first row of an order that exists, or the first carry written. */
-			next = hc_int64(0, "last") + 1;
+			*budget -= walked;
+			counts->carried_rows += hc_int64(0, "carried");
 			(void) hc_datum(0, "blocker", &no_blocker);
-			if (!no_blocker)
-				next = Min(next, hc_int64(0, "blocker"));
 			(void) hc_datum(0, "first_carry", &no_carry);
+			/* Next: the first row of an order that exists, or the first carry written. */
+			next = walked > 0 ? hc_int64(0, "last") + 1 : from;
 			if (!no_carry)
 				next = Min(next, hc_int64(0, "first_carry"));
-			parts_from[part] = next;
-			from = next;
-			if (!no_blocker || walked < batch_size)
+			if (!no_blocker)
+				next = Min(next, hc_int64(0, "blocker"));
+			if (hc_int64(0, "carried") > 0)
+				parts_from[part] = next;
+			if (walked < walk || !no_blocker)
 				break;
+			/* A full walk without an order that exists: on past it (carries alone: past them). */
+			from = hc_int64(0, "carried") > 0 ? next : hc_int64(0, "last") + 1;
+			parts_from[part] = from;
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
+	*next_part = 0;
 	return true;
 }
 
@@ -279,10 +294,10 @@ hc_stock_prune(HcCall *call, int batch_size, TimestampTz horizon, HcSweepCounts 
 }
 
 /*
- * The carries of one batch: products due, carrying at most
- * CARRY_BATCHES_OF_ROWS times batch_size of their rows; a product the budget
- * cut short stays due, with where each part stopped.  Returns how many
- * products it took.
+ * The carries of one batch: products due, after the last one this sweep
+ * finished, walking at most CARRY_BATCHES_OF_ROWS walks' worth of their
+ * rows; a product the budget cut short stays due, with the part and the
+ * starts to go on from.  Returns how many products it took.
  */
 #define CARRY_BATCHES_OF_ROWS 10
 int64
@@ -293,13 +308,17 @@ hc_stock_carry(HcCall *call, int batch_size, HcSweepCounts *counts)
 	uint64		i;
 	char	  **products;
 	int64	  **starts;
-	int64		budget = (int64) batch_size * CARRY_BATCHES_OF_ROWS;
+	int16	   *next_parts;
+	int			walk = CARRY_WALK(batch_size);
+	int64		budget = (int64) walk * CARRY_BATCHES_OF_ROWS;
 
 	hc_args(&args, &due_products);
 	hc_bind(&args, "limit", Int32GetDatum(batch_size));
+	hc_bind_text(&args, "after", counts->carried_to);
 	n = hc_run(call, &args, SPI_OK_SELECT);
 	products = palloc(sizeof(char *) * Max(n, 1));
 	starts = palloc(sizeof(int64 *) * Max(n, 1));
+	next_parts = palloc(sizeof(int16) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -309,23 +328,25 @@ hc_stock_carry(HcCall *call, int batch_size, HcSweepCounts *counts)
 		starts[i] = palloc0(sizeof(int64) * STOCK_MAX_PARTS);
 		if (!isnull)
 		{
-			ArrayType  *a = DatumGetArrayTypeP(d);
 			Datum	   *elems;
 			int			nelems;
 			int			k;
 
-			deconstruct_array(a, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, NULL, &nelems);
+			deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+							  &elems, NULL, &nelems);
 			for (k = 0; k < Min(nelems, STOCK_MAX_PARTS); k++)
 				starts[i][k] = DatumGetInt64(elems[k]);
 		}
+		next_parts[i] = DatumGetInt16(hc_datum((int) i, "next_part", &isnull));
 	}
 	for (i = 0; i < n; i++)
 	{
-		bool		done = budget > 0 &&
-			carry_product(call, products[i], batch_size, &budget, starts[i], counts);
+		bool		done = false;
 		Datum	   *elems = palloc(sizeof(Datum) * STOCK_MAX_PARTS);
 		int			k;
 
+		if (budget >= walk)
+			done = carry_product(call, products[i], walk, &budget, starts[i], &next_parts[i], counts);
 		for (k = 0; k < STOCK_MAX_PARTS; k++)
 			elems[k] = Int64GetDatum(starts[i][k]);
 		hc_args(&args, &carry_done);
@@ -333,7 +354,11 @@ hc_stock_carry(HcCall *call, int batch_size, HcSweepCounts *counts)
 		hc_bind(&args, "due", BoolGetDatum(!done));
 		hc_bind(&args, "parts_from", PointerGetDatum(construct_array(elems, STOCK_MAX_PARTS, INT8OID, 8,
 																	  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)));
+		hc_bind(&args, "next_part", Int16GetDatum(next_parts[i]));
 		hc_run(call, &args, SPI_OK_UPDATE);
+		if (!done)
+			break;				/* the budget is spent: the rest wait for the next batch */
+		strlcpy(counts->carried_to, products[i], sizeof(counts->carried_to));
 	}
 	return (int64) n;
 }
