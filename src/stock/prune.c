@@ -11,8 +11,9 @@
  *      its lines, in one statement: a key outlives its reservation, or a
  *      retry would make a second sale.
  *   2. A product's ledger rows of orders that no longer exist are replaced
- *      by one carry row of their part (event 'carry', no reservation), with
- *      their summed deltas, at the highest seq among them.  So hc_check()'s
+ *      by a carry row of their part (event 'carry', no reservation; more
+ *      than one only past 2^30 units: carry_part), with their summed deltas,
+ *      at the highest seq among them.  So hc_check()'s
  *      sums per product still add up, each part's last seq is unchanged (a
  *      part spread again goes on from it, stock/admin.c), and no line is
  *      left with part of its rows (its line and order went first).  The
@@ -42,9 +43,7 @@
  * :resume_from on, by the index of finished orders (the key tested with
  * num_nulls(), which only that index serves, as for holds): each locked
  * (SKIP LOCKED) with its lines, deleted if every line it has was locked and
- * has ended; their products are marked due for a carry (hc_stock_carries,
- * in product order, so that two sweeps never wait for each other in a
- * cycle).  Lines are reached by their reservation index in a subquery run
+ * has ended; their products are marked due for a carry (hc_stock_carries).  Lines are reached by their reservation index in a subquery run
  * once per order, rows deleted by the ctids just locked: no plan depends
  * on estimates.  Returns the counts.
  */
