@@ -82,9 +82,18 @@ SELECT is(hc_lock_release('T-1', 'webhook', 1), false, 'release: again: false');
 SELECT is(hc_lock_acquire('T-1', 'scheduler', '3 minutes', 0), 2::bigint,
           'acquire after a release: the next token');
 
+-- Wait until a lease is stale (a state, polled every 50 ms, at most 30 s on a busy machine).
+CREATE FUNCTION pg_temp.wait_until_stale(r text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN (SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = r);
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+
 -- Takeover of a stale lease, judged by the holder's stale_after.
 SELECT is(hc_lock_acquire('T-2', 'crashing', '1 second', 0), 1::bigint, 'takeover: the first holder gets token 1');
-SELECT pg_sleep(1.5);
+SELECT pg_temp.wait_until_stale('T-2');
 SELECT is(hc_lock_acquire('T-2', 'rescuer', '1 hour', 0), 2::bigint, 'takeover: a stale lease is taken over with token 2');
 SELECT results_eq($$SELECT event, detail::jsonb ->> 'previous_owner' FROM hc_ledger
                      WHERE kind = 'resource' AND entity_id = 'T-2' ORDER BY seq$$,
@@ -216,13 +225,8 @@ SELECT is(hc_lock_acquire('T-6', 'erp-worker', '1 second', 0), 1::bigint, 'check
 BEGIN;
 SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'check: the holder''s token passes in its transaction');
 INSERT INTO tap_invoices VALUES ('o-6', 1);
--- Until T-6's lease is stale (its stale_after is 1 second; at most 30 s on a busy machine).
-DO $$ BEGIN
-  FOR i IN 1..600 LOOP
-    EXIT WHEN (SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6');
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+-- Until T-6's lease is stale (its stale_after is 1 second).
+SELECT pg_temp.wait_until_stale('T-6');
 SELECT ok((SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6'),
           'check: the lease of T-6 is stale now');
 SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), NULL::bigint,
@@ -235,13 +239,8 @@ SELECT throws_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'RS007', NULL
 SELECT is((SELECT 1), 1, 'check: the session is usable after the refusal');
 SELECT ok(hc_lock_heartbeat('T-6', 'erp-worker', 1) IS NOT NULL, 'check: a heartbeat makes it fresh again');
 SELECT lives_ok($$SELECT hc_lock_check('T-6', 'erp-worker', 1)$$, 'check: and the check passes');
--- Until T-6's lease is stale (its stale_after is 1 second; at most 30 s on a busy machine).
-DO $$ BEGIN
-  FOR i IN 1..600 LOOP
-    EXIT WHEN (SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6');
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+-- Until T-6's lease is stale (its stale_after is 1 second).
+SELECT pg_temp.wait_until_stale('T-6');
 SELECT ok((SELECT heartbeat_at + stale_after <= clock_timestamp() FROM hc_locks WHERE resource = 'T-6'),
           'check: the lease of T-6 is stale now');
 SELECT is(hc_lock_acquire('T-6', 'other-worker', '1 minute', 0), 2::bigint,
