@@ -891,8 +891,21 @@ CREATE VIEW @extschema@.hc_ops_sales AS
                   GROUP BY 1) s ON s.minute OPERATOR(pg_catalog.=) m.minute;
 -- The BRIN index summarizes each range of the ledger as it fills, so that
 -- the hour's read is of the hour's blocks (without it, the ranges written
--- since the last VACUUM are read whole).
-ALTER INDEX @extschema@.hc_ledger_at SET (autosummarize = on);
+-- since the last VACUUM are read whole).  Citus sends a change of a
+-- distributed table's index to the workers as its statement's text, which
+-- in an extension's script is the whole script: the coordinator makes it
+-- here, one statement, for every node.
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_ledger'::pg_catalog.regclass) THEN
+            RETURN;
+        END IF;
+    END IF;
+    ALTER INDEX @extschema@.hc_ledger_at SET (autosummarize = on);
+END
+$$;
 COMMENT ON VIEW @extschema@.hc_ops_sales IS
     'For the operators'' page: assets sold and units finalized in each minute of the last hour.';
 
