@@ -341,25 +341,40 @@ COMMENT ON TABLE @extschema@.hc_stock_spreads IS
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_spreads', '');
 
 -- The products an operator spread under 0.3.0 keep those parts as their
--- floor.  On Citus each node has its own hc_stock_spreads and keeps every
--- floor (a node reads those of its products only); a worker, which runs this
--- script for the coordinator, reads the distributed hc_stock_parts in a
--- query Citus takes for one nested in a shard's, and lets through once told.
+-- floor.  On Citus each node has its own hc_stock_spreads and keeps the
+-- floors of the products it has.  A worker runs this script within the
+-- coordinator's transaction, which Citus commits in two phases: it reads
+-- the shards of hc_stock_parts it has, by their names, as plain local
+-- tables.  (A distributed query from there is one nested in the
+-- coordinator's; let through, Citus crashed at the COMMIT PREPARED that
+-- followed.)  A product's parts are all in one shard.
 DO $$
 DECLARE
-    nested text := pg_catalog.current_setting('citus.allow_nested_distributed_execution', true);
+    shard text;
 BEGIN
-    IF nested IS NOT NULL THEN
-        PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', 'on', true);
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass) THEN
+            FOR shard IN SELECT pg_catalog.shard_name('@extschema@.hc_stock_parts'::pg_catalog.regclass, sh.shardid)
+                           FROM pg_catalog.pg_dist_shard sh
+                           JOIN pg_catalog.pg_dist_placement pl ON pl.shardid OPERATOR(pg_catalog.=) sh.shardid
+                          WHERE sh.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_stock_parts'::pg_catalog.regclass
+                            AND pl.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)
+            LOOP
+                EXECUTE pg_catalog.format(
+                    'INSERT INTO @extschema@.hc_stock_spreads (product_id, min_parts, changed_at)'
+                    ' SELECT p.product_id, pg_catalog.count(*)::pg_catalog.int2, pg_catalog.max(p.updated_at)'
+                    ' FROM %s p GROUP BY p.product_id'
+                    ' HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1', shard);
+            END LOOP;
+            RETURN;
+        END IF;
     END IF;
     INSERT INTO @extschema@.hc_stock_spreads (product_id, min_parts, changed_at)
     SELECT p.product_id, pg_catalog.count(*)::pg_catalog.int2, pg_catalog.max(p.updated_at)
       FROM @extschema@.hc_stock_parts p
      GROUP BY p.product_id
     HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1;
-    IF nested IS NOT NULL THEN
-        PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', nested, true);
-    END IF;
 END
 $$;
 

@@ -644,6 +644,24 @@ check "ALTER EXTENSION holdcommit UPDATE on the coordinator of a distributed 0.3
            u $p -c "SELECT extversion FROM pg_extension WHERE extname = 'holdcommit'"; done | tr '\n' ' ')" \
     "1 0.4.0 0.4.0 0.4.0 "
 grep -q 'ERROR' "$work/up3-update.log" && grep -B2 -A6 'ERROR' "$work/up3-update.log" | sed 's/^/#   /'
+# Each worker's hc_stock_spreads: the floors of its own products that 0.3.0
+# spread, read from its shards (not by a distributed query from within the
+# coordinator's transaction, after which Citus crashed at COMMIT PREPARED).
+floors() {
+    u "$1" -c "SELECT coalesce(string_agg(product_id || ':' || min_parts, ' ' ORDER BY product_id), '-')
+                 FROM holdcommit.hc_stock_spreads"
+}
+spread_on() {
+    uc -c "SELECT coalesce(string_agg(s.product_id || ':' || s.n, ' ' ORDER BY s.product_id), '-')
+             FROM (SELECT product_id, count(*) n FROM hc_stock_parts GROUP BY 1 HAVING count(*) > 1) s
+             JOIN pg_dist_shard_placement p
+               ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_stock_parts', s.product_id)
+            WHERE p.nodeport = $1"
+}
+got_floors="$(floors $((port + 1))) $(floors $((port + 2)))"
+check "each worker keeps the floors of its own products that 0.3.0 spread ($hot among them)" \
+    "$got_floors $(case " $got_floors " in *" $hot:"*) echo "$hot spread" ;; esac)" \
+    "$(spread_on $((port + 1))) $(spread_on $((port + 2))) $hot spread"
 check "every row kept, the views as 0.3.0's tables showed them" "$(uc -c "$rows")" "$rows_before"
 check "the order a reclaim left RESERVED ended EXPIRED with its line" \
     "$(uc -c "SELECT o.status, o.ended_at IS NOT NULL, l.status, l.qty FROM hc_stock_reservations o
