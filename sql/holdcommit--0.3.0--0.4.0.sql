@@ -618,6 +618,16 @@ BEGIN
         distributed := EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
                                 WHERE p.logicalrelid OPERATOR(pg_catalog.=) '@extschema@.hc_assets'::pg_catalog.regclass);
         IF distributed AND NOT pg_catalog.citus_is_coordinator() THEN
+            -- A Citus worker: the coordinator made the columns and indexes
+            -- (its plain hc_assets_pool included).  Its own copies of the
+            -- tables (empty, the rows are in the shards) have them as a
+            -- fresh install has them there, as the orders' table (above).
+            IF pg_catalog.to_regclass('@extschema@.hc_reservations_id') IS NOT NULL THEN
+                DROP INDEX @extschema@.hc_reservations_id;
+                CREATE UNIQUE INDEX hc_reservations_id ON @extschema@.hc_reservations (id, asset_id);
+            END IF;
+            DROP INDEX IF EXISTS @extschema@.hc_assets_pool;
+            CREATE UNIQUE INDEX hc_assets_pool ON @extschema@.hc_assets (pool, grp, pos) WHERE pool IS NOT NULL;
             RETURN;
         END IF;
     END IF;

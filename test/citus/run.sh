@@ -498,21 +498,34 @@ check "a hold that ended 90 days ago, its key forgotten, is kept by the sweep (n
 # expired and not swept, one a reclaim left RESERVED; holds by 0.3.0's calls.
 # The stock tables and their views, as a fresh install distributed by
 # hc_distribute() has them (the database postgres, above).
+# The extension's relations, not their shards (named TABLE_SHARDID), as a
+# fresh install distributed by hc_distribute() has them: columns with their
+# defaults, indexes with their options, constraints, views, and what Citus
+# distributes (tables by which column, functions by which argument).
 schema="SELECT string_agg(x, E'\n' ORDER BY x) FROM (
     SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ||
-           CASE WHEN a.attnotnull THEN ' not null' ELSE '' END x
+           CASE WHEN a.attnotnull THEN ' not null' ELSE '' END ||
+           coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '') x
       FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-     WHERE c.relnamespace = 'holdcommit'::regnamespace
-       AND c.relname IN ('hc_stock_orders', 'hc_stock_order_lines', 'hc_stock_reservations', 'hc_stock_reservation_lines')
+      LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+     WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relkind IN ('r', 'v') AND c.relname !~ '_[0-9]+$'
     UNION ALL
-    SELECT 'index ' || indexdef FROM pg_indexes
-     WHERE schemaname = 'holdcommit' AND tablename IN ('hc_stock_orders', 'hc_stock_order_lines')
+    SELECT 'index ' || i.indexdef || coalesce(' ' || array_to_string(c.reloptions, ','), '')
+      FROM pg_indexes i JOIN pg_class c ON c.relname = i.indexname AND c.relnamespace = 'holdcommit'::regnamespace
+     WHERE i.schemaname = 'holdcommit' AND i.tablename !~ '_[0-9]+$'
     UNION ALL
     SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
-     WHERE conrelid IN ('holdcommit.hc_stock_orders'::regclass, 'holdcommit.hc_stock_order_lines'::regclass)
+     WHERE connamespace = 'holdcommit'::regnamespace AND conrelid::regclass::text !~ '_[0-9]+$'
     UNION ALL
-    SELECT 'view ' || viewname || ' ' || definition FROM pg_views
-     WHERE schemaname = 'holdcommit' AND viewname IN ('hc_stock_reservations', 'hc_stock_reservation_lines')) s"
+    SELECT 'view ' || viewname || ' ' || definition FROM pg_views WHERE schemaname = 'holdcommit'
+    UNION ALL
+    SELECT 'distributed ' || logicalrelid::text || ' by ' || column_to_column_name(logicalrelid, partkey)
+      FROM pg_dist_partition WHERE logicalrelid::text LIKE 'holdcommit.%'
+    UNION ALL
+    SELECT 'function ' || o.objid::regprocedure || ' by \$' || (o.distribution_argument_index + 1) ||
+           CASE WHEN o.force_delegation THEN ' forced' ELSE '' END
+      FROM pg_dist_object o JOIN pg_proc p ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
+     WHERE p.pronamespace = 'holdcommit'::regnamespace AND o.distribution_argument_index IS NOT NULL) s"
 fresh_schema=$(c -c "$schema")
 u() { local p=$1; shift; psql -X -qAt -v ON_ERROR_STOP=1 -h "${TMPDIR:-/tmp}/holdcommit-$p" -p "$p" -U postgres -d hc_up3 "$@"; }
 uc() { u "$port" "$@"; }
@@ -680,7 +693,7 @@ $(uc -c "SELECT string_agg(right(reservation_id, 2) || ':' || n, ' ' ORDER BY re
            FROM (SELECT reservation_id, count(*) n FROM hc_stock_order_lines GROUP BY reservation_id) l")" \
     "erin:false erin:true erin:true frank:false frank:true grace:true heidi:true ivan:true judy:true kim:false
 11:2 14:2 20:2"
-check "the stock tables as a fresh install distributed by hc_distribute(): columns, indexes, constraints" \
+check "the extension as a fresh install distributed by hc_distribute(): relations, indexes, constraints, views, distribution" \
     "$(uc -c "$schema")" "$fresh_schema"
 check "... and on each worker, its copies of them as a fresh install's there" \
     "$(for p in $((port + 1)) $((port + 2)); do [ "$(u $p -c "$schema")" = "$(w $p -c "$schema")" ] && echo -n "same "; done)" \
