@@ -578,7 +578,8 @@ BEGIN
                     'hc_asset_add', 'hc_hold', 'hc_commit', 'hc_release', 'hc_extend',
                     'hc_stock_set', 'hc_stock_adjust', 'hc_stock_spread', 'hc_reserve',
                     'hc_finalize', 'hc_unreserve', 'hc_lock_acquire', 'hc_lock_heartbeat',
-                    'hc_lock_release', 'hc_attempt_begin', 'hc_attempt_complete', 'hc_attempt_reset'])
+                    'hc_lock_release', 'hc_lock_check', 'hc_attempt_begin', 'hc_attempt_complete',
+                    'hc_attempt_reset'])
                 AND p.proargnames[1] OPERATOR(pg_catalog.=) ANY (ARRAY['id', 'asset_id', 'product_id', 'resource'])
                 AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object o
                                  WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass

@@ -36,6 +36,7 @@
 #include "common/errors.h"
 #include "common/settings.h"
 #include "core/search_path.h"
+#include "lease/register.h"
 #include "scaleout/register.h"
 #include "stock/register.h"
 
@@ -110,13 +111,19 @@ hc_database_leave(Oid dboid)
 /*
  * ProcessUtility_hook: a command that needs a database to itself pauses its
  * sweeping (bgw/sweeper) and lets its autonomous workers (bgw/autonomous)
- * and its spreaders (bgw/spreader) go.
+ * and its spreaders (bgw/spreader) go; a PREPARE TRANSACTION is named to
+ * the fenced writes (lease/fence.c).
  */
 static void
 hc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (IsA(parsetree, TransactionStmt) &&
+		((TransactionStmt *) parsetree)->kind == TRANS_STMT_PREPARE)
+		hc_fence_prepare_named(((TransactionStmt *) parsetree)->gid);
 	hc_sweeper_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv,
 							   dest, qc, prev_process_utility, hc_database_leave);
 }

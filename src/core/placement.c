@@ -89,6 +89,13 @@ single_node_scope_key(HcPlacementScope *scope)
 	return NULL;
 }
 
+/* A single node prepares a transaction only when someone asks it to. */
+static bool
+single_node_own_prepare(const char *gid)
+{
+	return false;
+}
+
 static const HcPlacement single_node = {
 	.distributed = single_node_distributed,
 	.route = single_node_route,
@@ -100,6 +107,7 @@ static const HcPlacement single_node = {
 	.scope_sql = single_node_scope_sql,
 	.scope_plan_slot = single_node_scope_plan_slot,
 	.scope_key = single_node_scope_key,
+	.own_prepare = single_node_own_prepare,
 };
 
 const HcPlacement *hc_placement = &single_node;

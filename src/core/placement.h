@@ -68,6 +68,12 @@ typedef struct HcPlacement
 	SPIPlanPtr *(*scope_plan_slot) (HcPlacementScope *scope, HcStatement *stmt);
 	/* The routing id whose keys the scope's statements see (:key_scope). */
 	const char *(*scope_key) (HcPlacementScope *scope);
+
+	/*
+	 * Is PREPARE TRANSACTION gid the deployment's own two-phase commit,
+	 * which it finishes itself (Citus' recovery)?
+	 */
+	bool		(*own_prepare) (const char *gid);
 } HcPlacement;
 
 extern const HcPlacement *hc_placement;
@@ -116,6 +122,12 @@ static inline bool
 hc_placement_lock_scope(HcCall *call, HcPlacementScope *scope)
 {
 	return hc_placement->lock_scope(call, scope);
+}
+
+static inline bool
+hc_placement_own_prepare(const char *gid)
+{
+	return hc_placement->own_prepare(gid);
 }
 
 /*

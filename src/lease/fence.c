@@ -22,6 +22,10 @@
  * then, and a check must not keep them out longer (lease.c).  For the same
  * reason a transaction that ran a check cannot be prepared (PREPARE
  * TRANSACTION): it would keep the lease until someone ends it by hand.
+ * The deployment's own two-phase commit may prepare it: on Citus the check
+ * runs on the node of the lease's row, in the caller's distributed
+ * transaction, which Citus prepares there when it wrote on another node
+ * too, then commits, or its recovery does (placement.h, own_prepare).
  */
 #include "postgres.h"
 
@@ -30,17 +34,23 @@
 #include "core/placement.h"
 #include "core/version.h"
 #include "lease/lease.h"
+#include "lease/register.h"
 
 PG_FUNCTION_INFO_V1(hc_lock_check);
 
-/* Has this transaction run a check?  (The callback below is registered once.) */
+/*
+ * Has this transaction run a check?  Is it being prepared by the
+ * deployment's own two-phase commit?  (The callback below is registered
+ * once.)
+ */
 static bool fenced = false;
+static bool own_prepare = false;
 static bool fence_callback_registered = false;
 
 static void
 fence_xact_callback(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_PRE_PREPARE && fenced)
+	if (event == XACT_EVENT_PRE_PREPARE && fenced && !own_prepare)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot PREPARE a transaction that has run hc_lock_check"),
@@ -48,7 +58,15 @@ fence_xact_callback(XactEvent event, void *arg)
 				 errhint("Commit the writes fenced by the token in a transaction of their own.")));
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
 		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
-		fenced = false;
+		fenced = own_prepare = false;
+}
+
+/* The ProcessUtility_hook (holdcommit.c): PREPARE TRANSACTION gid is under way. */
+void
+hc_fence_prepare_named(const char *gid)
+{
+	if (fenced)
+		own_prepare = hc_placement_own_prepare(gid);
 }
 
 /*
@@ -65,7 +83,7 @@ hc_lock_check(PG_FUNCTION_ARGS)
 	hc_lease_holder_args(fcinfo, &holder);
 	hc_call_begin(&call, fcinfo, "hc_lock_check");
 	hc_require_sql_at_least("0.4.0", call.function);
-	hc_require_single_node(&call, "a check of a lease in the caller's transaction");
+	HC_ROUTE(&call, fcinfo, holder.resource);
 	if (!fence_callback_registered)
 	{
 		RegisterXactCallback(fence_xact_callback, NULL);

@@ -23,6 +23,7 @@ static const HcPlacement citus_placement = {
 	.scope_sql = hc_shard_sql,
 	.scope_plan_slot = hc_shard_plan_slot,
 	.scope_key = hc_shard_key_scope,
+	.own_prepare = hc_citus_own_prepare,
 };
 
 void

@@ -624,3 +624,15 @@ hc_citus_coordinator(HcCall *call)
 	hc_args(&args, &local_group);
 	return hc_run(call, &args, SPI_OK_SELECT) == 1 && hc_int32(0, "groupid") == 0;
 }
+
+/*
+ * Is PREPARE TRANSACTION gid Citus' own, the first phase of a commit over
+ * several nodes, which its recovery finishes if the coordinator cannot
+ * (citus.recover_2pc_interval)?  Citus names it citus_GROUP_PID_TXN_CONN
+ * (remote_transaction.c); a role that names its own so is taken at its word.
+ */
+bool
+hc_citus_own_prepare(const char *gid)
+{
+	return strncmp(gid, "citus_", 6) == 0 && OidIsValid(get_extension_oid("citus", true));
+}

@@ -19,6 +19,7 @@ extern bool hc_citus_route(HcCall *call, FunctionCallInfo fcinfo, const char *ro
 						   Datum *result, bool *isnull);
 extern char *hc_citus_route_lookup(HcCall *call, const char *table, const char *column,
 								   const char *reservation_id);
+extern bool hc_citus_own_prepare(const char *gid);
 extern Datum hc_citus_route_prefixed(HcCall *call, FunctionCallInfo fcinfo,
 									 const char *routing_id);
 extern bool hc_citus_coordinator(HcCall *call);

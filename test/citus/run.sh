@@ -265,8 +265,40 @@ check "an attempt" "$(c -c "SELECT status FROM hc_attempt_begin('erp-1', 'w1', $
 check "the attempt completes" "$(c -c "SELECT status FROM hc_attempt_complete('erp-1', 'w1', $t, 'INV-1')")" "COMPLETED"
 check "the lease is released" "$(c -c "SELECT hc_lock_release('erp-1', 'w1', $t)")" "t"
 check "a session-bound lease is refused on Citus (0A000)" "$(sqlstate "SELECT hc_lock_acquire_session('erp-2', 'w1')")" "0A000 1 "
-check "a write fenced by the token is refused on Citus (0A000)" \
-    "$(sqlstate "SELECT hc_lock_check('erp-1', 'w1', $t)")" "0A000 1 "
+
+# A write fenced by the token (hc_lock_check): the check runs on the node of
+# the lease's row, in the caller's transaction.  A takeover of the lease gone
+# stale meanwhile is busy until that transaction ends, which writes on the
+# other worker too: Citus prepares it on both and commits it.  An
+# application's own PREPARE TRANSACTION after a check is still refused.
+ft=$(c -c "SELECT hc_lock_acquire('erp-f', 'w1', '3 seconds')")
+fnode=$(c -c "SELECT nodeport FROM pg_dist_shard_placement
+               WHERE shardid = get_shard_id_for_distribution_column('holdcommit.hc_locks', 'erp-f')")
+fasset=$(asset_on $((fnode == port + 1 ? port + 2 : port + 1)) 11)
+printf '%s\n' 'SET citus.log_remote_commands = on;' 'SET client_min_messages = notice;' 'BEGIN;' \
+    "SELECT hc_lock_check('erp-f', 'w1', $ft);" "SELECT status FROM hc_hold('$fasset', 'b1', 'kf1');" \
+    'SELECT pg_sleep(15);' 'COMMIT;' "SELECT 'committed';" |
+    psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres >"$work/fence.out" 2>&1 &
+fencer=$!
+for i in $(seq 1 100); do
+    [ "$(c -c "SELECT heartbeat_at + stale_after < now() FROM hc_locks WHERE resource = 'erp-f'")" = t ] && break
+    sleep 0.2
+done
+check "a lease checked by an open transaction and gone stale meanwhile: a takeover is busy" \
+    "$(c -c "SELECT hc_lock_acquire('erp-f', 'w2', '1 minute', 0) IS NULL")" "t"
+wait $fencer
+check "... the transaction, which held an asset on the other worker, commits in two phases" \
+    "$(grep -v '^NOTICE\|^DETAIL' "$work/fence.out" | grep -v '^$' | tr '\n' ' ')$(grep -c 'PREPARE TRANSACTION' "$work/fence.out")" \
+    "HELD committed 2"
+check "... and the lease is taken over once it has ended" \
+    "$(c -c "SELECT hc_lock_acquire('erp-f', 'w2', '1 minute', 0)")" "$((ft + 1))"
+check "on the lease's node, a transaction that ran a check cannot be prepared by hand (0A000)" \
+    "$(printf '%s\n' '\set VERBOSITY terse' 'BEGIN;' "SELECT hc_lock_check('erp-f', 'w2', $((ft + 1)));" \
+           "PREPARE TRANSACTION 'by-hand';" '\echo :SQLSTATE' 'ROLLBACK;' 'SELECT 1;' |
+         PGOPTIONS="$PGOPTIONS" psql -X -qAt -h "${TMPDIR:-/tmp}/holdcommit-$fnode" -p "$fnode" -U postgres -d postgres 2>/dev/null |
+         tail -2 | tr '\n' ' ')" "0A000 1 "
+check "a check with another token, in PL code (sent whole to the node): RS007, the session usable" \
+    "$(sqlstate "DO \$\$ BEGIN PERFORM hc_lock_check('erp-f', 'w2', $ft); END \$\$")" "RS007 1 "
 
 # What Citus cannot give: one key space.
 check "the same key on assets of two workers is accepted twice (keys are per routing id)" \
