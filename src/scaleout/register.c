@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include "core/placement.h"
+#include "scaleout/null_routing.h"
 #include "scaleout/order_steps.h"
 #include "scaleout/register.h"
 #include "scaleout/route.h"
@@ -31,4 +32,5 @@ hc_scaleout_register(void)
 {
 	hc_placement_register(&citus_placement);
 	hc_order_steps_register();
+	hc_null_routing_register();
 }

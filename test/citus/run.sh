@@ -300,6 +300,16 @@ check "on the lease's node, a transaction that ran a check cannot be prepared by
 check "a check with another token, in PL code (sent whole to the node): RS007, the session usable" \
     "$(sqlstate "DO \$\$ BEGIN PERFORM hc_lock_check('erp-f', 'w2', $ft); END \$\$")" "RS007 1 "
 
+# A bare call whose routing argument is null: Citus would hash the null to
+# find its shard and crash the coordinator; holdcommit's planner hook refuses
+# it first, as the call does on a single node (22004), also bound as a
+# parameter (a custom plan) and once the plan is generic.
+check "a bare call with a null routing id: 22004, the coordinator up (constant, parameter, every call)" \
+    "$(sqlstate "SELECT hc_hold(NULL, 'b1', 'kn1')")$(sqlstate "SELECT hc_lock_acquire(NULL, 'w1')")$(sqlstate "SELECT hc_stock_set(NULL, 1)")$(printf '%s\n' '\set VERBOSITY terse' "PREPARE n(text) AS SELECT hc_hold(\$1, 'b1', 'kn2');" \
+         $(for i in 1 2 3 4 5 6 7; do echo 'EXECUTE n(NULL);'; done) '\echo :SQLSTATE' 'SELECT 1;' |
+         psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres 2>/dev/null | tail -2 | tr '\n' ' ')$(c -c "SELECT 'up'")" \
+    "22004 1 22004 1 22004 1 22004 1 up"
+
 # What Citus cannot give: one key space.
 check "the same key on assets of two workers is accepted twice (keys are per routing id)" \
     "$(c -c "SELECT hc_hold('$(asset_on $((port + 1)) 3)', 'b1', 'kx') IS NOT NULL"; c -c "SELECT hc_hold('$(asset_on $((port + 2)) 3)', 'b1', 'kx') IS NOT NULL")" "$(printf 't\nt')"
@@ -473,12 +483,10 @@ test/harness/server.sh stop $((port + 3)) >/dev/null 2>&1
 # Every row written, by statements or without the executor, is in a shard: the
 # tables of the extension themselves (the coordinator's, and the workers' shells)
 # are as empty as hc_distribute() left them.
-shells="SELECT sum(pg_relation_size(c.oid)) FROM pg_class c
-         WHERE c.relnamespace = 'holdcommit'::regnamespace AND c.relkind = 'r'
-           AND c.relname IN ('hc_assets', 'hc_reservations', 'hc_ledger', 'hc_stock_parts',
-               'hc_stock_reservations', 'hc_stock_reservation_lines', 'hc_locks', 'hc_attempts')"
+shells="SELECT count(*) || ' ' || sum(pg_relation_size(p.logicalrelid)) FROM pg_dist_partition p
+         JOIN pg_class c ON c.oid = p.logicalrelid WHERE c.relnamespace = 'holdcommit'::regnamespace"
 check "no row is in a table on the coordinator or a worker's shell, only in the shards" \
-    "$(c -c "$shells") $(w $((port + 1)) -c "$shells") $(w $((port + 2)) -c "$shells")" "0 0 0"
+    "$(c -c "$shells") $(w $((port + 1)) -c "$shells") $(w $((port + 2)) -c "$shells")" "9 0 9 0 9 0"
 
 # hc_check on the coordinator: every worker checks its shards.
 check "hc_check() on the coordinator is empty after all of it" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
@@ -559,8 +567,9 @@ schema="SELECT string_agg(x, E'\n' ORDER BY x) FROM (
     UNION ALL
     SELECT 'view ' || viewname || ' ' || definition FROM pg_views WHERE schemaname = 'holdcommit'
     UNION ALL
-    SELECT 'distributed ' || logicalrelid::text || ' by ' || column_to_column_name(logicalrelid, partkey)
-      FROM pg_dist_partition WHERE logicalrelid::text LIKE 'holdcommit.%'
+    SELECT 'distributed ' || r.relname || ' by ' || column_to_column_name(p.logicalrelid, p.partkey)
+      FROM pg_dist_partition p JOIN pg_class r ON r.oid = p.logicalrelid
+     WHERE r.relnamespace = 'holdcommit'::regnamespace
     UNION ALL
     SELECT 'function ' || o.objid::regprocedure || ' by \$' || (o.distribution_argument_index + 1) ||
            CASE WHEN o.force_delegation THEN ' forced' ELSE '' END
@@ -735,6 +744,8 @@ $(uc -c "SELECT string_agg(right(reservation_id, 2) || ':' || n, ' ' ORDER BY re
 11:2 14:2 20:2"
 check "the extension as a fresh install distributed by hc_distribute(): relations, indexes, constraints, views, distribution" \
     "$(uc -c "$schema")" "$fresh_schema"
+check "... which names the 9 tables' distribution columns and the 19 calls sent by their first argument" \
+    "$(echo "$fresh_schema" | grep -c '^distributed ') $(echo "$fresh_schema" | grep -c '^function ')" "9 19"
 check "... and on each worker, its copies of them as a fresh install's there" \
     "$(for p in $((port + 1)) $((port + 2)); do [ "$(u $p -c "$schema")" = "$(w $p -c "$schema")" ] && echo -n "same "; done)" \
     "same same "
