@@ -275,9 +275,13 @@ ft=$(c -c "SELECT hc_lock_acquire('erp-f', 'w1', '3 seconds')")
 fnode=$(c -c "SELECT nodeport FROM pg_dist_shard_placement
                WHERE shardid = get_shard_id_for_distribution_column('holdcommit.hc_locks', 'erp-f')")
 fasset=$(asset_on $((fnode == port + 1 ? port + 2 : port + 1)) 11)
+# The transaction stays open until the takeover has been tried (the table
+# fence_tried made), at most a minute.
 printf '%s\n' 'SET citus.log_remote_commands = on;' 'SET client_min_messages = notice;' 'BEGIN;' \
     "SELECT hc_lock_check('erp-f', 'w1', $ft);" "SELECT status FROM hc_hold('$fasset', 'b1', 'kf1');" \
-    'SELECT pg_sleep(15);' 'COMMIT;' "SELECT 'committed';" |
+    "DO \$\$ BEGIN FOR i IN 1..600 LOOP EXIT WHEN to_regclass('public.fence_tried') IS NOT NULL;
+                                      PERFORM pg_sleep(0.1); END LOOP; END \$\$;" \
+    'COMMIT;' "SELECT 'committed';" |
     psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres >"$work/fence.out" 2>&1 &
 fencer=$!
 for i in $(seq 1 100); do
@@ -286,7 +290,9 @@ for i in $(seq 1 100); do
 done
 check "a lease checked by an open transaction and gone stale meanwhile: a takeover is busy" \
     "$(c -c "SELECT hc_lock_acquire('erp-f', 'w2', '1 minute', 0) IS NULL")" "t"
+c -c "CREATE TABLE public.fence_tried ()"
 wait $fencer
+c -c "DROP TABLE public.fence_tried"
 check "... the transaction, which held an asset on the other worker, commits in two phases" \
     "$(grep -v '^NOTICE\|^DETAIL' "$work/fence.out" | grep -v '^$' | tr '\n' ' ')$(grep -c 'PREPARE TRANSACTION' "$work/fence.out")" \
     "HELD committed 2"
