@@ -3,7 +3,8 @@
  *		A bare call of a distributed holdcommit function whose routing
  *		argument is null, refused before Citus plans it.
  *
- * Citus delegates SELECT hc_hold($1, ...) to the node of $1's shard: its
+ * Citus delegates SELECT hc_hold($1, ...), and SELECT ... FROM hc_hold($1,
+ * ...), to the node of $1's shard: its
  * planner hashes the argument to find the shard, and with a null constant
  * (or a parameter bound to null) it hashes a null pointer, and the backend
  * crashes, every session of the coordinator with it (Citus 13.2 and 14.0,
@@ -12,8 +13,8 @@
  * would raise on a single node: 22004 "ARG must not be null".
  *
  * Invariants:
- *   1. Only the shape Citus delegates is looked at: a SELECT of one
- *      function call, without FROM.  Catalogs are read only when its first
+ *   1. Only the shapes Citus delegates are looked at: a SELECT of one
+ *      function call, or from one.  Catalogs are read only when its first
  *      argument is null: every other query costs a few pointer tests.
  *   2. Only a function of holdcommit's schema, in a database with Citus, is
  *      refused; anything else goes on to the next planner as it came.
@@ -25,6 +26,7 @@
 #include "commands/extension.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/planner.h"
+#include "parser/parsetree.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -91,21 +93,36 @@ refuse_if_holdcommit(Oid fn)
 			 errmsg("%s must not be null", first != NULL ? first : "the first argument")));
 }
 
+/* If expr is a call whose first argument is null, refuse it if it is holdcommit's. */
+static void
+check_call(Node *expr, ParamListInfo params)
+{
+	if (expr != NULL && IsA(expr, FuncExpr))
+	{
+		FuncExpr   *call = (FuncExpr *) expr;
+
+		if (call->args != NIL && arg_is_null(linitial(call->args), params))
+			refuse_if_holdcommit(call->funcid);
+	}
+}
+
 static PlannedStmt *
 null_routing_planner(Query *parse, const char *query_string, int cursor_options,
 					 ParamListInfo params)
 {
-	if (parse->commandType == CMD_SELECT && parse->jointree != NULL &&
-		parse->jointree->fromlist == NIL && list_length(parse->targetList) == 1)
+	if (parse->commandType == CMD_SELECT && parse->jointree != NULL)
 	{
-		TargetEntry *te = linitial_node(TargetEntry, parse->targetList);
+		List	   *from = parse->jointree->fromlist;
 
-		if (te->expr != NULL && IsA(te->expr, FuncExpr))
+		if (from == NIL && list_length(parse->targetList) == 1)
+			check_call((Node *) linitial_node(TargetEntry, parse->targetList)->expr, params);
+		else if (list_length(from) == 1 && IsA(linitial(from), RangeTblRef))
 		{
-			FuncExpr   *call = (FuncExpr *) te->expr;
+			RangeTblEntry *rte = rt_fetch(linitial_node(RangeTblRef, from)->rtindex,
+										  parse->rtable);
 
-			if (call->args != NIL && arg_is_null(linitial(call->args), params))
-				refuse_if_holdcommit(call->funcid);
+			if (rte->rtekind == RTE_FUNCTION && list_length(rte->functions) == 1)
+				check_call(linitial_node(RangeTblFunction, rte->functions)->funcexpr, params);
 		}
 	}
 	return prev_planner != NULL ? prev_planner(parse, query_string, cursor_options, params) :

@@ -308,13 +308,14 @@ check "a check with another token, in PL code (sent whole to the node): RS007, t
 
 # A bare call whose routing argument is null: Citus would hash the null to
 # find its shard and crash the coordinator; holdcommit's planner hook refuses
-# it first, as the call does on a single node (22004), also bound as a
-# parameter (a custom plan) and once the plan is generic.
-check "a bare call with a null routing id: 22004, the coordinator up (constant, parameter, every call)" \
-    "$(sqlstate "SELECT hc_hold(NULL, 'b1', 'kn1')")$(sqlstate "SELECT hc_lock_acquire(NULL, 'w1')")$(sqlstate "SELECT hc_stock_set(NULL, 1)")$(printf '%s\n' '\set VERBOSITY terse' "PREPARE n(text) AS SELECT hc_hold(\$1, 'b1', 'kn2');" \
+# it first, as the call does on a single node (22004), called in the select
+# list or from FROM, bound as a parameter (a custom plan), and once the plan
+# is generic.
+check "a bare call with a null routing id: 22004, the coordinator up (constant, FROM, parameter, every call)" \
+    "$(sqlstate "SELECT hc_hold(NULL, 'b1', 'kn1')")$(sqlstate "SELECT * FROM hc_hold(NULL, 'b1', 'kn1')")$(sqlstate "SELECT hc_lock_acquire(NULL, 'w1')")$(sqlstate "SELECT hc_stock_set(NULL, 1)")$(printf '%s\n' '\set VERBOSITY terse' "PREPARE n(text) AS SELECT hc_hold(\$1, 'b1', 'kn2');" \
          $(for i in 1 2 3 4 5 6 7; do echo 'EXECUTE n(NULL);'; done) '\echo :SQLSTATE' 'SELECT 1;' |
          psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres 2>/dev/null | tail -2 | tr '\n' ' ')$(c -c "SELECT 'up'")" \
-    "22004 1 22004 1 22004 1 22004 1 up"
+    "22004 1 22004 1 22004 1 22004 1 22004 1 up"
 
 # What Citus cannot give: one key space.
 check "the same key on assets of two workers is accepted twice (keys are per routing id)" \
