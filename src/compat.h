@@ -12,6 +12,7 @@
  * the executor or hook the server, and each says in its header what to look
  * at there.
  *   holdcommit.c                    the hooks, the module magic
+ *   scaleout/null_routing.c         planner_hook
  *   common/errors.c                 emit_log_hook
  *   core/fetch.c                    row reads and locks without the executor
  *   core/scan.c                     an index's rows in order, without the executor
@@ -44,6 +45,21 @@
 #error "holdcommit needs PostgreSQL 15 or later (it supports 15 to 19)"
 #elif PG_VERSION_NUM >= 200000
 #error "holdcommit supports PostgreSQL 15 to 19: for a new major, review the files src/compat.h lists under \"Review on a new major\", then raise its bound"
+#endif
+
+/*
+ * 19: the planner hook and standard_planner take the EXPLAIN state too:
+ * HC_PLANNER_ARGS declares a hook's parameters, HC_PLANNER_PASS hands them on.
+ */
+#if PG_VERSION_NUM >= 190000
+#define HC_PLANNER_ARGS \
+	Query *parse, const char *query_string, int cursor_options, ParamListInfo params, \
+	ExplainState *es
+#define HC_PLANNER_PASS parse, query_string, cursor_options, params, es
+#else
+#define HC_PLANNER_ARGS \
+	Query *parse, const char *query_string, int cursor_options, ParamListInfo params
+#define HC_PLANNER_PASS parse, query_string, cursor_options, params
 #endif
 
 /* 16: the varlena macros (VARSIZE, VARDATA, ...) moved from postgres.h to varatt.h. */

@@ -32,6 +32,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "compat.h"
 #include "core/version.h"
 #include "scaleout/null_routing.h"
 
@@ -107,8 +108,7 @@ check_call(Node *expr, ParamListInfo params)
 }
 
 static PlannedStmt *
-null_routing_planner(Query *parse, const char *query_string, int cursor_options,
-					 ParamListInfo params)
+null_routing_planner(HC_PLANNER_ARGS)
 {
 	if (parse->commandType == CMD_SELECT && parse->jointree != NULL)
 	{
@@ -125,8 +125,7 @@ null_routing_planner(Query *parse, const char *query_string, int cursor_options,
 				check_call(linitial_node(RangeTblFunction, rte->functions)->funcexpr, params);
 		}
 	}
-	return prev_planner != NULL ? prev_planner(parse, query_string, cursor_options, params) :
-		standard_planner(parse, query_string, cursor_options, params);
+	return prev_planner != NULL ? prev_planner(HC_PLANNER_PASS) : standard_planner(HC_PLANNER_PASS);
 }
 
 /* At _PG_init, after Citus': this hook first, then Citus'. */
