@@ -494,6 +494,8 @@ DECLARE
     t record;
     f record;
     first_table text;
+    assets_by text;     -- hc_assets' distribution column, if distributed
+    seats boolean;      -- a pool's seats on one shard (not a database distributed by 0.3.0)
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
         RAISE EXCEPTION 'hc_distribute needs Citus in this database'
@@ -503,6 +505,41 @@ BEGIN
     IF NOT pg_catalog.citus_is_coordinator() THEN
         RAISE EXCEPTION 'hc_distribute runs on the coordinator'
               USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) INTO assets_by
+      FROM pg_catalog.pg_dist_partition p
+     WHERE p.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('%I.hc_assets', s)::pg_catalog.regclass;
+    seats := assets_by IS NULL OR assets_by OPERATOR(pg_catalog.=) 'scope_id';
+    IF assets_by IS NULL THEN
+        -- The routing id of every row (scope_id): a pool's seats, their
+        -- holds and their ledger rows go to the pool's shard.  A reservation
+        -- whose asset is gone (hc_check() reports it) keeps its asset's id.
+        -- Each asset id is recorded once, with its routing id.  From now on
+        -- the default fills it in: the routing id of the call writing the
+        -- row.  The unique indexes hold it, as Citus needs.
+        EXECUTE pg_catalog.format(
+            'UPDATE %1$I.hc_assets SET scope_id = COALESCE(pool, id) WHERE scope_id IS NULL;'
+            ' UPDATE %1$I.hc_reservations r SET scope_id = COALESCE('
+            '   (SELECT a.scope_id FROM %1$I.hc_assets a WHERE a.id OPERATOR(pg_catalog.=) r.asset_id), r.asset_id)'
+            '  WHERE r.scope_id IS NULL;'
+            ' UPDATE %1$I.hc_ledger l SET scope_id = COALESCE('
+            '   (SELECT a.scope_id FROM %1$I.hc_assets a'
+            '     WHERE l.kind OPERATOR(pg_catalog.=) ''asset'' AND a.id OPERATOR(pg_catalog.=) l.entity_id), l.entity_id)'
+            '  WHERE l.scope_id IS NULL;'
+            ' INSERT INTO %1$I.hc_asset_routes (asset_id, scope_id) SELECT id, scope_id FROM %1$I.hc_assets;'
+            ' ALTER TABLE %1$I.hc_assets ALTER scope_id SET DEFAULT %1$I.hc_scope_id(),'
+            '   DROP CONSTRAINT hc_assets_pkey, ADD CONSTRAINT hc_assets_pkey PRIMARY KEY (id, scope_id);'
+            ' ALTER TABLE %1$I.hc_reservations ALTER scope_id SET DEFAULT %1$I.hc_scope_id(),'
+            '   DROP CONSTRAINT hc_reservations_pkey,'
+            '   ADD CONSTRAINT hc_reservations_pkey PRIMARY KEY (asset_id, id, scope_id);'
+            ' DROP INDEX %1$I.hc_reservations_one_committed;'
+            ' CREATE UNIQUE INDEX hc_reservations_one_committed ON %1$I.hc_reservations (asset_id, scope_id)'
+            '  WHERE status OPERATOR(pg_catalog.=) ''COMMITTED'';'
+            ' ALTER TABLE %1$I.hc_ledger ALTER scope_id SET DEFAULT %1$I.hc_scope_id(),'
+            '   DROP CONSTRAINT hc_ledger_pkey, ADD CONSTRAINT hc_ledger_pkey PRIMARY KEY (kind, entity_id, seq, scope_id);'
+            ' DROP INDEX %1$I.hc_assets_pool;'
+            ' CREATE UNIQUE INDEX hc_assets_pool ON %1$I.hc_assets (pool, grp, pos, scope_id) WHERE pool IS NOT NULL', s);
+        RETURN NEXT 'tables hc_assets, hc_reservations and hc_ledger given their routing id (scope_id)';
     END IF;
     -- Unique indexes without the routing id: Citus refuses them.  A lookup
     -- by reservation id alone keeps a plain index on each shard.
@@ -516,7 +553,8 @@ BEGIN
     END IF;
     FOR t IN SELECT * FROM (VALUES
             ('hc_reservations', 'hc_reservations_id', 'hc_reservations_by_id', 'id', 'hc_reservations_key',
-             'hc_reservations_scope_key', 'asset_id', 'hc_reservations_by_key'),
+             'hc_reservations_scope_key', CASE WHEN seats THEN 'scope_id' ELSE 'asset_id' END,
+             'hc_reservations_by_key'),
             ('hc_stock_orders', NULL, NULL, NULL, 'hc_stock_orders_key', 'hc_stock_orders_scope_key',
              'scope_id', 'hc_stock_orders_by_key'))
             AS v(tab, id_index, by_id, id_column, key_index, scope_key, scope_column, by_key)
@@ -541,20 +579,13 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- A seat's place, unique on a single node, is plain once distributed.
-    IF (SELECT i.indisunique FROM pg_catalog.pg_index i
-         WHERE i.indexrelid OPERATOR(pg_catalog.=)
-               pg_catalog.to_regclass(pg_catalog.format('%I.hc_assets_pool', s))) THEN
-        EXECUTE pg_catalog.format('DROP INDEX %I.hc_assets_pool', s);
-        EXECUTE pg_catalog.format('CREATE INDEX hc_assets_pool ON %I.hc_assets (pool, grp, pos)'
-                                  ' WHERE pool IS NOT NULL', s);
-        RETURN NEXT 'index hc_assets_pool made not unique';
-    END IF;
     FOR t IN SELECT * FROM (VALUES
-            (1, 'hc_assets', 'id'), (2, 'hc_reservations', 'asset_id'), (3, 'hc_ledger', 'entity_id'),
+            (1, 'hc_assets', 'scope_id'), (2, 'hc_reservations', 'scope_id'), (3, 'hc_ledger', 'scope_id'),
             (4, 'hc_stock_parts', 'product_id'), (5, 'hc_stock_orders', 'scope_id'),
             (6, 'hc_stock_order_lines', 'product_id'), (7, 'hc_locks', 'resource'),
-            (8, 'hc_attempts', 'resource'), (9, 'hc_routes', 'routing_id')) AS v(n, tab, routing) ORDER BY n
+            (8, 'hc_attempts', 'resource'), (9, 'hc_routes', 'routing_id'),
+            (10, 'hc_asset_routes', 'asset_id')) AS v(n, tab, routing)
+            WHERE seats OR v.tab OPERATOR(pg_catalog.<>) 'hc_asset_routes' ORDER BY n
     LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
                         WHERE logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass) THEN
@@ -579,8 +610,13 @@ BEGIN
                     'hc_stock_set', 'hc_stock_adjust', 'hc_stock_spread', 'hc_reserve',
                     'hc_finalize', 'hc_unreserve', 'hc_lock_acquire', 'hc_lock_heartbeat',
                     'hc_lock_release', 'hc_lock_check', 'hc_attempt_begin', 'hc_attempt_complete',
-                    'hc_attempt_reset'])
-                AND p.proargnames[1] OPERATOR(pg_catalog.=) ANY (ARRAY['id', 'asset_id', 'product_id', 'resource'])
+                    'hc_attempt_reset', 'hc_hold_best', 'hc_hold_many'])
+                AND p.proargnames[1] OPERATOR(pg_catalog.=) ANY (ARRAY['id', 'asset_id', 'product_id', 'resource',
+                                                                       'pool', 'scope_id'])
+                -- A seat is added where it is called: it records its id's
+                -- routing id, then sends itself to the pool's node.
+                AND NOT (seats AND p.oid OPERATOR(pg_catalog.=)
+                         pg_catalog.to_regprocedure(pg_catalog.format('%I.hc_asset_add(text, text, text, integer, text, integer)', s)))
                 AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object o
                                  WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                                    AND o.objid OPERATOR(pg_catalog.=) p.oid
@@ -635,6 +671,9 @@ BEGIN
     ALTER TABLE @extschema@.hc_assets ADD COLUMN pool text, ADD COLUMN rank integer,
         ADD COLUMN grp text, ADD COLUMN pos integer;
     ALTER TABLE @extschema@.hc_reservations ADD COLUMN seats integer;
+    ALTER TABLE @extschema@.hc_assets ADD COLUMN scope_id text;
+    ALTER TABLE @extschema@.hc_reservations ADD COLUMN scope_id text;
+    ALTER TABLE @extschema@.hc_ledger ADD COLUMN scope_id text;
     IF pg_catalog.to_regclass('@extschema@.hc_reservations_id') IS NOT NULL THEN
         DROP INDEX @extschema@.hc_reservations_id;
         CREATE UNIQUE INDEX hc_reservations_id ON @extschema@.hc_reservations (id, asset_id);
@@ -663,6 +702,22 @@ COMMENT ON COLUMN @extschema@.hc_assets.pos IS
     'The position in grp: pos and pos + 1 are neighbours.';
 COMMENT ON COLUMN @extschema@.hc_reservations.seats IS
     'A group hold (hc_hold_many, hc_hold_best): the number of its seats, each a row with the same id; NULL for hc_hold.';
+
+-- Each row's routing id on Citus: an asset's pool, or its own id; a
+-- reservation's asset's; a ledger row's entity's (its asset's for an
+-- asset).  hc_distribute() fills it in and distributes the three tables by
+-- it, so that a pool's seats, their holds and their ledger are on one
+-- shard, and a group hold there commits in one phase.  From then on every
+-- call's writes fill it in themselves: its default, set by hc_distribute(),
+-- is the routing id of the call that writes the row (hc_scope_id()).  NULL
+-- on a single node.  On a database distributed by 0.3.0 (by the asset's id)
+-- the coordinator adds the columns, and they stay NULL.
+COMMENT ON COLUMN @extschema@.hc_assets.scope_id IS
+    'On Citus, the routing id: the pool, or the asset''s own id; NULL on a single node.';
+COMMENT ON COLUMN @extschema@.hc_reservations.scope_id IS
+    'On Citus, the routing id of the reservation''s asset; NULL on a single node.';
+COMMENT ON COLUMN @extschema@.hc_ledger.scope_id IS
+    'On Citus, the routing id of the row''s entity; NULL on a single node.';
 
 -- hc_metrics read 0.3.0's lines table for the overdue stock: it reads the
 -- view of every line now (the same figures); and it counts the group holds.
@@ -801,7 +856,7 @@ BEGIN
         IF g.grantor OPERATOR(pg_catalog.<>) g.owner THEN
             EXECUTE pg_catalog.format('SET LOCAL ROLE %s', g.grantor::pg_catalog.regrole);
         END IF;
-        EXECUTE pg_catalog.format('GRANT SELECT (seats) ON TABLE @extschema@.hc_reservations TO %s%s',
+        EXECUTE pg_catalog.format('GRANT SELECT (seats, scope_id) ON TABLE @extschema@.hc_reservations TO %s%s',
                                   CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
                                        ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
                                   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
@@ -829,6 +884,27 @@ COMMENT ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval
     'Hold the n best available assets of a pool, adjacent where they can be, as one group hold; RS002 if fewer are free.';
 REVOKE ALL ON FUNCTION @extschema@.hc_hold_best(text, integer, text, text, interval) FROM PUBLIC;
 
+-- The forms Citus sends a call on a pool's seats as, to the pool's node,
+-- given the routing id first (as hc_commit(asset_id, reservation_id, ...)
+-- is hc_commit's): hc_asset_add(id, name, pool, ...) once it has recorded
+-- the seat's id, hc_hold_many(asset_ids, ...) once it has found their pool.
+-- Who may call the one may call the other (hc_grant_operator, hc_grant_app).
+CREATE FUNCTION @extschema@.hc_asset_add(scope_id text, id text, name text, pool text, rank integer,
+                                         grp text, pos integer)
+RETURNS @extschema@.hc_assets
+AS 'MODULE_PATHNAME', 'hc_asset_add_scoped' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_asset_add(text, text, text, text, integer, text, integer) IS
+    'On Citus, hc_asset_add(id, name, pool, ...) as sent to the pool''s node (scope_id: the pool).';
+REVOKE ALL ON FUNCTION @extschema@.hc_asset_add(text, text, text, text, integer, text, integer) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.hc_hold_many(scope_id text, asset_ids text[], buyer_id text,
+                                         idempotency_key text, ttl interval)
+RETURNS SETOF @extschema@.hc_reservation ROWS 4
+AS 'MODULE_PATHNAME', 'hc_hold_many_scoped' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_hold_many(text, text[], text, text, interval) IS
+    'On Citus, hc_hold_many(asset_ids, ...) as sent to the node of their pool (scope_id).';
+REVOKE ALL ON FUNCTION @extschema@.hc_hold_many(text, text[], text, text, interval) FROM PUBLIC;
+
 -- In the caller's transaction: RS007 unless owner holds the lease with
 -- token; otherwise no new token until that transaction ends.
 CREATE FUNCTION @extschema@.hc_lock_check(resource text, owner text, token bigint)
@@ -840,10 +916,10 @@ REVOKE ALL ON FUNCTION @extschema@.hc_lock_check(text, text, bigint) FROM PUBLIC
 
 -- Who may hold an asset may hold many and the best, who may beat a lease
 -- may check it (hc_grant_app), who may add an asset may add it to a pool
--- (hc_grant_operator): the grants of hc_hold, hc_lock_heartbeat and
--- hc_asset_add(id, name) are made again on the new functions, as their
--- grantors, and kept out of the extension's initial privileges as on a
--- fresh install, so that pg_dump keeps them.
+-- (hc_grant_operator), each with the form Citus sends it as: the grants of
+-- hc_hold, hc_lock_heartbeat and hc_asset_add(id, name) are made again on
+-- the new functions, as their grantors, and kept out of the extension's
+-- initial privileges as on a fresh install, so that pg_dump keeps them.
 DO $$
 DECLARE
     updater text := current_user;
@@ -856,7 +932,9 @@ BEGIN
                   FROM (VALUES ('hc_hold(text, text, text, interval)', 'hc_hold_many(text[], text, text, interval)'),
                                ('hc_hold(text, text, text, interval)', 'hc_hold_best(text, integer, text, text, interval)'),
                                ('hc_lock_heartbeat(text, text, bigint)', 'hc_lock_check(text, text, bigint)'),
-                               ('hc_asset_add(text, text)', 'hc_asset_add(text, text, text, integer, text, integer)')) v(old, new)
+                               ('hc_asset_add(text, text)', 'hc_asset_add(text, text, text, integer, text, integer)'),
+                               ('hc_hold(text, text, text, interval)', 'hc_hold_many(text, text[], text, text, interval)'),
+                               ('hc_asset_add(text, text)', 'hc_asset_add(text, text, text, text, integer, text, integer)')) v(old, new)
     LOOP
         SELECT i.initprivs INTO fresh FROM pg_catalog.pg_init_privs i
          WHERE i.objoid OPERATOR(pg_catalog.=) pair.new
@@ -1039,3 +1117,26 @@ COMMENT ON TABLE @extschema@.hc_stock_carries IS
     'Per product: whether its pruned orders'' ledger rows await their carry, and where each part''s next walk starts.';
 CREATE INDEX hc_stock_carries_due ON @extschema@.hc_stock_carries (product_id) WHERE due;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_stock_carries', '');
+
+------------------------------------------------------------------------------
+-- Group holds on Citus: a pool's seats on one shard
+------------------------------------------------------------------------------
+
+-- On Citus, each asset id's routing id, on the shard of the asset id: an
+-- asset id is one asset across pools (its primary key), and a call given a
+-- seat's id finds the pool it is sold from.  Empty on a single node.
+CREATE TABLE @extschema@.hc_asset_routes (
+    asset_id    text PRIMARY KEY,
+    scope_id    text NOT NULL
+);
+COMMENT ON TABLE @extschema@.hc_asset_routes IS
+    'On Citus: the routing id (pool, or own id) of every asset id; empty on a single node.';
+
+-- The routing id of the call writing a row: the default of scope_id on
+-- Citus (hc_distribute() sets it).  An error outside a call that has one.
+CREATE FUNCTION @extschema@.hc_scope_id()
+RETURNS text
+AS 'MODULE_PATHNAME', 'hc_scope_id' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.hc_scope_id() IS
+    'On Citus, the routing id of the holdcommit call writing a row (the default of the scope_id columns).';
+REVOKE ALL ON FUNCTION @extschema@.hc_scope_id() FROM PUBLIC;

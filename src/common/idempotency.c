@@ -274,7 +274,8 @@ static HcStatement known_key = {
 	{HC_KNOWN_KEY_PARAMS}
 };
 static HcStatement known_key_03 = {
-	"WITH " HC_KNOWN_KEY_IN("hc_stock_reservations") " SELECT " HC_KNOWN_KEY_COLUMNS " FROM known k",
+	"WITH " HC_KNOWN_KEY_IN("hc_stock_reservations", "asset_id") " SELECT " HC_KNOWN_KEY_COLUMNS
+	" FROM known k",
 	{HC_KNOWN_KEY_PARAMS}
 };
 

@@ -43,19 +43,21 @@ typedef struct HcKnownKey
  * :key_scope, which hc_run binds), and the columns that read it from
  * "known k".  The orders are hc_stock_orders from 0.4.0 SQL on, and
  * HC_KNOWN_KEY_IN names the table of an older one (hc_stock_reservations),
- * whose holds the library still serves.
+ * whose holds the library still serves, and a hold's routing id (from 0.4.0
+ * on its scope_id, which a database distributed by 0.3.0 leaves NULL).  A
+ * hold's scope_id there is its asset's (a group's first seat's).
  */
-#define HC_KNOWN_KEY_IN(orders) \
+#define HC_KNOWN_KEY_IN(orders, hold_scope) \
 	"known AS (" \
 	"  SELECT 'hold' AS kind, id, asset_id AS scope_id, buyer_id, fingerprint, created_at" \
 	"    FROM hc_reservations WHERE idempotency_key" EQ ":key" \
-	"     AND (:key_scope IS NULL OR asset_id" EQ ":key_scope)" \
+	"     AND (:key_scope IS NULL OR " hold_scope EQ ":key_scope)" \
 	"  UNION ALL" \
 	"  SELECT 'stock', id, scope_id, buyer_id, fingerprint, created_at" \
 	"    FROM " orders " WHERE idempotency_key" EQ ":key" \
 	"     AND (:key_scope IS NULL OR scope_id" EQ ":key_scope)" \
 	"  LIMIT 1)"
-#define HC_KNOWN_KEY HC_KNOWN_KEY_IN("hc_stock_orders")
+#define HC_KNOWN_KEY HC_KNOWN_KEY_IN("hc_stock_orders", "COALESCE(scope_id, asset_id)")
 #define HC_KNOWN_KEY_PARAMS	{"key", TEXTOID}, {"key_scope", TEXTOID}
 #define HC_KNOWN_KEY_COLUMNS \
 	"k.kind AS known_kind, k.id AS known_id, k.scope_id AS known_scope_id," \

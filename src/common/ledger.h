@@ -24,6 +24,18 @@
 	" SELECT " kind ", " entity_id ", " seq ", " event ", " source ", " reservation_id ", " \
 	buyer_id ", " reserved_delta ", " stock_delta ", " detail ", :now, :function, :actor"
 
+/*
+ * The same with the row's routing id (scope_id, 0.4.0): where one statement
+ * writes rows of several routing ids, which the column's default on Citus
+ * (the call's, hc_scope_id()) cannot give.
+ */
+#define HC_LEDGER_ROWS_SCOPED(scope_id, kind, entity_id, seq, event, source, reservation_id, \
+							  buyer_id, reserved_delta, stock_delta, detail) \
+	" INSERT INTO hc_ledger (kind, entity_id, seq, event, source, reservation_id, buyer_id," \
+	" reserved_delta, stock_delta, detail, at, function, actor, scope_id)" \
+	" SELECT " kind ", " entity_id ", " seq ", " event ", " source ", " reservation_id ", " \
+	buyer_id ", " reserved_delta ", " stock_delta ", " detail ", :now, :function, :actor, " scope_id
+
 /* The parameters HC_LEDGER_ROWS takes from the call. */
 #define HC_LEDGER_PARAMS \
 	{"now", TIMESTAMPTZOID}, {"function", TEXTOID}, {"actor", TEXTOID}

@@ -55,6 +55,7 @@ hc_call_start(HcCall *call, Oid owner, Oid schema, const char *function, const c
 	call->point_lookups = point_lookups;
 	call->latest = false;
 	call->scope = NULL;
+	call->routing_id = NULL;
 
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
 	call->actor = actor;

@@ -27,6 +27,11 @@ typedef struct HcCall
 	bool		latest;			/* read the latest committed state, whatever the isolation */
 	/* where the call's rows are, if not in the extension's tables (placement.h) */
 	struct HcPlacementScope *scope;
+	/*
+	 * The routing id of the rows the next statements write, where the scope
+	 * is a group of shards (the sweep's product); hc_scope_id() on Citus.
+	 */
+	const char *routing_id;
 	Oid			save_userid;
 	int			save_sec_context;
 	/* the search path, pushed before the first statement through SPI */

@@ -94,6 +94,7 @@
 
 #include "compat.h"
 #include "core/fetch.h"
+#include "core/placement.h"
 
 /* Does the fetch lock the row it finds? */
 #define FETCH_LOCKS(fetch)	((fetch)->lock != HC_FETCH_READ && (fetch)->lock != HC_FETCH_MINE)
@@ -558,7 +559,10 @@ hc_fetch_part_if(HcCall *call, HcFetch *fetch, const char *key, int16 part, HcAd
 bool
 hc_fetch_changing(HcCall *call, const char *table, ItemPointer tid)
 {
-	Relation	heap = table_open(get_relname_relid(table, call->schema), AccessShareLock);
+	Relation	heap = table_open(get_relname_relid(call->scope == NULL ? table :
+													hc_placement->scope_relation(call->scope, table,
+																				 table),
+													call->schema), AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	SnapshotData dirty;
 	bool		found;

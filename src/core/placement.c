@@ -19,6 +19,12 @@ single_node_distributed(HcCall *call)
 }
 
 static bool
+single_node_seats_together(HcCall *call)
+{
+	return true;
+}
+
+static bool
 single_node_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Datum *result,
 				  bool *isnull)
 {
@@ -69,6 +75,13 @@ single_node_lock_scope(HcCall *call, HcPlacementScope *scope)
 }
 
 static char *
+single_node_scope_relation(HcPlacementScope *scope, const char *table, const char *name)
+{
+	single_node_never("scope_relation");
+	return NULL;
+}
+
+static char *
 single_node_scope_sql(HcPlacementScope *scope, const char *sql)
 {
 	single_node_never("scope_sql");
@@ -98,12 +111,14 @@ single_node_own_prepare(const char *gid)
 
 static const HcPlacement single_node = {
 	.distributed = single_node_distributed,
+	.seats_together = single_node_seats_together,
 	.route = single_node_route,
 	.route_lookup = single_node_route_lookup,
 	.route_prefixed = single_node_route_prefixed,
 	.coordinator = single_node_coordinator,
 	.local_scopes = single_node_local_scopes,
 	.lock_scope = single_node_lock_scope,
+	.scope_relation = single_node_scope_relation,
 	.scope_sql = single_node_scope_sql,
 	.scope_plan_slot = single_node_scope_plan_slot,
 	.scope_key = single_node_scope_key,

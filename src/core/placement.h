@@ -41,6 +41,11 @@ typedef struct HcPlacement
 {
 	/* Are the extension's tables spread over several nodes? */
 	bool		(*distributed) (HcCall *call);
+	/*
+	 * Is each pool's seats' every row on one node (a single node; on Citus,
+	 * the tables distributed by scope_id, not by 0.3.0's asset id)?
+	 */
+	bool		(*seats_together) (HcCall *call);
 
 	/*
 	 * Route a call by its routing id: false to run it here (with
@@ -62,6 +67,8 @@ typedef struct HcPlacement
 	/* Lock a scope for writes: false if it has left this node. */
 	bool		(*lock_scope) (HcCall *call, HcPlacementScope *scope);
 
+	/* The scope's shard of relation name: table, or an index of table. */
+	char	   *(*scope_relation) (HcPlacementScope *scope, const char *table, const char *name);
 	/* The text of a statement (SPI's, with $n) over the scope's tables. */
 	char	   *(*scope_sql) (HcPlacementScope *scope, const char *sql);
 	/* Where the plan of stmt over the scope's tables is kept. */
@@ -85,6 +92,12 @@ static inline bool
 hc_distributed(HcCall *call)
 {
 	return hc_placement->distributed(call);
+}
+
+static inline bool
+hc_seats_together(HcCall *call)
+{
+	return hc_placement->seats_together(call);
 }
 
 static inline bool

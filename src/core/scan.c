@@ -34,6 +34,7 @@
 #include "utils/snapmgr.h"
 
 #include "compat.h"
+#include "core/placement.h"
 #include "core/scan.h"
 #include "core/statement.h"
 
@@ -69,9 +70,18 @@ void
 hc_scan_open(HcCall *call, HcScan *s, const char *table, const char *index,
 			 const char *const *keys, int nkeys, const char *key)
 {
-	Oid			relid = get_relname_relid(table, call->schema);
-	Oid			indexid = get_relname_relid(index, call->schema);
+	Oid			relid;
+	Oid			indexid;
 	ScanKeyData skey;
+
+	/* On Citus, the scope's shard of the table and its index. */
+	if (call->scope != NULL)
+	{
+		index = hc_placement->scope_relation(call->scope, table, index);
+		table = hc_placement->scope_relation(call->scope, table, table);
+	}
+	relid = get_relname_relid(table, call->schema);
+	indexid = get_relname_relid(index, call->schema);
 
 	if (!OidIsValid(relid) || !OidIsValid(indexid))
 		ereport(ERROR,

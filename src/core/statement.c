@@ -37,6 +37,30 @@
 #include "core/search_path.h"
 #include "core/statement.h"
 
+/*
+ * The routing id of the rows the running statement writes (call->routing_id,
+ * or its scope's), for hc_scope_id(); NULL between statements.
+ */
+static const char *statement_routing_id = NULL;
+
+PG_FUNCTION_INFO_V1(hc_scope_id);
+
+/*
+ * hc_scope_id(): the default of the scope_id columns on Citus
+ * (hc_distribute()), where every write runs in a call on one routing id's
+ * shards.  A row written any other way would have no routing id: refused.
+ */
+Datum
+hc_scope_id(PG_FUNCTION_ARGS)
+{
+	if (statement_routing_id == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("scope_id is written by holdcommit's calls only"),
+				 errdetail("A row of a distributed holdcommit table needs its routing id.")));
+	PG_RETURN_TEXT_P(cstring_to_text(statement_routing_id));
+}
+
 /* The position of a parameter in the statement, or an error. */
 static int
 statement_param(HcStatement *stmt, const char *name, int len)
@@ -287,6 +311,9 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}
 	SPI_freetuptable(SPI_tuptable);
+	statement_routing_id = call->routing_id;
+	if (statement_routing_id == NULL && call->scope != NULL)
+		statement_routing_id = hc_placement->scope_key(call->scope);
 	/* A plan for one run is made now, for these values (statement_prepare). */
 	guc_level = one_shot ? statement_plan_settings(call) : 0;
 	if (call->latest)
@@ -294,6 +321,7 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 								  InvalidSnapshot, true, false, 0);
 	else
 		rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
+	statement_routing_id = NULL;
 	if (guc_level > 0)
 		AtEOXact_GUC(true, guc_level);
 	if (one_shot)

@@ -32,6 +32,7 @@
 #include "core/scan.h"
 #include "core/statement.h"
 #include "core/subxact.h"
+#include "core/placement.h"
 #include "core/version.h"
 #include "hold/group.h"
 
@@ -523,7 +524,8 @@ hc_hold_best(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	hc_call_begin_keyed(&call, fcinfo, "hc_hold_best");
 	hc_require_sql_at_least("0.4.0", call.function);
-	hc_group_not_distributed(&call);
+	hc_group_seats_together(&call);
+	HC_ROUTE(&call, fcinfo, pool_id);
 	hc_group_request(&call, &g, buyer_id, key, ttl);
 	hc_fingerprint_add(&g.fp, pool_id);
 	hc_fingerprint_add_int64(&g.fp, n);

@@ -22,7 +22,12 @@
  *      locks every one (never waiting) and ends them all, or refuses the
  *      seat as held by a call in flight.  The sweeper ends its seats one by
  *      one, each exactly once.
- *   4. Not on a distributed deployment yet: refused with 0A000.
+ *   4. On Citus, a group's seats are one pool's, whose rows are all on
+ *      the pool's shards (scope_id): a group hold there is one shard's
+ *      statements, committed in one phase.  hc_hold_many finds the pool of
+ *      its seats where it is called and is sent there in the form given it
+ *      (hc_hold_many_scoped); seats of several pools are refused (0A000).
+ *      A database distributed by 0.3.0, by asset id, refuses group holds.
  */
 #include "postgres.h"
 
@@ -46,12 +51,22 @@
 #include "hold/group.h"
 
 PG_FUNCTION_INFO_V1(hc_hold_many);
+PG_FUNCTION_INFO_V1(hc_hold_many_scoped);
 
 /* A reservation's seats as they are now (one, seats NULL, for hc_hold's). */
 static HcStatement group_seats = {
-	"SELECT asset_id, buyer_id, status, expires_at, created_at, seats FROM hc_reservations"
+	"SELECT asset_id, buyer_id, status, expires_at, created_at, seats, scope_id FROM hc_reservations"
 	" WHERE id" EQ ":reservation_id",
 	{{"reservation_id", TEXTOID}}
+};
+
+/*
+ * On Citus, the routing ids of the assets :asset_ids (hc_asset_routes, on
+ * the shards of the ids), read where hc_hold_many is called.
+ */
+static HcStatement seats_routes = {
+	"SELECT asset_id, scope_id FROM hc_asset_routes WHERE asset_id" EQ "ANY (:asset_ids)",
+	{{"asset_ids", TEXTARRAYOID}}
 };
 
 /*
@@ -96,14 +111,16 @@ id_order(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Refuse a group hold where a pool's seats are spread over the nodes. */
 void
-hc_group_not_distributed(HcCall *call)
+hc_group_seats_together(HcCall *call)
 {
-	if (hc_distributed(call))
+	if (!hc_seats_together(call))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("%s is not available on a distributed deployment yet", call->function),
-				 errhint("Hold each asset with hc_hold().")));
+				 errmsg("%s is not available on a database distributed by holdcommit 0.3.0", call->function),
+				 errdetail("Its tables are distributed by asset id, which spreads a pool's seats over the nodes."),
+				 errhint("Hold each asset with hc_hold(), in one transaction; doc/scale-out.md says how to redistribute.")));
 }
 
 /* The seats of reservation id as they are, bytewise by asset_id; *n of them. */
@@ -131,6 +148,8 @@ group_load(HcCall *call, const char *id, int *n)
 		r->expires_at = hc_timestamptz(i, "expires_at");
 		r->created_at = hc_timestamptz(i, "created_at");
 		r->seats = null ? 0 : DatumGetInt32(d);
+		d = hc_datum(i, "scope_id", &null);
+		r->scope_id = null ? NULL : hc_text(call, i, "scope_id");
 	}
 	qsort(seats, *n, sizeof(HoldReservation), seat_order);
 	return seats;
@@ -153,10 +172,9 @@ group_lock_seat(HcCall *call, HcFetch *fetch, HoldReservation *r)
 
 /*
  * A group's seats for a call on its id (and, in the forms given an asset,
- * that asset's, which must be one of them): each seat's asset locked,
- * waiting, bytewise, then the seats read again as they are under the
- * locks.  Refused on a distributed deployment, whose group holds were made
- * before hc_distribute() spread their seats over the shards.
+ * that asset's, which must be one of them, or on Citus their routing id,
+ * which hc_route_reservation gives): each seat's asset locked, waiting,
+ * bytewise, then the seats read again as they are under the locks.
  */
 static HoldReservation *
 group_lock(HcCall *call, const char *id, const char *asset_id, int *n)
@@ -165,10 +183,11 @@ group_lock(HcCall *call, const char *id, const char *asset_id, int *n)
 	HoldReservation *seats;
 	int			i;
 
-	hc_group_not_distributed(call);
+	hc_group_seats_together(call);
 	locked = group_load(call, id, n);
 	for (i = 0; asset_id != NULL && i < *n; i++)
-		if (strcmp(locked[i].asset_id, asset_id) == 0)
+		if (strcmp(locked[i].asset_id, asset_id) == 0 ||
+			(locked[i].scope_id != NULL && strcmp(locked[i].scope_id, asset_id) == 0))
 			break;
 	if (*n == 0 || (asset_id != NULL && i == *n))
 		hc_reservation_not_found(id, asset_id == NULL ? "hold" :
@@ -555,17 +574,66 @@ group_arg_ids(FunctionCallInfo fcinfo, int argno, int *n)
 }
 
 /*
- * hc_hold_many(asset_ids, buyer_id, idempotency_key, ttl): hold every asset
- * or none, as one reservation; RS001 names those not available.
+ * On Citus, the one routing id of the n assets ids, from hc_asset_routes:
+ * RS006 for an asset that does not exist, 0A000 for seats of several pools,
+ * whose hold would be a commit in two phases over several nodes.
  */
-Datum
-hc_hold_many(PG_FUNCTION_ARGS)
+static char *
+group_scope(HcCall *call, char **ids, int n)
+{
+	HcArgs		args;
+	Datum	   *elems = palloc(sizeof(Datum) * n);
+	char	   *scope = NULL;
+	uint64		found;
+	uint64		i;
+	int			j;
+
+	for (j = 0; j < n; j++)
+		elems[j] = CStringGetTextDatum(ids[j]);
+	hc_args(&args, &seats_routes);
+	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
+																TYPALIGN_INT)));
+	found = hc_run(call, &args, SPI_OK_SELECT);
+	for (i = 0; i < found; i++)
+	{
+		char	   *s = hc_text(call, (int) i, "scope_id");
+
+		if (scope != NULL && strcmp(scope, s) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("assets \"%s\" and \"%s\" are sold from different pools", scope, s),
+					 errdetail("On Citus a group hold is of one pool's seats, which are on one node."),
+					 errhint("Hold the seats of each pool with its own hc_hold_many(), in one transaction.")));
+		scope = s;
+	}
+	for (j = 0; found < (uint64) n && j < n; j++)
+	{
+		for (i = 0; i < found; i++)
+			if (strcmp(hc_text(call, (int) i, "asset_id"), ids[j]) == 0)
+				break;
+		if (i == found)
+			ereport(ERROR,
+					(errcode(ERRCODE_HC_NOT_FOUND),
+					 errmsg("asset \"%s\" does not exist", ids[j]),
+					 errdetail("There is no row for asset \"%s\" in hc_assets.", ids[j]),
+					 errhint("Add the asset with hc_asset_add() first.")));
+	}
+	return scope;
+}
+
+/*
+ * hc_hold_many(asset_ids, buyer_id, idempotency_key, ttl): hold every asset
+ * or none, as one reservation; RS001 names those not available.  On Citus,
+ * sent to the node of the assets' pool as hc_hold_many(scope_id, ...).
+ */
+static Datum
+hold_many(FunctionCallInfo fcinfo, int first)
 {
 	int			n;
-	char	  **ids = group_arg_ids(fcinfo, 0, &n);
-	char	   *buyer_id = hc_arg_id(fcinfo, 1, "buyer_id");
-	char	   *key = hc_arg_key(fcinfo, 2, "idempotency_key");
-	int64		ttl = hc_arg_ttl(fcinfo, 3, "ttl");
+	char	  **ids = group_arg_ids(fcinfo, first, &n);
+	char	   *buyer_id = hc_arg_id(fcinfo, first + 1, "buyer_id");
+	char	   *key = hc_arg_key(fcinfo, first + 2, "idempotency_key");
+	int64		ttl = hc_arg_ttl(fcinfo, first + 3, "ttl");
 	HcCall		call;
 	GroupHold	g = {0};
 	int			i;
@@ -573,7 +641,15 @@ hc_hold_many(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	hc_call_begin_keyed(&call, fcinfo, "hc_hold_many");
 	hc_require_sql_at_least("0.4.0", call.function);
-	hc_group_not_distributed(&call);
+	hc_group_seats_together(&call);
+	if (first > 0)
+		HC_ROUTE(&call, fcinfo, hc_arg_id(fcinfo, 0, "scope_id"));
+	else if (hc_distributed(&call))
+	{
+		hc_route_prefixed(&call, fcinfo, group_scope(&call, ids, n));
+		hc_call_end(&call);
+		return (Datum) 0;
+	}
 	hc_group_request(&call, &g, buyer_id, key, ttl);
 	for (i = 0; i < n; i++)
 		hc_fingerprint_add(&g.fp, ids[i]);
@@ -615,5 +691,18 @@ hc_hold_many(PG_FUNCTION_ARGS)
 	hc_call_end(&call);
 	hc_group_rows(fcinfo, &g);
 	return (Datum) 0;
+}
+
+Datum
+hc_hold_many(PG_FUNCTION_ARGS)
+{
+	return hold_many(fcinfo, 0);
+}
+
+/* hc_hold_many(scope_id, asset_ids, ...): the form Citus sends it as. */
+Datum
+hc_hold_many_scoped(PG_FUNCTION_ARGS)
+{
+	return hold_many(fcinfo, 1);
 }
 

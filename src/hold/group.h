@@ -36,7 +36,7 @@ typedef struct GroupHold
 	HoldReservation r;			/* id, buyer and times of the hold */
 } GroupHold;
 
-extern void hc_group_not_distributed(HcCall *call);
+extern void hc_group_seats_together(HcCall *call);
 extern const char *hc_seat_lock(HcCall *call, const char *asset_id, Seat *seat);
 extern bool hc_seat_reclaim(HcCall *call, Seat *seat);
 extern void hc_group_request(HcCall *call, GroupHold *g, const char *buyer_id, const char *key,

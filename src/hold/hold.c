@@ -37,6 +37,7 @@
 #include "hold/hold.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
+PG_FUNCTION_INFO_V1(hc_asset_add_scoped);
 PG_FUNCTION_INFO_V1(hc_hold);
 PG_FUNCTION_INFO_V1(hc_commit);
 PG_FUNCTION_INFO_V1(hc_release);
@@ -45,11 +46,11 @@ PG_FUNCTION_INFO_V1(hc_commit_asset);
 PG_FUNCTION_INFO_V1(hc_release_asset);
 PG_FUNCTION_INFO_V1(hc_extend_asset);
 
-#define ADD_ASSET(columns, values) \
+#define ADD_ASSET(columns, values, conflict) \
 	"WITH a AS (" \
 	"  INSERT INTO hc_assets (id, name, created_at, updated_at" columns ")" \
 	"  VALUES (:asset_id, :name, :now, :now" values ")" \
-	"  ON CONFLICT (id) DO NOTHING RETURNING *)," \
+	conflict " RETURNING *)," \
 	" logged AS (" \
 	HC_LEDGER_ROWS("'asset'", ":asset_id", "a.version", "'add'", "'adjustment'", "NULL", "NULL", \
 				   "0", "1", "NULL") " FROM a)" \
@@ -57,17 +58,38 @@ PG_FUNCTION_INFO_V1(hc_extend_asset);
 
 /*
  * An asset of 0.2.0's and 0.3.0's hc_assets; of 0.4.0's, with its place in a
- * pool.  Only its id is a conflict it answers: a place that holds an asset
+ * pool.  Only its id is a conflict it answers (an asset outside a pool has
+ * no place; on Citus, where the primary key holds the routing id too, the
+ * id was recorded first, in hc_asset_routes): a place that holds an asset
  * already is hc_assets_pool's unique violation.
  */
+#define ADD_SEAT_PARAMS \
+	{{"asset_id", TEXTOID}, {"name", TEXTOID}, {"pool", TEXTOID}, {"rank", INT4OID}, \
+	 {"grp", TEXTOID}, {"pos", INT4OID}, HC_LEDGER_PARAMS}
 static HcStatement add_asset = {
-	ADD_ASSET("", ""),
+	ADD_ASSET("", "", " ON CONFLICT DO NOTHING"),
 	{{"asset_id", TEXTOID}, {"name", TEXTOID}, HC_LEDGER_PARAMS}
 };
 static HcStatement add_seat = {
-	ADD_ASSET(", pool, rank, grp, pos", ", :pool, :rank, :grp, :pos"),
-	{{"asset_id", TEXTOID}, {"name", TEXTOID}, {"pool", TEXTOID}, {"rank", INT4OID},
-	 {"grp", TEXTOID}, {"pos", INT4OID}, HC_LEDGER_PARAMS}
+	ADD_ASSET(", pool, rank, grp, pos", ", :pool, :rank, :grp, :pos", " ON CONFLICT (id) DO NOTHING"),
+	ADD_SEAT_PARAMS
+};
+static HcStatement add_seat_routed = {
+	ADD_ASSET(", pool, rank, grp, pos", ", :pool, :rank, :grp, :pos", ""), ADD_SEAT_PARAMS
+};
+
+/*
+ * On Citus, an asset id's routing id (its pool's, or its own), on the shard
+ * of the id: false if the id is taken.
+ */
+static HcStatement record_route = {
+	"INSERT INTO hc_asset_routes (asset_id, scope_id) VALUES (:asset_id, :scope_id)"
+	" ON CONFLICT (asset_id) DO NOTHING",
+	{{"asset_id", TEXTOID}, {"scope_id", TEXTOID}}
+};
+static HcStatement find_route = {
+	"SELECT scope_id FROM hc_asset_routes WHERE asset_id" EQ ":asset_id",
+	{{"asset_id", TEXTOID}}
 };
 
 /*
@@ -121,8 +143,8 @@ static HcStatement end_expired_hold = {
  */
 static HcFetch reservation_asset = {"hc_reservations", "id", HC_FETCH_READ, 1, {"asset_id"},
 .then = "asset_id"};
-static HcFetch reservation_seats = {"hc_reservations", "id", HC_FETCH_READ, 2, {"asset_id", "seats"},
-.then = "asset_id"};
+static HcFetch reservation_seats = {"hc_reservations", "id", HC_FETCH_READ, 3,
+{"asset_id", "seats", "scope_id"}, .then = "asset_id"};
 
 /* The reservation as it is under its asset's lock. */
 static HcFetch read_reservation = {"hc_reservations", "id", HC_FETCH_READ, 4,
@@ -147,38 +169,48 @@ static HcFetch read_reservation = {"hc_reservations", "id", HC_FETCH_READ, 4,
  * IS NOT DISTINCT FROM, which no index serves, so that the partial expiry
  * index of HELD reservations cannot become the way into the join.
  */
+#define SWEEP_HOLDS(ledger_rows) \
+	"WITH doomed AS (" \
+	"  SELECT a.id, a.rid, r.expires_at" \
+	"    FROM hc_reservations r" \
+	"   CROSS JOIN LATERAL (" \
+	"     SELECT l.id, l.current_reservation_id AS rid FROM hc_assets l" \
+	"      WHERE l.id" EQ "r.asset_id" " AND l.current_reservation_id" EQ "r.id" \
+	"        AND l.status" EQ "'HELD'" " AND l.hold_expires_at" LE ":now" \
+	"        FOR NO KEY UPDATE SKIP LOCKED) a" \
+	"   WHERE r.status" EQ "'HELD'" " AND r.expires_at" LE ":now" \
+	"     AND r.expires_at" GE ":resume_from" \
+	"   ORDER BY r.expires_at LIMIT :batch_size)," \
+	" freed AS (" \
+	"  UPDATE hc_assets a" \
+	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL," \
+	"         version = a.version" PLUS "1, updated_at = :now" \
+	"    FROM doomed d" \
+	"   WHERE a.id" EQ "d.id" \
+	"  RETURNING a.id, d.rid, a.version, d.expires_at)," \
+	" ended AS (" \
+	"  UPDATE hc_reservations r SET status = 'EXPIRED', ended_at = :now" \
+	"    FROM freed f" \
+	"   WHERE r.asset_id" EQ "f.id" " AND r.id" EQ "f.rid" \
+	"     AND r.status IS NOT DISTINCT FROM 'HELD'" \
+	"  RETURNING r.*, f.version AS asset_version)," \
+	" logged AS (" \
+	ledger_rows \
+	"    FROM ended e)" \
+	" SELECT f.id AS asset_id, f.expires_at, (SELECT pg_catalog.count(*) FROM ended) AS ended" \
+	"   FROM freed f"
+#define SWEEP_HOLDS_PARAMS {{"resume_from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, HC_LEDGER_PARAMS}
+
+/* 0.2.0's and 0.3.0's tables; from 0.4.0 on, each ledger row with its routing id. */
+static HcStatement sweep_holds_03 = {
+	SWEEP_HOLDS(HC_LEDGER_ROWS("'asset'", "e.asset_id", "e.asset_version", "'expire'", "'sweep'", "e.id",
+							   "e.buyer_id", "-1", "0", "NULL")),
+	SWEEP_HOLDS_PARAMS
+};
 static HcStatement sweep_holds = {
-	"WITH doomed AS ("
-	"  SELECT a.id, a.rid, r.expires_at"
-	"    FROM hc_reservations r"
-	"   CROSS JOIN LATERAL ("
-	"     SELECT l.id, l.current_reservation_id AS rid FROM hc_assets l"
-	"      WHERE l.id" EQ "r.asset_id" " AND l.current_reservation_id" EQ "r.id"
-	"        AND l.status" EQ "'HELD'" " AND l.hold_expires_at" LE ":now"
-	"        FOR NO KEY UPDATE SKIP LOCKED) a"
-	"   WHERE r.status" EQ "'HELD'" " AND r.expires_at" LE ":now"
-	"     AND r.expires_at" GE ":resume_from"
-	"   ORDER BY r.expires_at LIMIT :batch_size),"
-	" freed AS ("
-	"  UPDATE hc_assets a"
-	"     SET status = 'AVAILABLE', hold_expires_at = NULL, current_reservation_id = NULL,"
-	"         version = a.version" PLUS "1, updated_at = :now"
-	"    FROM doomed d"
-	"   WHERE a.id" EQ "d.id"
-	"  RETURNING a.id, d.rid, a.version, d.expires_at),"
-	" ended AS ("
-	"  UPDATE hc_reservations r SET status = 'EXPIRED', ended_at = :now"
-	"    FROM freed f"
-	"   WHERE r.asset_id" EQ "f.id" " AND r.id" EQ "f.rid"
-	"     AND r.status IS NOT DISTINCT FROM 'HELD'"
-	"  RETURNING r.asset_id, r.id, r.buyer_id, f.version),"
-	" logged AS ("
-	HC_LEDGER_ROWS("'asset'", "e.asset_id", "e.version", "'expire'", "'sweep'", "e.id", "e.buyer_id",
-				   "-1", "0", "NULL")
-	"    FROM ended e)"
-	" SELECT f.id AS asset_id, f.expires_at, (SELECT pg_catalog.count(*) FROM ended) AS ended"
-	"   FROM freed f",
-	{{"resume_from", TIMESTAMPTZOID}, {"batch_size", INT4OID}, HC_LEDGER_PARAMS}
+	SWEEP_HOLDS(HC_LEDGER_ROWS_SCOPED("e.scope_id", "'asset'", "e.asset_id", "e.asset_version", "'expire'",
+									  "'sweep'", "e.id", "e.buyer_id", "-1", "0", "NULL")),
+	SWEEP_HOLDS_PARAMS
 };
 
 /* The hc_reservation row a function returns. */
@@ -204,14 +236,50 @@ bind_place(HcArgs *args, FunctionCallInfo fcinfo, int argno, const char *name, b
 		hc_bind(args, name, PG_GETARG_DATUM(argno));
 }
 
+/* The error of an asset id that is taken. */
+static void
+asset_exists(const char *id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("asset \"%s\" already exists", id),
+			 errdetail("hc_assets already has a row for asset \"%s\".", id),
+			 errhint("Choose another id; an existing asset keeps its state.")));
+}
+
+/* Are the tables on Citus, distributed by scope_id (hc_asset_routes in use)? */
+static bool
+routes_recorded(HcCall *call)
+{
+	return hc_distributed(call) && hc_seats_together(call);
+}
+
+/* On Citus, record asset id's routing id: an error if the id is taken. */
+static void
+record_asset_route(HcCall *call, const char *id, const char *scope_id)
+{
+	HcArgs		args;
+
+	hc_args(&args, &record_route);
+	hc_bind_text(&args, "asset_id", id);
+	hc_bind_text(&args, "scope_id", scope_id);
+	if (hc_run(call, &args, SPI_OK_INSERT) == 0)
+		asset_exists(id);
+}
+
 /*
  * hc_asset_add(id, name[, pool, rank, grp, pos]): add an AVAILABLE asset.
+ * On Citus a seat of a pool records its id where it is called (on the id's
+ * shard of hc_asset_routes), then is sent to the pool's node as
+ * hc_asset_add(scope_id, id, name, pool, ...), first > 0.
  */
-Datum
-hc_asset_add(PG_FUNCTION_ARGS)
+static Datum
+asset_add(FunctionCallInfo fcinfo, int first)
 {
-	char	   *id = hc_arg_id(fcinfo, 0, "id");
-	char	   *name = hc_arg_text(fcinfo, 1, "name");
+	char	   *id = hc_arg_id(fcinfo, first, "id");
+	char	   *name = hc_arg_text(fcinfo, first + 1, "name");
+	bool		seat = PG_NARGS() > first + 2;
+	char	   *pool = seat && !PG_ARGISNULL(first + 2) ? hc_arg_id(fcinfo, first + 2, "pool") : NULL;
 	HcCall		call;
 	HcArgs		args;
 	Datum		row;
@@ -236,26 +304,57 @@ hc_asset_add(PG_FUNCTION_ARGS)
 	}
 #endif
 	hc_call_begin(&call, fcinfo, "hc_asset_add");
-	HC_ROUTE(&call, fcinfo, id);
-	hc_args(&args, PG_NARGS() > 2 ? &add_seat : &add_asset);
+	if (first > 0)
+	{
+		char	   *scope_id = hc_arg_id(fcinfo, 0, "scope_id");
+
+		if (pool == NULL || strcmp(scope_id, pool) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("scope_id must be the pool of the asset")));
+		HC_ROUTE(&call, fcinfo, scope_id);
+	}
+	else if (pool != NULL && routes_recorded(&call))
+	{
+		record_asset_route(&call, id, pool);
+		row = hc_route_prefixed(&call, fcinfo, pool);
+		hc_call_end(&call);
+		return row;
+	}
+	else
+	{
+		HC_ROUTE(&call, fcinfo, id);
+		if (routes_recorded(&call))
+			record_asset_route(&call, id, id);
+	}
+	hc_args(&args, !seat ? &add_asset : routes_recorded(&call) ? &add_seat_routed : &add_seat);
 	hc_bind_text(&args, "asset_id", id);
 	hc_bind_text(&args, "name", name);
-	if (PG_NARGS() > 2)
+	if (seat)
 	{
-		bind_place(&args, fcinfo, 2, "pool", true);
-		bind_place(&args, fcinfo, 3, "rank", false);
-		bind_place(&args, fcinfo, 4, "grp", true);
-		bind_place(&args, fcinfo, 5, "pos", false);
+		bind_place(&args, fcinfo, first + 2, "pool", true);
+		bind_place(&args, fcinfo, first + 3, "rank", false);
+		bind_place(&args, fcinfo, first + 4, "grp", true);
+		bind_place(&args, fcinfo, first + 5, "pos", false);
 	}
 	if (hc_run(&call, &args, SPI_OK_SELECT) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNIQUE_VIOLATION),
-				 errmsg("asset \"%s\" already exists", id),
-				 errdetail("hc_assets already has a row for asset \"%s\".", id),
-				 errhint("Choose another id; an existing asset keeps its state.")));
+		asset_exists(id);
 	row = hc_result_row(&call, fcinfo);
 	hc_call_end(&call);
-	PG_RETURN_DATUM(row);
+	return row;
+}
+
+Datum
+hc_asset_add(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(asset_add(fcinfo, 0));
+}
+
+/* hc_asset_add(scope_id, id, name, pool, rank, grp, pos): the form Citus sends a seat's as. */
+Datum
+hc_asset_add_scoped(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(asset_add(fcinfo, 1));
 }
 
 /*
@@ -293,6 +392,30 @@ hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz 
 			 errmsg_internal("asset \"%s\" is not available", asset_id),
 			 errdetail_internal("Another transaction is holding asset \"%s\" right now.", asset_id),
 			 hc_errhint_internal("Offer the buyer another asset, or try again in a moment.")));
+}
+
+/*
+ * On Citus, refuse a hold of a seat of a pool given its id alone: Citus sent
+ * the call to the node of the id, and the seat is on its pool's.
+ */
+static void
+hold_refuse_seat(HcCall *call, const char *asset_id)
+{
+	HcArgs		args;
+	char	   *pool;
+
+	hc_args(&args, &find_route);
+	hc_bind_text(&args, "asset_id", asset_id);
+	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+		return;
+	pool = hc_text(call, 0, "scope_id");
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("asset \"%s\" is a seat of pool \"%s\", held on Citus with the group holds",
+					asset_id, pool),
+			 errdetail("Its rows are on the node of its pool, which a call given the seat's id alone does not reach."),
+			 errhint("Hold it with hc_hold_many(ARRAY['%s'], ...), or seats of the pool with hc_hold_best().",
+					 asset_id)));
 }
 
 /*
@@ -391,6 +514,8 @@ hc_hold(PG_FUNCTION_ARGS)
 			status = TextDatumGetCString(asset[0]);
 			until = nulls[1] ? 0 : DatumGetTimestampTz(asset[1]);
 		}
+		if (status == NULL && routes_recorded(&call))
+			hold_refuse_seat(&call, asset_id);
 		if (status == NULL || !hc_hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
 		if (!hc_fetch_tid(&call, &hc_hold_take_asset, asset_id, asset, nulls, &r.asset_tid))
@@ -447,7 +572,9 @@ hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldRe
 	r->seats = seats && !nulls[1] ? DatumGetInt32(values[1]) : 0;
 	if (r->seats > 0)
 		return;
-	if (asset_id != NULL && strcmp(TextDatumGetCString(values[0]), asset_id) != 0)
+	/* Given its asset, or on Citus its routing id (hc_route_reservation's). */
+	if (asset_id != NULL && strcmp(TextDatumGetCString(values[0]), asset_id) != 0 &&
+		!(seats && !nulls[2] && strcmp(TextDatumGetCString(values[2]), asset_id) == 0))
 		hold_not_found(asset_id, reservation_id);
 	r->asset_id = TextDatumGetCString(values[0]);
 	if (!hc_fetch_tid(call, &hc_hold_lock_asset, r->asset_id, values, nulls, &r->asset_tid))
@@ -482,7 +609,8 @@ hold_begin(HcCall *call, FunctionCallInfo fcinfo, const char *function, const ch
 		   const char *reservation_id, bool whole, HoldReservation *r, Datum *result)
 {
 	hc_call_begin(call, fcinfo, function);
-	if (hc_route_reservation(call, fcinfo, asset_id, "hc_reservations", "asset_id",
+	if (hc_route_reservation(call, fcinfo, asset_id, "hc_reservations",
+							 hc_sql_at_least("0.4.0") ? "COALESCE(scope_id, asset_id)" : "asset_id",
 							 reservation_id, hold_not_found, result))
 	{
 		hc_call_end(call);
@@ -637,8 +765,8 @@ hc_hold_sweep(HcCall *call, int batch_size, HcSweepCounts *counts)
 	uint64		n;
 	uint64		i;
 
-	n = hc_sweep_run(call, &sweep_holds, "resume_from", &counts->holds, batch_size,
-					 SPI_OK_SELECT);
+	n = hc_sweep_run(call, hc_sql_at_least("0.4.0") ? &sweep_holds : &sweep_holds_03, "resume_from",
+					 &counts->holds, batch_size, SPI_OK_SELECT);
 	if (n > 0 && (uint64) hc_int64(0, "ended") != n)
 		elog(ERROR, "of " UINT64_FORMAT " expired holds swept, " INT64_FORMAT " had a held reservation",
 			 n, hc_int64(0, "ended"));

@@ -24,6 +24,7 @@ typedef struct HoldReservation
 	TimestampTz created_at;
 	bool		replayed;
 	int32		seats;			/* a group hold's seats (group.c); 0: hc_hold's */
+	char	   *scope_id;		/* on Citus, its routing id (0.4.0); else NULL */
 	/* the asset, as locked: its version there, an invalid TID if a statement locked it */
 	char	   *asset_status;
 	char	   *asset_reservation_id;

@@ -15,12 +15,14 @@
 
 static const HcPlacement citus_placement = {
 	.distributed = hc_citus_distributed,
+	.seats_together = hc_citus_seats_together,
 	.route = hc_citus_route,
 	.route_lookup = hc_citus_route_lookup,
 	.route_prefixed = hc_citus_route_prefixed,
 	.coordinator = hc_citus_coordinator,
 	.local_scopes = hc_citus_local_scopes,
 	.lock_scope = hc_citus_lock_scope,
+	.scope_relation = hc_shard_relation,
 	.scope_sql = hc_shard_sql,
 	.scope_plan_slot = hc_shard_plan_slot,
 	.scope_key = hc_shard_key_scope,

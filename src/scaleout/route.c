@@ -60,6 +60,7 @@
 /* Is hc_assets of schema distributed?  Known until its relcache entry goes. */
 static bool distributed_known = false;
 static bool distributed_value = false;
+static bool distributed_by_scope = false;	/* by scope_id, not by 0.3.0's asset id */
 static Oid	distributed_schema = InvalidOid;
 static Oid	distributed_assets = InvalidOid;
 static bool distributed_callback = false;
@@ -106,7 +107,8 @@ route_invalidate(Datum arg, Oid relid)
 }
 
 static HcStatement is_distributed = {
-	"SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid" EQ ":assets",
+	"SELECT pg_catalog.column_to_column_name(logicalrelid, partkey) AS routing"
+	"  FROM pg_catalog.pg_dist_partition WHERE logicalrelid" EQ ":assets",
 	{{"assets", OIDOID}}
 };
 
@@ -148,6 +150,7 @@ hc_citus_distributed(HcCall *call)
 	distributed_schema = call->schema;
 	distributed_assets = get_relname_relid("hc_assets", call->schema);
 	distributed_value = false;
+	distributed_by_scope = false;
 	/* Known while it is looked up: the look runs statements, which ask again. */
 	distributed_known = true;
 	PG_TRY();
@@ -163,7 +166,10 @@ hc_citus_distributed(HcCall *call)
 	return distributed_value;
 }
 
-/* Is hc_assets in Citus' catalog of distributed tables? */
+/*
+ * Is hc_assets in Citus' catalog of distributed tables?  And by scope_id
+ * (distributed_by_scope)?
+ */
 static bool
 route_is_distributed(HcCall *call)
 {
@@ -174,9 +180,19 @@ route_is_distributed(HcCall *call)
 	{
 		hc_args(&args, &is_distributed);
 		hc_bind(&args, "assets", ObjectIdGetDatum(distributed_assets));
-		return hc_run(call, &args, SPI_OK_SELECT) > 0;
+		if (hc_run(call, &args, SPI_OK_SELECT) == 0)
+			return false;
+		distributed_by_scope = strcmp(hc_text(call, 0, "routing"), "scope_id") == 0;
+		return true;
 	}
 	return false;
+}
+
+/* A pool's seats on one node: not where 0.3.0 distributed them by asset id. */
+bool
+hc_citus_seats_together(HcCall *call)
+{
+	return !hc_citus_distributed(call) || distributed_by_scope;
 }
 
 /*
@@ -203,10 +219,11 @@ again:
 	if (ranges != NULL)
 		return;
 	invalidations = range_invalidations;
-	hc_distributed_tables_of(hc_sql_at_least("0.4.0"));
+	hc_distributed_tables_of(hc_sql_at_least("0.4.0"), distributed_by_scope);
 	for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
 	{
-		range_tables[i] = get_relname_relid(hc_distributed_tables[i], call->schema);
+		range_tables[i] = hc_distributed_tables[i] == NULL ? InvalidOid :
+			get_relname_relid(hc_distributed_tables[i], call->schema);
 		tables[i] = ObjectIdGetDatum(range_tables[i]);
 	}
 	hc_args(&args, &colocation);
@@ -257,7 +274,7 @@ again:
 	}
 	for (row = 0; row < (uint64) count; row++)
 		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-			if (loaded[row].names[i] == NULL)
+			if (loaded[row].names[i] == NULL && hc_distributed_tables[i] != NULL)
 			{
 				pfree(loaded);
 				ereport(ERROR,
@@ -280,11 +297,12 @@ again:
  * of the node that makes the change names the caller), with pg_catalog
  * alone on the search path: Citus writes a function's name without its
  * schema in the query it sends if the schema is on the path here.  Returns
- * the function's result, copied into the call's memory.
+ * the function's result, copied into the call's memory; or with rows, of a
+ * function that returns a set, each row of the set into rows.
  */
 static Datum
 route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
-		  const char *nulls, Oid rettype, bool *isnull)
+		  const char *nulls, Oid rettype, ReturnSetInfo *rows, bool *isnull)
 {
 	int			path;
 	Oid			owner;
@@ -298,13 +316,37 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 	path = hc_search_path_push(InvalidOid);
 	GetUserIdAndSecContext(&owner, &owner_context);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
-	rc = SPI_execute_with_args(sql, nargs, types, (Datum *) values, nulls, false, 2);
+	rc = SPI_execute_with_args(sql, nargs, types, (Datum *) values, nulls, false,
+							   rows != NULL ? 0 : 2);
 	SetUserIdAndSecContext(owner, owner_context);
 	hc_search_path_pop(path);
-	if (rc != SPI_OK_SELECT || SPI_processed > 1)
+	if (rc != SPI_OK_SELECT || (rows == NULL && SPI_processed > 1))
 		elog(ERROR, "%s: \"%s\" answered %s with " UINT64_FORMAT " rows",
 			 call->function, sql, SPI_result_code_string(rc), SPI_processed);
 	MemoryContextSwitchTo(mine);
+	if (rows != NULL)
+	{
+		uint64		i;
+
+		for (i = 0; i < SPI_processed; i++)
+		{
+			Datum		row = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, isnull);
+			HeapTupleData tuple;
+			Datum	   *row_values = palloc(sizeof(Datum) * rows->setDesc->natts);
+			bool	   *row_nulls = palloc(sizeof(bool) * rows->setDesc->natts);
+
+			if (*isnull)
+				elog(ERROR, "%s: a row of the set is null", call->function);
+			tuple.t_data = DatumGetHeapTupleHeader(row);
+			tuple.t_len = HeapTupleHeaderGetDatumLength(tuple.t_data);
+			ItemPointerSetInvalid(&tuple.t_self);
+			tuple.t_tableOid = InvalidOid;
+			heap_deform_tuple(&tuple, rows->setDesc, row_values, row_nulls);
+			tuplestore_putvalues(rows->setResult, rows->setDesc, row_values, row_nulls);
+		}
+		*isnull = false;
+		return (Datum) 0;
+	}
 	if (SPI_processed == 0)
 	{
 		*isnull = true;
@@ -343,6 +385,7 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 	int			routing = prefixed ? 0 : fcinfo->nargs;	/* where routing_id goes */
 	int			shift = prefixed ? 1 : 0;
 	Oid			rettype;
+	bool		retset;
 	int			i;
 
 	proctup = hc_call_proc(fcinfo);
@@ -358,6 +401,7 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 		appendStringInfo(&sql, "%s$%d", i + shift > 0 ? ", " : "", i + shift + 1);
 	}
 	rettype = proc->prorettype;
+	retset = proc->proretset;
 	ReleaseSysCache(proctup);
 	types[routing] = TEXTOID;
 	values[routing] = CStringGetTextDatum(routing_id);
@@ -379,11 +423,12 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 									   " SET routing_id = routing_id WHERE routing_id" EQ "$%d"
 									   " RETURNING 1) ", schema, routing + 1);
 
-		appendStringInfo(&sql, " FROM %s.hc_assets WHERE id" EQ "$%d HAVING true", schema,
+		appendStringInfo(&sql, " FROM %s.hc_routes WHERE routing_id" EQ "$%d HAVING true", schema,
 						 routing + 1);
 		sql.data = psprintf("%s%s", counted, sql.data);
 	}
-	return route_run(call, sql.data, fcinfo->nargs + 1, types, values, nulls, rettype, isnull);
+	return route_run(call, sql.data, fcinfo->nargs + 1, types, values, nulls, rettype,
+					 retset ? (ReturnSetInfo *) fcinfo->resultinfo : NULL, isnull);
 }
 
 /*
@@ -403,9 +448,9 @@ hc_citus_route_lookup(HcCall *call, const char *table, const char *column,
 	Datum		found;
 
 	values[0] = CStringGetTextDatum(reservation_id);
-	found = route_run(call, psprintf("SELECT %s FROM %s.%s WHERE id" EQ "$1", column,
+	found = route_run(call, psprintf("SELECT %s FROM %s.%s WHERE id" EQ "$1 LIMIT 1", column,
 									 quote_identifier(get_namespace_name(call->schema)), table),
-					  1, types, values, NULL, TEXTOID, &isnull);
+					  1, types, values, NULL, TEXTOID, NULL, &isnull);
 	return isnull ? NULL : TextDatumGetCString(found);
 }
 
@@ -497,7 +542,8 @@ hc_route_local(HcCall *call, const char *routing_id)
 			shards->routing_id = MemoryContextStrdup(call->outer, routing_id);
 			shards->anchor = ranges[mid].anchor;
 			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-				shards->names[i] = MemoryContextStrdup(call->outer, ranges[mid].names[i]);
+				if (ranges[mid].names[i] != NULL)
+					shards->names[i] = MemoryContextStrdup(call->outer, ranges[mid].names[i]);
 			call->scope = shards;
 			return shards;
 		}
@@ -559,8 +605,8 @@ hc_route_send(HcCall *call, const char *routing_id, const char *function, int na
 		all_values[i + 1] = values[i];
 		appendStringInfo(&sql, ", $%d", i + 2);
 	}
-	appendStringInfo(&sql, ") FROM %s.hc_assets WHERE id" EQ "$1 HAVING true", schema);
-	return route_run(call, sql.data, nargs + 1, all_types, all_values, NULL, rettype, isnull);
+	appendStringInfo(&sql, ") FROM %s.hc_routes WHERE routing_id" EQ "$1 HAVING true", schema);
+	return route_run(call, sql.data, nargs + 1, all_types, all_values, NULL, rettype, NULL, isnull);
 }
 
 /*
@@ -584,7 +630,8 @@ hc_citus_local_scopes(HcCall *call, HcShards ***groups)
 			continue;
 		all[n].anchor = ranges[r].anchor;
 		for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-			all[n].names[i] = MemoryContextStrdup(call->outer, ranges[r].names[i]);
+			if (ranges[r].names[i] != NULL)
+				all[n].names[i] = MemoryContextStrdup(call->outer, ranges[r].names[i]);
 		(*groups)[n] = &all[n];
 		n++;
 	}

@@ -15,6 +15,7 @@
 
 /* The placement table's entries (placement.h says what each answers). */
 extern bool hc_citus_distributed(HcCall *call);
+extern bool hc_citus_seats_together(HcCall *call);
 extern bool hc_citus_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id,
 						   Datum *result, bool *isnull);
 extern char *hc_citus_route_lookup(HcCall *call, const char *table, const char *column,

@@ -25,15 +25,19 @@
 
 const char *hc_distributed_tables[HC_DISTRIBUTED_TABLES] = {
 	"hc_assets", "hc_reservations", "hc_ledger", "hc_stock_parts", "hc_stock_orders",
-	"hc_stock_order_lines", "hc_locks", "hc_attempts"
+	"hc_stock_order_lines", "hc_locks", "hc_attempts", "hc_asset_routes"
 };
 
-/* The orders' tables as the SQL installed names them (0.4.0 renamed them). */
+/*
+ * The orders' tables as the SQL installed names them (0.4.0 renamed them);
+ * the asset ids' routing ids where the tables are distributed by scope_id.
+ */
 void
-hc_distributed_tables_of(bool sql_0_4)
+hc_distributed_tables_of(bool sql_0_4, bool seats)
 {
 	hc_distributed_tables[4] = sql_0_4 ? "hc_stock_orders" : "hc_stock_reservations";
 	hc_distributed_tables[5] = sql_0_4 ? "hc_stock_order_lines" : "hc_stock_reservation_lines";
+	hc_distributed_tables[8] = seats ? "hc_asset_routes" : NULL;
 }
 
 /*
@@ -62,7 +66,8 @@ hc_shard_sql(HcShards *shards, const char *sql)
 			while (isalnum((unsigned char) p[len]) || p[len] == '_')
 				len++;
 			for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
-				if (strncmp(p, hc_distributed_tables[i], len) == 0 &&
+				if (hc_distributed_tables[i] != NULL &&
+					strncmp(p, hc_distributed_tables[i], len) == 0 &&
 					hc_distributed_tables[i][len] == '\0')
 					break;
 			if (i < HC_DISTRIBUTED_TABLES)
@@ -75,6 +80,23 @@ hc_shard_sql(HcShards *shards, const char *sql)
 			appendStringInfoChar(&buf, *p);
 	}
 	return buf.data;
+}
+
+/*
+ * The shard's name of relation name, the table or one of its indexes: Citus
+ * names each the relation's name with the shard's id (hc_assets_102008,
+ * hc_assets_pool_rank_102008).
+ */
+char *
+hc_shard_relation(HcShards *shards, const char *table, const char *name)
+{
+	int			i;
+
+	for (i = 0; i < HC_DISTRIBUTED_TABLES; i++)
+		if (hc_distributed_tables[i] != NULL && strcmp(hc_distributed_tables[i], table) == 0)
+			return psprintf("%s%s", name, shards->names[i] + strlen(table));
+	elog(ERROR, "%s is not a distributed table of holdcommit", table);
+	return NULL;				/* keep the compiler quiet */
 }
 
 #define HC_MAX_SHARD_PLANS 1024

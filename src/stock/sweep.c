@@ -260,6 +260,7 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 		int16	   *held = palloc(sizeof(int16) * nparts[i]);
 		int			nheld = 0;
 		int16		part;
+		int64		reclaimed;
 		StockReclaimed done;
 		TimestampTz lines_from = DT_NOBEGIN;
 
@@ -276,8 +277,12 @@ stock_sweep_lines(HcCall *call, int batch_size, HcSweepCounts *counts)
 			continue;
 		if (counts->lines.resumed && strcmp(products[i], counts->products_from) == 0)
 			lines_from = counts->lines.at;
-		if (hc_stock_reclaim_as(call, products[i], hc_stock_parts_array(held, nheld), PG_INT64_MAX,
-							 lines_from, "expire", "sweep", &done) == 0)
+		/* Its ledger rows are the product's (on Citus, of its routing id). */
+		call->routing_id = products[i];
+		reclaimed = hc_stock_reclaim_as(call, products[i], hc_stock_parts_array(held, nheld),
+										PG_INT64_MAX, lines_from, "expire", "sweep", &done);
+		call->routing_id = NULL;
+		if (reclaimed == 0)
 			continue;
 		if (done.lines >= STOCK_RECLAIM_MAX_LINES && more < 0)
 		{

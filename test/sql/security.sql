@@ -62,6 +62,7 @@ SELECT g, p, o
   FROM unnest(ARRAY['app', 'operator']) g,
        (VALUES ('EXECUTE', 'hc_hold(text,text,text,interval)'),
                ('EXECUTE', 'hc_hold_many(text[],text,text,interval)'),
+               ('EXECUTE', 'hc_hold_many(text,text[],text,text,interval)'),
                ('EXECUTE', 'hc_hold_best(text,integer,text,text,interval)'),
                ('EXECUTE', 'hc_commit(text,boolean)'),
                ('EXECUTE', 'hc_release(text)'),
@@ -92,11 +93,12 @@ SELECT g, p, o
                ('SELECT', 'hc_attempt_status'), ('SELECT', 'hc_sweeper_status'),
                ('SELECT', 'hc_routes'), ('UPDATE', 'hc_routes')) v (p, o)
 UNION ALL
-VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expires_at, created_at, ended_at, seats)'),
+VALUES ('app', 'SELECT', 'hc_reservations (id, asset_id, buyer_id, status, expires_at, created_at, ended_at, seats, scope_id)'),
        ('app', 'SELECT', 'hc_stock_reservations (scope_id, id, buyer_id, status, expires_at, created_at, ended_at, products)'),
        ('app', 'SELECT', 'hc_stock_orders (scope_id, id, buyer_id, status, expires_at, created_at, ended_at, products, qty, part)'),
        ('operator', 'EXECUTE', 'hc_asset_add(text,text)'),
        ('operator', 'EXECUTE', 'hc_asset_add(text,text,text,integer,text,integer)'),
+       ('operator', 'EXECUTE', 'hc_asset_add(text,text,text,text,integer,text,integer)'),
        ('operator', 'EXECUTE', 'hc_stock_set(text,integer)'),
        ('operator', 'EXECUTE', 'hc_stock_adjust(text,integer,text)'),
        ('operator', 'EXECUTE', 'hc_attempt_reset(text,text)'),

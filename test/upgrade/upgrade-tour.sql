@@ -37,6 +37,10 @@ SELECT asset_id, status FROM hc_hold_best('TOUR-POOL', 2, 'erin', 'tour-hold-8')
 SELECT asset_id, status, replayed
   FROM hc_commit((SELECT reservation_id FROM hc_hold_best('TOUR-POOL', 2, 'erin', 'tour-hold-8') LIMIT 1));
 SELECT id, pool, rank, grp, pos, status FROM hc_assets WHERE pool = 'TOUR-POOL' ORDER BY id;
+-- The forms Citus sends seats' calls as, which a single node runs as they are.
+SELECT id, pool, scope_id FROM hc_asset_add('TOUR-POOL', 'TOUR-S5', '', 'TOUR-POOL', 5, 'R', 5);
+SELECT asset_id, status FROM hc_hold_many('TOUR-POOL', ARRAY['TOUR-S5'], 'fay', 'tour-hold-9', '10 minutes');
+SELECT count(*) FROM hc_asset_routes;
 
 -- Stock: set, adjust, reserve, a multi-item order, finalize, unreserve.
 SELECT product_id, stock, reserved FROM hc_stock_set('TOUR-P1', 10);
@@ -108,6 +112,7 @@ CREATE FUNCTION public.hc_hold(varchar) RETURNS int LANGUAGE sql AS 'SELECT 1';
 -- order of several products there.
 SELECT hc_distribute();
 SELECT hc_order_step('TOUR-P1', 'header', '{res_x,read}');
+SELECT hc_scope_id();
 \set ON_ERROR_STOP on
 
 -- The sweeper's state for this database, and every view.
