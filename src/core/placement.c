@@ -53,6 +53,20 @@ single_node_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *ro
 	return (Datum) 0;
 }
 
+static char *
+single_node_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
+{
+	single_node_never("assets_scope");
+	return NULL;
+}
+
+static Datum
+single_node_send_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id)
+{
+	single_node_never("send_prefixed");
+	return (Datum) 0;
+}
+
 static bool
 single_node_coordinator(HcCall *call)
 {
@@ -115,6 +129,8 @@ static const HcPlacement single_node = {
 	.route = single_node_route,
 	.route_lookup = single_node_route_lookup,
 	.route_prefixed = single_node_route_prefixed,
+	.assets_scope = single_node_assets_scope,
+	.send_prefixed = single_node_send_prefixed,
 	.coordinator = single_node_coordinator,
 	.local_scopes = single_node_local_scopes,
 	.lock_scope = single_node_lock_scope,

@@ -59,6 +59,13 @@ typedef struct HcPlacement
 								 const char *reservation_id);
 	/* The form of this call that takes routing_id first, run and sent on. */
 	Datum		(*route_prefixed) (HcCall *call, FunctionCallInfo fcinfo, const char *routing_id);
+	/*
+	 * The one routing id of the assets ids[0..n-1] (an error if they have
+	 * several); NULL with *unknown set to one that has none.
+	 */
+	char	   *(*assets_scope) (HcCall *call, char **ids, int n, const char **unknown);
+	/* The same, sent whole to the node of routing_id's rows, as a write there. */
+	Datum		(*send_prefixed) (HcCall *call, FunctionCallInfo fcinfo, const char *routing_id);
 
 	/* The node that sends sweeps and checks to the others (Citus' coordinator). */
 	bool		(*coordinator) (HcCall *call);
@@ -117,6 +124,18 @@ static inline Datum
 hc_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id)
 {
 	return hc_placement->route_prefixed(call, fcinfo, routing_id);
+}
+
+static inline char *
+hc_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
+{
+	return hc_placement->assets_scope(call, ids, n, unknown);
+}
+
+static inline Datum
+hc_send_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id)
+{
+	return hc_placement->send_prefixed(call, fcinfo, routing_id);
 }
 
 static inline bool

@@ -60,14 +60,6 @@ static HcStatement group_seats = {
 	{{"reservation_id", TEXTOID}}
 };
 
-/*
- * On Citus, the routing ids of the assets :asset_ids (hc_asset_routes, on
- * the shards of the ids), read where hc_hold_many is called.
- */
-static HcStatement seats_routes = {
-	"SELECT asset_id, scope_id FROM hc_asset_routes WHERE asset_id" EQ "ANY (:asset_ids)",
-	{{"asset_ids", TEXTARRAYOID}}
-};
 
 /*
  * The group hold itself, its seats locked and free: each asset HELD by it,
@@ -573,51 +565,19 @@ group_arg_ids(FunctionCallInfo fcinfo, int argno, int *n)
 	return ids;
 }
 
-/*
- * On Citus, the one routing id of the n assets ids, from hc_asset_routes:
- * RS006 for an asset that does not exist, 0A000 for seats of several pools,
- * whose hold would be a commit in two phases over several nodes.
- */
+/* On Citus, the one routing id of the n assets ids: RS006 for an asset that does not exist. */
 static char *
 group_scope(HcCall *call, char **ids, int n)
 {
-	HcArgs		args;
-	Datum	   *elems = palloc(sizeof(Datum) * n);
-	char	   *scope = NULL;
-	uint64		found;
-	uint64		i;
-	int			j;
+	const char *unknown = NULL;
+	char	   *scope = hc_assets_scope(call, ids, n, &unknown);
 
-	for (j = 0; j < n; j++)
-		elems[j] = CStringGetTextDatum(ids[j]);
-	hc_args(&args, &seats_routes);
-	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
-																TYPALIGN_INT)));
-	found = hc_run(call, &args, SPI_OK_SELECT);
-	for (i = 0; i < found; i++)
-	{
-		char	   *s = hc_text(call, (int) i, "scope_id");
-
-		if (scope != NULL && strcmp(scope, s) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("assets \"%s\" and \"%s\" are sold from different pools", scope, s),
-					 errdetail("On Citus a group hold is of one pool's seats, which are on one node."),
-					 errhint("Hold the seats of each pool with its own hc_hold_many(), in one transaction.")));
-		scope = s;
-	}
-	for (j = 0; found < (uint64) n && j < n; j++)
-	{
-		for (i = 0; i < found; i++)
-			if (strcmp(hc_text(call, (int) i, "asset_id"), ids[j]) == 0)
-				break;
-		if (i == found)
-			ereport(ERROR,
-					(errcode(ERRCODE_HC_NOT_FOUND),
-					 errmsg("asset \"%s\" does not exist", ids[j]),
-					 errdetail("There is no row for asset \"%s\" in hc_assets.", ids[j]),
-					 errhint("Add the asset with hc_asset_add() first.")));
-	}
+	if (unknown != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_HC_NOT_FOUND),
+				 errmsg("asset \"%s\" does not exist", unknown),
+				 errdetail("There is no row for asset \"%s\" in hc_assets.", unknown),
+				 errhint("Add the asset with hc_asset_add() first.")));
 	return scope;
 }
 
@@ -646,7 +606,7 @@ hold_many(FunctionCallInfo fcinfo, int first)
 		HC_ROUTE(&call, fcinfo, hc_arg_id(fcinfo, 0, "scope_id"));
 	else if (hc_distributed(&call))
 	{
-		hc_route_prefixed(&call, fcinfo, group_scope(&call, ids, n));
+		hc_send_prefixed(&call, fcinfo, group_scope(&call, ids, n));
 		hc_call_end(&call);
 		return (Datum) 0;
 	}

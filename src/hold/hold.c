@@ -317,7 +317,7 @@ asset_add(FunctionCallInfo fcinfo, int first)
 	else if (pool != NULL && routes_recorded(&call))
 	{
 		record_asset_route(&call, id, pool);
-		row = hc_route_prefixed(&call, fcinfo, pool);
+		row = hc_send_prefixed(&call, fcinfo, pool);
 		hc_call_end(&call);
 		return row;
 	}
@@ -395,8 +395,9 @@ hold_refuse(HcCall *call, const char *asset_id, const char *status, TimestampTz 
 }
 
 /*
- * On Citus, refuse a hold of a seat of a pool given its id alone: Citus sent
- * the call to the node of the id, and the seat is on its pool's.
+ * On Citus, refuse a call given a seat of a pool by its id (hc_hold, and the
+ * forms of hc_commit, hc_release and hc_extend given an asset): Citus sent it
+ * to the node of the id, and the seat is on its pool's.
  */
 static void
 hold_refuse_seat(HcCall *call, const char *asset_id)
@@ -409,12 +410,14 @@ hold_refuse_seat(HcCall *call, const char *asset_id)
 	if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 		return;
 	pool = hc_text(call, 0, "scope_id");
+	if (strcmp(pool, asset_id) == 0)
+		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("asset \"%s\" is a seat of pool \"%s\", held on Citus with the group holds",
 					asset_id, pool),
-			 errdetail("Its rows are on the node of its pool, which a call given the seat's id alone does not reach."),
-			 errhint("Hold it with hc_hold_many(ARRAY['%s'], ...), or seats of the pool with hc_hold_best().",
+			 errdetail("Its rows are on the node of its pool, which a call given the seat's id does not reach."),
+			 errhint("Hold it with hc_hold_many(ARRAY['%s'], ...); call hc_commit, hc_release and hc_extend by reservation id alone.",
 					 asset_id)));
 }
 
@@ -567,7 +570,11 @@ hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldRe
 
 	if (!hc_fetch(call, seats ? &reservation_seats : &reservation_asset, reservation_id,
 				  values, nulls))
+	{
+		if (asset_id != NULL && routes_recorded(call))
+			hold_refuse_seat(call, asset_id);
 		hold_not_found(asset_id, reservation_id);
+	}
 	r->id = pstrdup(reservation_id);
 	r->seats = seats && !nulls[1] ? DatumGetInt32(values[1]) : 0;
 	if (r->seats > 0)

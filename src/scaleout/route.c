@@ -362,6 +362,29 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 }
 
 /*
+ * Before a call is sent to the node of routing_id's rows as a write: a read
+ * of its shard of hc_routes, as the caller.  Citus makes a transaction
+ * two-phase when its write reaches a node it has not written to, checked
+ * when the write is given a connection; a write to shards this transaction
+ * has not touched yet may be given a connection that a read of other shards
+ * there opened, where Citus 13.2 and 14.0 do not check, and commit each
+ * node in one phase (BEGIN; UPDATE on node A; SELECT of one shard on node B;
+ * UPDATE of another shard on B; COMMIT).  Once read, the shard's group is
+ * this transaction's on that connection, and the write sent to it is
+ * checked.
+ */
+static void
+route_touch(HcCall *call, const char *schema, const char *routing_id)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(routing_id)};
+	bool		isnull;
+
+	(void) route_run(call, psprintf("SELECT 1 FROM %s.hc_routes WHERE routing_id" EQ "$1", schema),
+					 1, types, values, NULL, INT4OID, NULL, &isnull);
+}
+
+/*
  * Run this call's function again with its arguments, on the node of
  * routing_id's rows, and return its result.  Not prefixed: the same
  * function, in a query that Citus plans for that one shard (HAVING true: one
@@ -373,7 +396,7 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
  */
 static Datum
 route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool prefixed,
-		   bool *isnull)
+		   bool sent, bool *isnull)
 {
 	HeapTuple	proctup;
 	Form_pg_proc proc;
@@ -407,7 +430,7 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 	values[routing] = CStringGetTextDatum(routing_id);
 	nulls[routing] = ' ';
 	appendStringInfoChar(&sql, ')');
-	if (!prefixed)
+	if (sent)
 	{
 		/*
 		 * Citus counts a SELECT as a read, whatever its function writes: a
@@ -426,9 +449,67 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 		appendStringInfo(&sql, " FROM %s.hc_routes WHERE routing_id" EQ "$%d HAVING true", schema,
 						 routing + 1);
 		sql.data = psprintf("%s%s", counted, sql.data);
+		route_touch(call, schema, routing_id);
 	}
 	return route_run(call, sql.data, fcinfo->nargs + 1, types, values, nulls, rettype,
 					 retset ? (ReturnSetInfo *) fcinfo->resultinfo : NULL, isnull);
+}
+
+/* The assets' routing ids (hc_asset_routes, on the shards of the ids). */
+static HcStatement assets_routes = {
+	"SELECT asset_id, scope_id FROM hc_asset_routes WHERE asset_id" EQ "ANY (:asset_ids)",
+	{{"asset_ids", TEXTARRAYOID}}
+};
+
+/*
+ * The one routing id of the n assets ids, read where the call runs, before
+ * it is sent to that node: NULL with *unknown, an asset that has none; an
+ * error for several, whose hold would span nodes.
+ */
+char *
+hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
+{
+	HcArgs		args;
+	Datum	   *elems = palloc(sizeof(Datum) * n);
+	char	   *scope = NULL;
+	char	   *first = NULL;
+	uint64		found;
+	uint64		i;
+	int			j;
+
+	for (j = 0; j < n; j++)
+		elems[j] = CStringGetTextDatum(ids[j]);
+	hc_args(&args, &assets_routes);
+	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
+																TYPALIGN_INT)));
+	found = hc_run(call, &args, SPI_OK_SELECT);
+	for (i = 0; i < found; i++)
+	{
+		char	   *s = hc_text(call, (int) i, "scope_id");
+
+		if (scope != NULL && strcmp(scope, s) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("assets \"%s\" and \"%s\" are not of one pool", first,
+							hc_text(call, (int) i, "asset_id")),
+					 errdetail("On Citus a group hold is of one pool's seats, which are on one node; these are of \"%s\" and \"%s\".",
+							   scope, s),
+					 errhint("Hold the seats of each pool with its own hc_hold_many(), in one transaction.")));
+		scope = s;
+		first = hc_text(call, (int) i, "asset_id");
+	}
+	for (j = 0; found < (uint64) n && j < n; j++)
+	{
+		for (i = 0; i < found; i++)
+			if (strcmp(hc_text(call, (int) i, "asset_id"), ids[j]) == 0)
+				break;
+		if (i == found)
+		{
+			*unknown = ids[j];
+			return NULL;
+		}
+	}
+	return scope;
 }
 
 /*
@@ -464,7 +545,22 @@ hc_citus_route_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routi
 {
 	bool		isnull;
 
-	return route_call(call, fcinfo, routing_id, true, &isnull);
+	return route_call(call, fcinfo, routing_id, true, false, &isnull);
+}
+
+/*
+ * The form of this call that takes the routing id first, sent whole to the
+ * node of routing_id's rows as a write (never to Citus' delegation, which
+ * runs a call from within another as a read there: a group hold in one
+ * transaction with writes on other nodes would not be in their two-phase
+ * commit).
+ */
+Datum
+hc_citus_send_prefixed(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id)
+{
+	bool		isnull;
+
+	return route_call(call, fcinfo, routing_id, true, true, &isnull);
 }
 
 /*
@@ -573,7 +669,7 @@ hc_citus_route(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, Da
 {
 	if (!hc_citus_distributed(call) || hc_route_local(call, routing_id) != NULL)
 		return false;
-	*result = route_call(call, fcinfo, routing_id, false, isnull);
+	*result = route_call(call, fcinfo, routing_id, false, true, isnull);
 	return true;
 }
 
@@ -606,6 +702,7 @@ hc_route_send(HcCall *call, const char *routing_id, const char *function, int na
 		appendStringInfo(&sql, ", $%d", i + 2);
 	}
 	appendStringInfo(&sql, ") FROM %s.hc_routes WHERE routing_id" EQ "$1 HAVING true", schema);
+	route_touch(call, schema, routing_id);
 	return route_run(call, sql.data, nargs + 1, all_types, all_values, NULL, rettype, NULL, isnull);
 }
 

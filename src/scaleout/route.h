@@ -23,6 +23,9 @@ extern char *hc_citus_route_lookup(HcCall *call, const char *table, const char *
 extern bool hc_citus_own_prepare(const char *gid);
 extern Datum hc_citus_route_prefixed(HcCall *call, FunctionCallInfo fcinfo,
 									 const char *routing_id);
+extern Datum hc_citus_send_prefixed(HcCall *call, FunctionCallInfo fcinfo,
+									const char *routing_id);
+extern char *hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown);
 extern bool hc_citus_coordinator(HcCall *call);
 extern int	hc_citus_local_scopes(HcCall *call, HcShards ***groups);
 extern bool hc_citus_lock_scope(HcCall *call, HcShards *group);

@@ -75,7 +75,7 @@ check "hc_distribute distributes the tables and the calls, then has nothing left
     "$([ "$steps" -gt 20 ] && echo yes) $again" "yes 0"
 check "every table of holdcommit is distributed, colocated" \
     "$(c -c "SELECT count(*), count(DISTINCT colocationid) FROM pg_dist_partition p
-             JOIN pg_class r ON r.oid = p.logicalrelid WHERE r.relnamespace = 'holdcommit'::regnamespace")" "9|1"
+             JOIN pg_class r ON r.oid = p.logicalrelid WHERE r.relnamespace = 'holdcommit'::regnamespace")" "10|1"
 check "the single-node indexes are gone, the keys are unique per routing id, the orders' key holds it" \
     "$(c -c "SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes
              WHERE schemaname = 'holdcommit' AND indexname ~ '^hc_(reservations|stock_orders)_(id|key|scope_key)$'")
@@ -131,6 +131,20 @@ c_w1=$(asset_on $((port + 1)) 5); c_w2=$(asset_on $((port + 2)) 5)
 two=$(remote "BEGIN; DO \$\$ BEGIN PERFORM hc_hold('$c_w1', 'b1', 'k11'); END \$\$;
               DO \$\$ BEGIN PERFORM hc_hold('$c_w2', 'b1', 'k12'); END \$\$; COMMIT;")
 check "... also when its calls are sent whole (PERFORM in PL code): Citus counts them as writes" \
+    "$(echo "$two" | grep -c 'PREPARE TRANSACTION')" "2"
+# A read of one shard on a node, then a write of another there, after a
+# write elsewhere: Citus commits each node in one phase (doc/scale-out.md,
+# "Two-phase commit after a read"), but a call sent whole reads its own
+# shard first.  The read here is of a shard on the second worker other
+# than the one the call then writes.
+e_w1=$(asset_on $((port + 1)) 8); e_w2=$(asset_on $((port + 2)) 8)
+other=$(c -c "SELECT id FROM hc_assets a JOIN pg_dist_shard_placement p
+                 ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_assets', a.id)
+               WHERE p.nodeport = $((port + 2)) AND p.shardid <> get_shard_id_for_distribution_column('holdcommit.hc_assets', '$e_w2')
+               ORDER BY id LIMIT 1")
+two=$(remote "BEGIN; SELECT hc_hold('$e_w1', 'b1', 'k16'); SELECT count(*) FROM hc_assets WHERE scope_id = '$other';
+              DO \$\$ BEGIN PERFORM hc_hold('$e_w2', 'b1', 'k17'); END \$\$; COMMIT;")
+check "... also after a read of another shard on the node a call is sent to" \
     "$(echo "$two" | grep -c 'PREPARE TRANSACTION')" "2"
 check "a call that must be sent whole in a read-only transaction: 25006" \
     "$(sqlstate "SET default_transaction_read_only = on; DO \$\$ BEGIN PERFORM hc_hold('$(asset_on $((port + 1)) 6)', 'b1', 'k13'); END \$\$")" \
@@ -493,7 +507,7 @@ test/harness/server.sh stop $((port + 3)) >/dev/null 2>&1
 shells="SELECT count(*) || ' ' || sum(pg_relation_size(p.logicalrelid)) FROM pg_dist_partition p
          JOIN pg_class c ON c.oid = p.logicalrelid WHERE c.relnamespace = 'holdcommit'::regnamespace"
 check "no row is in a table on the coordinator or a worker's shell, only in the shards" \
-    "$(c -c "$shells") $(w $((port + 1)) -c "$shells") $(w $((port + 2)) -c "$shells")" "9 0 9 0 9 0"
+    "$(c -c "$shells") $(w $((port + 1)) -c "$shells") $(w $((port + 2)) -c "$shells")" "10 0 10 0 10 0"
 
 # hc_check on the coordinator: every worker checks its shards.
 check "hc_check() on the coordinator is empty after all of it" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
@@ -516,35 +530,95 @@ check "every view answers on the coordinator but hc_lease_status, hc_metrics and
            -c "SELECT count(*) FROM holdcommit.$v" >/dev/null 2>&1 || echo -n "$v "; done)" \
     "hc_lease_status hc_metrics hc_overview "
 
-# Group holds are not on Citus yet (doc/reference.md): refused, each call on a
-# group's id too; a seat of a pool is an asset like any other there.
+# Group holds on Citus (doc/scale-out.md, "Group holds"): a pool's seats,
+# their holds and their ledger rows on the pool's shard; a group hold there
+# runs on that worker alone and commits in one phase.
 c -c "SELECT count(hc_asset_add('seat-' || i, 'A' || i, pool => 'cat-1', rank => i, grp => 'A', pos => i))
-      FROM generate_series(1, 8) i" >/dev/null
-check "a group hold is refused on Citus (0A000), of given seats and of the best" \
-    "$(sqlstate "SELECT hc_hold_many(ARRAY['seat-1', 'seat-2'], 'b1', 'kg1')")$(sqlstate "SELECT hc_hold_best('cat-1', 2, 'b1', 'kg2')")" \
+      FROM generate_series(1, 8) i" \
+  -c "SELECT count(hc_asset_add('seat-b' || i, 'B' || i, pool => 'cat-2', rank => i, grp => 'B', pos => i))
+      FROM generate_series(1, 4) i" >/dev/null
+pool_port=$(c -c "SELECT p.nodeport FROM pg_dist_shard_placement p
+                   WHERE p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_assets', 'cat-1')")
+check "a pool's seats are on its one shard, their routing ids recorded by seat" \
+    "$(c -c "SELECT count(DISTINCT get_shard_id_for_distribution_column('holdcommit.hc_assets', scope_id)),
+                    count(*), bool_and(scope_id = 'cat-1') FROM hc_assets WHERE pool = 'cat-1'")
+$(c -c "SELECT count(*) FROM hc_asset_routes WHERE scope_id = 'cat-1'")" "1|8|t
+8"
+check "an asset id is one asset across pools and outside them (23505), a place one seat" \
+    "$(sqlstate "SELECT hc_asset_add('seat-1', 'x', pool => 'cat-2', rank => 9)")$(sqlstate "SELECT hc_asset_add('seat-2')")$(sqlstate "SELECT hc_asset_add('$a_w1', 'x', pool => 'cat-2')")$(sqlstate "SELECT hc_asset_add('seat-x', 'x', pool => 'cat-1', rank => 1, grp => 'A', pos => 1)")" \
+    "23505 1 23505 1 23505 1 23505 1 "
+check "... and a refused seat leaves no routing id behind" \
+    "$(c -c "SELECT count(*) FROM hc_asset_routes WHERE asset_id = 'seat-x'")" "0"
+many=$(remote "SELECT hc_hold_many(ARRAY['seat-2', 'seat-1'], 'b1', 'kg1')")
+check "hc_hold_many of a pool's seats: sent to the pool's worker alone, in one phase" \
+    "$(echo "$many" | grep 'holdcommit.hc_hold_many(' | awk '{ print $1 " hc_hold_many" }') $(echo "$many" | grep -c 'PREPARE TRANSACTION')" \
+    "$pool_port hc_hold_many 0"
+g1=$(c -c "SELECT id FROM hc_reservations WHERE asset_id = 'seat-1' AND status = 'HELD'")
+check "... one reservation over both seats, each seat naming it, the ledger on the pool's shard" \
+    "$(c -c "SELECT count(*), min(seats), bool_and(scope_id = 'cat-1') FROM hc_reservations WHERE id = '$g1'")
+$(c -c "SELECT string_agg(id, ' ' ORDER BY id) FROM hc_assets WHERE current_reservation_id = '$g1'")
+$(c -c "SELECT count(*) FROM hc_ledger WHERE reservation_id = '$g1' AND scope_id = 'cat-1'")" "2|2|t
+seat-1 seat-2
+2"
+check "the same seats in another order with the same key replay" \
+    "$(c -c "SELECT string_agg(reservation_id || ':' || replayed, ' ' ORDER BY asset_id) FROM hc_hold_many(ARRAY['seat-1', 'seat-2'], 'b1', 'kg1')")" \
+    "$g1:true $g1:true"
+check "a taken seat: RS001, nothing held; an unknown one: RS006; the key for other seats: RS005" \
+    "$(sqlstate "SELECT hc_hold_many(ARRAY['seat-3', 'seat-2'], 'b2', 'kg2')")$(sqlstate "SELECT hc_hold_many(ARRAY['seat-3', 'nope'], 'b2', 'kg3')")$(sqlstate "SELECT hc_hold_many(ARRAY['seat-3'], 'b1', 'kg1')")$(c -c "SELECT status FROM hc_assets WHERE id = 'seat-3'")" \
+    "RS001 1 RS006 1 RS005 1 AVAILABLE"
+check "seats of two pools, or a seat and an asset outside pools, in one call: 0A000" \
+    "$(sqlstate "SELECT hc_hold_many(ARRAY['seat-3', 'seat-b1'], 'b2', 'kg4')")$(sqlstate "SELECT hc_hold_many(ARRAY['seat-3', '$b_w1'], 'b2', 'kg5')")" \
     "0A000 1 0A000 1 "
-check "... and nothing is held; a seat of a pool is held, extended and sold on its own" \
-    "$(c -c "SELECT count(*) FROM hc_assets WHERE pool = 'cat-1' AND status = 'AVAILABLE'")
-$(c -c "SELECT r.status || ' ' || (hc_extend(r.reservation_id, '5 minutes')).status || ' ' || (hc_commit(r.reservation_id)).status
-          FROM hc_hold('seat-1', 'b1', 'kg3') r")" "8
-HELD HELD COMMITTED"
-# What doc/scale-out.md gives instead: seats on two workers held all or
-# nothing in one transaction of hc_hold calls; the second seat is taken.
-seat_on() {
-    c -c "SELECT min(id) FROM hc_assets a JOIN pg_dist_shard_placement p
-             ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_assets', a.id)
-           WHERE p.nodeport = $1 AND a.pool = 'cat-1' AND a.status = 'AVAILABLE'"
-}
-s1=$(seat_on $((port + 1))); s2=$(seat_on $((port + 2)))
-c -c "SELECT hc_hold('$s2', 'b2', 'kg5')" >/dev/null
-check "seats on two workers in one transaction of hc_hold: RS001 for the taken one, and the other is not held" \
-    "$(printf '%s\n' '\set VERBOSITY terse' 'BEGIN;' "SELECT hc_hold('$s1', 'b1', 'kg6');" \
-           "SELECT hc_hold('$s2', 'b1', 'kg7');" '\echo :SQLSTATE' 'ROLLBACK;' 'SELECT 1;' |
-         psql -X -qAt -h "$host" -p "$port" -U postgres -d postgres 2>/dev/null | tail -2 | tr '\n' ' '
-       c -c "SELECT status FROM hc_assets WHERE id = '$s1'")" \
-    "RS001 1 AVAILABLE"
+check "a seat of a pool given by its id to hc_hold, or to hc_commit with a group's id: 0A000 with a hint" \
+    "$(sqlstate "SELECT hc_hold('seat-3', 'b2', 'kg6')")$(sqlstate "SELECT hc_commit('seat-1', '$g1', false)")$(c -c "SELECT hc_hold('seat-3', 'b2', 'kg6')" 2>&1 | grep -c 'hc_hold_many(ARRAY')" \
+    "0A000 1 0A000 1 1"
+check "hc_extend, hc_commit by the group's id alone: every seat, on the pool's worker; a repeat replays" \
+    "$(c -c "SELECT status FROM hc_extend('$g1', '20 minutes')" -c "SELECT status FROM hc_commit('$g1')" \
+         -c "SELECT status || ':' || replayed FROM hc_commit('$g1')" | tr '\n' ' ')$(c -c "SELECT string_agg(status, ' ') FROM hc_assets WHERE current_reservation_id = '$g1'")" \
+    "HELD COMMITTED COMMITTED:true SOLD SOLD"
+best=$(remote "SELECT hc_hold_best('cat-1', 3, 'b3', 'kg7')")
+check "hc_hold_best: the pool's worker alone, in one phase; the best block of three" \
+    "$(echo "$best" | grep 'hc_hold_best' | sed -E 's/ SELECT holdcommit.hc_hold_best.*/ hc_hold_best/') $(echo "$best" | grep -c 'PREPARE TRANSACTION')
+$(c -c "SELECT string_agg(id, ' ' ORDER BY id) FROM hc_assets WHERE status = 'HELD' AND pool = 'cat-1'")" \
+    "$pool_port hc_hold_best 0
+seat-3 seat-4 seat-5"
+g2=$(c -c "SELECT current_reservation_id FROM hc_assets WHERE id = 'seat-3'")
+check "... a replay, and its release by the group's id, from PL code and a larger query" \
+    "$(c -c "SELECT count(*) FILTER (WHERE replayed) FROM hc_hold_best('cat-1', 3, 'b3', 'kg7')" \
+         -c "DO \$\$ BEGIN PERFORM hc_release('$g2'); END \$\$" \
+         -c "SELECT count(*) FROM hc_assets WHERE pool = 'cat-1' AND status = 'AVAILABLE'" | tr '\n' ' ')" "3 6 "
+two=$(remote "BEGIN; SELECT count(*) FROM hc_hold_best('cat-1', 2, 'gb4', 'kg8'); SELECT count(*) FROM hc_hold_many(ARRAY['seat-b1', 'seat-b2'], 'gb4', 'kg9'); COMMIT;")
+check "group holds in two pools of one transaction: all or nothing, in two phases" \
+    "$(echo "$two" | grep -c 'PREPARE TRANSACTION') $(c -c "SELECT count(*) FROM hc_reservations WHERE buyer_id = 'gb4'")" \
+    "$(c -c "SELECT CASE WHEN count(DISTINCT p.nodeport) = 2 THEN 2 ELSE 0 END FROM pg_dist_shard_placement p
+             WHERE p.shardid IN (get_shard_id_for_distribution_column('holdcommit.hc_assets', 'cat-1'),
+                                 get_shard_id_for_distribution_column('holdcommit.hc_assets', 'cat-2'))") 4"
+# An expired group: taken whole by a hold of one of its seats, or by the sweeper.
+c -c "SELECT count(*) FROM hc_hold_many(ARRAY['seat-7', 'seat-8'], 'b5', 'kg10', '1 millisecond')" \
+  -c "SELECT count(*) FROM hc_hold_many(ARRAY['seat-b3', 'seat-b4'], 'b5', 'kg11', '1 millisecond')" >/dev/null
+sleep 0.1
+check "an expired group ends whole when one of its seats is held again; the sweeper ends another's seats" \
+    "$(c -c "SELECT status FROM hc_hold_many(ARRAY['seat-8'], 'b6', 'kg12')" \
+         -c "SELECT string_agg(asset_id || ':' || status, ' ' ORDER BY asset_id) FROM hc_reservations WHERE buyer_id = 'b5' AND asset_id LIKE 'seat-_'" \
+         -c "SELECT expired_holds FROM hc_sweep()" \
+         -c "SELECT string_agg(status, ' ') FROM hc_reservations WHERE buyer_id = 'b5' AND asset_id LIKE 'seat-b%'" | tr '\n' ' ')" \
+    "HELD seat-7:EXPIRED seat-8:EXPIRED 2 EXPIRED EXPIRED "
+# Buyers racing for a pool's best pairs until it is sold out.
+c -c "SELECT count(hc_asset_add('race-' || i, '', pool => 'race', rank => i, grp => 'R' || (i / 10), pos => i % 10))
+      FROM generate_series(0, 99) i" >/dev/null
+for i in $(seq 1 10); do
+    (for j in $(seq 1 8); do sqlstate "SELECT count(*) FROM hc_hold_best('race', 2, 'rb$i', 'race-$i-$j')"; echo; done) >"$work/best.$i" &
+done
+wait
+check "10 buyers racing for the best pairs of 100 seats: every seat held once, 50 holds of two, no deadlock" \
+    "$(c -c "SELECT count(*), count(DISTINCT asset_id), count(DISTINCT id) FROM hc_reservations WHERE asset_id LIKE 'race-%'")
+$(cat "$work"/best.* | tr ' ' '\n' | grep -v '^1$' | grep -v '^$' | sort | uniq -c | awk '{print $2 ":" $1}' | tr '\n' ' ')" \
+    "100|100|50
+00000:50 RS002:30 "
+check "hc_check() is empty after the group holds" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
 # Bounded history is not on Citus yet (doc/scale-out.md): a released hold
 # whose key was forgotten long ago is kept by every sweep.
+s1=$(asset_on $((port + 1)) 12)
 r=$(c -c "SELECT reservation_id FROM hc_hold('$s1', 'b1', 'kg8')")
 c -c "SELECT hc_release('$r')" >/dev/null
 check "a hold that ended 90 days ago, its key forgotten, is kept by the sweep (no pruning on Citus)" \
@@ -757,12 +831,25 @@ $(uc -c "SELECT string_agg(right(reservation_id, 2) || ':' || n, ' ' ORDER BY re
            FROM (SELECT reservation_id, count(*) n FROM hc_stock_order_lines GROUP BY reservation_id) l")" \
     "erin:false erin:true erin:true frank:false frank:true grace:true heidi:true ivan:true judy:true kim:false
 11:2 14:2 20:2"
-check "the extension as a fresh install distributed by hc_distribute(): relations, indexes, constraints, views, distribution" \
-    "$(uc -c "$schema")" "$fresh_schema"
-check "... which names the 9 tables' distribution columns and the 19 calls sent by their first argument" \
-    "$(echo "$fresh_schema" | grep -c '^distributed ') $(echo "$fresh_schema" | grep -c '^function ')" "9 19"
-check "... and on each worker, its copies of them as a fresh install's there" \
-    "$(for p in $((port + 1)) $((port + 2)); do [ "$(u $p -c "$schema")" = "$(w $p -c "$schema")" ] && echo -n "same "; done)" \
+# A database distributed by 0.3.0 keeps its asset tables distributed by asset
+# id (doc/scale-out.md, "Updating"): what a fresh install has but for that.
+by_asset_id() {
+    sed -E 's/^(column hc_(assets|ledger|reservations)\.scope_id text) not null default hc_scope_id\(\)$/\1/
+            /^(constraint hc_(assets|ledger|reservations) |index CREATE UNIQUE INDEX hc_(assets|ledger|reservations)_(pkey|one_committed) )/s/, scope_id\)/)/
+            s/^(index CREATE )UNIQUE (INDEX hc_assets_pool .*\(pool, grp, pos)(, scope_id)\)/\1\2)/
+            s/(hc_reservations_scope_key .*\()scope_id, /\1asset_id, /
+            /^distributed hc_asset_routes /d
+            s/^distributed hc_assets by scope_id$/distributed hc_assets by id/
+            s/^distributed hc_ledger by scope_id$/distributed hc_ledger by entity_id/
+            s/^distributed hc_reservations by scope_id$/distributed hc_reservations by asset_id/' |
+        { cat; echo 'function hc_asset_add(text,text,text,integer,text,integer) by $1 forced'; } | LC_ALL=C sort
+}
+check "the extension as a fresh install distributed by hc_distribute(), the asset tables by asset id: relations, indexes, constraints, views, distribution" \
+    "$(uc -c "$schema" | LC_ALL=C sort)" "$(echo "$fresh_schema" | by_asset_id)"
+check "... which names the 10 tables' distribution columns and the 21 calls sent by their first argument" \
+    "$(echo "$fresh_schema" | grep -c '^distributed ') $(echo "$fresh_schema" | grep -c '^function ')" "10 21"
+check "... and on each worker, its copies of them as a fresh install's there, but for that" \
+    "$(for p in $((port + 1)) $((port + 2)); do [ "$(u $p -c "$schema" | LC_ALL=C sort)" = "$(w $p -c "$schema" | by_asset_id)" ] && echo -n "same "; done)" \
     "same same "
 check "hc_distribute() has nothing left to do; hc_check() is empty" \
     "$(uc -c "SELECT count(*) FROM hc_distribute()") $(uc -c "SELECT count(*) FROM hc_check()")" "0 0"

@@ -218,6 +218,7 @@ check "hc_attempt_begin's new signature keeps each grant, by its grantor" \
 q $old -c "SELECT hc_grant_app('$app'), hc_grant_operator('$ops')" \
     -c "REVOKE ALL ON FUNCTION hc_hold(text, text, text, interval) FROM $lost" \
     -c "REVOKE ALL ON FUNCTION hc_hold_many(text[], text, text, interval) FROM $lost" \
+    -c "REVOKE ALL ON FUNCTION hc_hold_many(text, text[], text, text, interval) FROM $lost" \
     -c "REVOKE ALL ON FUNCTION hc_hold_best(text, integer, text, text, interval) FROM $lost" \
     -c "REVOKE ALL ON FUNCTION hc_attempt_begin(text, text, bigint, interval, integer, text) FROM $svc CASCADE" \
     -c "REVOKE ALL ON SCHEMA holdcommit FROM $svc" \
