@@ -488,6 +488,8 @@ CREATE OR REPLACE FUNCTION @extschema@.hc_distribute(shard_count integer DEFAULT
 RETURNS SETOF text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- Citus' notices of the rows it copies name a step this function takes.
+SET client_min_messages = warning
 AS $distribute$
 DECLARE
     s text := '@extschema@';
@@ -596,6 +598,10 @@ BEGIN
                 PERFORM pg_catalog.create_distributed_table(pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass,
                         t.routing, colocate_with => first_table);
             END IF;
+            -- Citus copied the rows into the shards and left them here too,
+            -- where no call reads them.
+            PERFORM pg_catalog.truncate_local_data_after_distributing_table(
+                    pg_catalog.format('%I.%I', s, t.tab)::pg_catalog.regclass);
             RETURN NEXT pg_catalog.format('table %s distributed by %s', t.tab, t.routing);
         END IF;
         first_table := COALESCE(first_table, pg_catalog.format('%I.%I', s, t.tab));

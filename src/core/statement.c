@@ -55,7 +55,7 @@ hc_scope_id(PG_FUNCTION_ARGS)
 {
 	if (statement_routing_id == NULL)
 		ereport(ERROR,
-				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("scope_id is written by holdcommit's calls only"),
 				 errdetail("A row of a distributed holdcommit table needs its routing id.")));
 	PG_RETURN_TEXT_P(cstring_to_text(statement_routing_id));
