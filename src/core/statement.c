@@ -39,7 +39,8 @@
 
 /*
  * The routing id of the rows the running statement writes (call->routing_id,
- * or its scope's), for hc_scope_id(); NULL between statements.
+ * or its scope's), for hc_scope_id(); NULL between statements (a call that
+ * a statement's trigger makes gives back the statement's).
  */
 static const char *statement_routing_id = NULL;
 
@@ -285,6 +286,7 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 	MemoryContext mine = CurrentMemoryContext;
 	bool		one_shot = statement_one_shot(call);
 	SPIPlanPtr	plan;
+	const char *outer_routing_id = statement_routing_id;
 	int			guc_level;
 	int			rc;
 	int			i;
@@ -321,7 +323,7 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 								  InvalidSnapshot, true, false, 0);
 	else
 		rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
-	statement_routing_id = NULL;
+	statement_routing_id = outer_routing_id;
 	if (guc_level > 0)
 		AtEOXact_GUC(true, guc_level);
 	if (one_shot)

@@ -583,10 +583,15 @@ $(c -c "SELECT string_agg(id, ' ' ORDER BY id) FROM hc_assets WHERE status = 'HE
     "$pool_port hc_hold_best 0
 seat-3 seat-4 seat-5"
 g2=$(c -c "SELECT current_reservation_id FROM hc_assets WHERE id = 'seat-3'")
-check "... a replay, and its release by the group's id, from PL code and a larger query" \
+check "... a replay, and its release by the group's id, from PL code" \
     "$(c -c "SELECT count(*) FILTER (WHERE replayed) FROM hc_hold_best('cat-1', 3, 'b3', 'kg7')" \
          -c "DO \$\$ BEGIN PERFORM hc_release('$g2'); END \$\$" \
          -c "SELECT count(*) FROM hc_assets WHERE pool = 'cat-1' AND status = 'AVAILABLE'" | tr '\n' ' ')" "3 6 "
+check "hc_hold_best that Citus does not send (its pool a subquery): it sends itself, its rows come back" \
+    "$(c -c "SELECT string_agg(status, ' ') FROM hc_hold_best((SELECT 'cat-1'), 2, 'gb3', 'kg13')" \
+         -c "SELECT count(*) FROM hc_hold_best((SELECT 'cat-1'), 2, 'gb3', 'kg13') WHERE replayed")" \
+    "$(printf 'HELD HELD\n2')"
+c -c "SELECT hc_release(reservation_id) FROM hc_hold_best('cat-1', 2, 'gb3', 'kg13') LIMIT 1" >/dev/null
 two=$(remote "BEGIN; SELECT count(*) FROM hc_hold_best('cat-1', 2, 'gb4', 'kg8'); SELECT count(*) FROM hc_hold_many(ARRAY['seat-b1', 'seat-b2'], 'gb4', 'kg9'); COMMIT;")
 check "group holds in two pools of one transaction: all or nothing, in two phases" \
     "$(echo "$two" | grep -c 'PREPARE TRANSACTION') $(c -c "SELECT count(*) FROM hc_reservations WHERE buyer_id = 'gb4'")" \
@@ -855,6 +860,9 @@ check "... which names the 10 tables' distribution columns and the 21 calls sent
 check "... and on each worker, its copies of them as a fresh install's there, but for that" \
     "$(for p in $((port + 1)) $((port + 2)); do [ "$(u $p -c "$schema" | LC_ALL=C sort)" = "$(w $p -c "$schema" | by_asset_id)" ] && echo -n "same "; done)" \
     "same same "
+check "group holds are refused there (0A000): its asset tables stay distributed by asset id" \
+    "$(printf '%s\n' '\set VERBOSITY terse' "SELECT hc_hold_many(ARRAY['u3-a1'], 'b1', 'u3-g1');" '\echo :SQLSTATE' 'SELECT 1;' |
+         psql -X -qAt -h "$host" -p "$port" -U postgres -d hc_up3 2>/dev/null | tail -2 | tr '\n' ' ')" "0A000 1 "
 check "hc_distribute() has nothing left to do; hc_check() is empty" \
     "$(uc -c "SELECT count(*) FROM hc_distribute()") $(uc -c "SELECT count(*) FROM hc_check()")" "0 0"
 check "0.3.0 keys replay, of an order of one product and of several, and of a hold" \

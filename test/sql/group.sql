@@ -189,3 +189,16 @@ UPDATE hc_reservations SET buyer_id = 'mallory' WHERE id = :'b6' AND asset_id = 
 UPDATE hc_reservations SET seats = 3 WHERE id = :'g4';
 SELECT invariant, detail FROM hc_check() WHERE invariant = 'group hold has its seats' ORDER BY detail;
 ROLLBACK;
+
+-- The forms Citus sends hc_asset_add and hc_hold_many of a pool's seats as,
+-- given the routing id first: on a single node they answer as the others,
+-- and the routing id of a seat must be its pool.  scope_id stays null.
+SELECT id, pool, scope_id FROM hc_asset_add('hall', 'C1', 'C1', 'hall', 20, 'C', 1);
+SELECT outcome($$SELECT hc_asset_add('elsewhere', 'C2', 'C2', 'hall', 21, 'C', 2)$$);
+SELECT asset_id, status, replayed FROM hc_hold_many('hall', ARRAY['C1'], 'hal', 'c-1', '10 minutes');
+SELECT asset_id, status, replayed FROM hc_hold_many(ARRAY['C1'], 'hal', 'c-1', '10 minutes');
+SELECT count(*) FILTER (WHERE scope_id IS NOT NULL) AS scoped FROM hc_reservations;
+SELECT count(*) AS routes FROM hc_asset_routes;
+-- hc_scope_id() is the default of scope_id on Citus alone; outside a call it refuses.
+SELECT outcome($$SELECT hc_scope_id()$$);
+SELECT 1;
