@@ -39,8 +39,9 @@
 
 /*
  * The routing id of the rows the running statement writes (call->routing_id,
- * or its scope's), for hc_scope_id(); NULL between statements (a call that
- * a statement's trigger makes gives back the statement's).
+ * or its scope's), for hc_scope_id(); NULL between statements, whatever
+ * they end in (a call that a statement's trigger makes gives the
+ * statement's back).
  */
 static const char *statement_routing_id = NULL;
 
@@ -272,6 +273,41 @@ hc_bind_text(HcArgs *args, const char *name, const char *value)
 		hc_bind(args, name, HC_TEXT(value));
 }
 
+/* SPI's run of the plan, with the latest snapshot if the call asks for it. */
+static int
+statement_spi(HcCall *call, SPIPlanPtr plan, HcArgs *args)
+{
+	if (call->latest)
+		return SPI_execute_snapshot(plan, args->values, args->nulls, GetLatestSnapshot(),
+									InvalidSnapshot, true, false, 0);
+	return SPI_execute_plan(plan, args->values, args->nulls, false, 0);
+}
+
+/*
+ * The run, with the routing id of the rows it writes for hc_scope_id(), and
+ * the one before given back however it ends.  A single node has none.
+ */
+static int
+statement_execute(HcCall *call, SPIPlanPtr plan, HcArgs *args, const char *routing_id)
+{
+	const char *outer = statement_routing_id;
+	volatile int rc = 0;
+
+	if (routing_id == NULL && outer == NULL)
+		return statement_spi(call, plan, args);
+	statement_routing_id = routing_id;
+	PG_TRY();
+	{
+		rc = statement_spi(call, plan, args);
+	}
+	PG_FINALLY();
+	{
+		statement_routing_id = outer;
+	}
+	PG_END_TRY();
+	return rc;
+}
+
 /*
  * Run a statement with a fresh snapshot (read_only = false), as a statement
  * of a READ COMMITTED transaction does, check that SPI answered as expected,
@@ -286,7 +322,7 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 	MemoryContext mine = CurrentMemoryContext;
 	bool		one_shot = statement_one_shot(call);
 	SPIPlanPtr	plan;
-	const char *outer_routing_id = statement_routing_id;
+	const char *routing_id;
 	int			guc_level;
 	int			rc;
 	int			i;
@@ -313,17 +349,12 @@ hc_run(HcCall *call, HcArgs *args, int expected)
 			elog(ERROR, "parameter :%s is not bound: \"%s\"", name, stmt->sql);
 	}
 	SPI_freetuptable(SPI_tuptable);
-	statement_routing_id = call->routing_id;
-	if (statement_routing_id == NULL && call->scope != NULL)
-		statement_routing_id = hc_placement->scope_key(call->scope);
+	routing_id = call->routing_id;
+	if (routing_id == NULL && call->scope != NULL)
+		routing_id = hc_placement->scope_key(call->scope);
 	/* A plan for one run is made now, for these values (statement_prepare). */
 	guc_level = one_shot ? statement_plan_settings(call) : 0;
-	if (call->latest)
-		rc = SPI_execute_snapshot(plan, args->values, args->nulls, GetLatestSnapshot(),
-								  InvalidSnapshot, true, false, 0);
-	else
-		rc = SPI_execute_plan(plan, args->values, args->nulls, false, 0);
-	statement_routing_id = outer_routing_id;
+	rc = statement_execute(call, plan, args, routing_id);
 	if (guc_level > 0)
 		AtEOXact_GUC(true, guc_level);
 	if (one_shot)

@@ -565,6 +565,13 @@ group_arg_ids(FunctionCallInfo fcinfo, int argno, int *n)
 	return ids;
 }
 
+/* On Citus, an asset of :asset_ids that is not of the pool :scope_id, if any. */
+static HcStatement seat_elsewhere = {
+	"SELECT id FROM hc_assets WHERE id" EQ "ANY (:asset_ids)"
+	"   AND scope_id IS DISTINCT FROM :scope_id LIMIT 1",
+	{{"asset_ids", TEXTARRAYOID}, {"scope_id", TEXTOID}}
+};
+
 /* On Citus, the one routing id of the n assets ids: RS006 for an asset that does not exist. */
 static char *
 group_scope(HcCall *call, char **ids, int n)
@@ -579,6 +586,31 @@ group_scope(HcCall *call, char **ids, int n)
 				 errdetail("There is no row for asset \"%s\" in hc_assets.", unknown),
 				 errhint("Add the asset with hc_asset_add() first.")));
 	return scope;
+}
+
+/*
+ * On Citus, refuse seats given with a routing id that is not theirs (the
+ * form given it is granted to applications): 22023.  Another routing id's
+ * rows may share its shard.
+ */
+static void
+group_in_scope(HcCall *call, char **ids, int n, const char *scope_id)
+{
+	HcArgs		args;
+	Datum	   *elems = palloc(sizeof(Datum) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elems[i] = CStringGetTextDatum(ids[i]);
+	hc_args(&args, &seat_elsewhere);
+	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
+																TYPALIGN_INT)));
+	hc_bind_text(&args, "scope_id", scope_id);
+	if (hc_run(call, &args, SPI_OK_SELECT) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("asset \"%s\" is not of pool \"%s\"", hc_text(call, 0, "id"), scope_id),
+				 errhint("Call hc_hold_many(asset_ids, ...), which finds their pool.")));
 }
 
 /*
@@ -603,7 +635,13 @@ hold_many(FunctionCallInfo fcinfo, int first)
 	hc_require_sql_at_least("0.4.0", call.function);
 	hc_group_seats_together(&call);
 	if (first > 0)
-		HC_ROUTE(&call, fcinfo, hc_arg_id(fcinfo, 0, "scope_id"));
+	{
+		char	   *scope_id = hc_arg_id(fcinfo, 0, "scope_id");
+
+		HC_ROUTE(&call, fcinfo, scope_id);
+		if (hc_distributed(&call))
+			group_in_scope(&call, ids, n, scope_id);
+	}
 	else if (hc_distributed(&call))
 	{
 		hc_send_prefixed(&call, fcinfo, group_scope(&call, ids, n));

@@ -254,12 +254,20 @@ routes_recorded(HcCall *call)
 	return hc_distributed(call) && hc_seats_together(call);
 }
 
-/* On Citus, record asset id's routing id: an error if the id is taken. */
+/*
+ * On Citus, record asset id's routing id: an error if the id is taken.  Read
+ * first where it runs unscoped (where hc_asset_add is called), so that Citus
+ * checks the insert for two-phase commit (scaleout/route.c, route_touch).
+ */
 static void
 record_asset_route(HcCall *call, const char *id, const char *scope_id)
 {
 	HcArgs		args;
 
+	hc_args(&args, &find_route);
+	hc_bind_text(&args, "asset_id", id);
+	if (hc_run(call, &args, SPI_OK_SELECT) > 0)
+		asset_exists(id);
 	hc_args(&args, &record_route);
 	hc_bind_text(&args, "asset_id", id);
 	hc_bind_text(&args, "scope_id", scope_id);
@@ -485,6 +493,8 @@ hc_hold(PG_FUNCTION_ARGS)
 
 	hc_call_begin_keyed(&call, fcinfo, "hc_hold");
 	HC_ROUTE(&call, fcinfo, asset_id);
+	if (routes_recorded(&call))
+		hold_refuse_seat(&call, asset_id);
 	hc_fingerprint_init(&fp, call.function);
 	hc_fingerprint_add(&fp, asset_id);
 	hc_fingerprint_add(&fp, buyer_id);
@@ -517,8 +527,6 @@ hc_hold(PG_FUNCTION_ARGS)
 			status = TextDatumGetCString(asset[0]);
 			until = nulls[1] ? 0 : DatumGetTimestampTz(asset[1]);
 		}
-		if (status == NULL && routes_recorded(&call))
-			hold_refuse_seat(&call, asset_id);
 		if (status == NULL || !hc_hold_can_take(&call, status, until))
 			hold_refuse(&call, asset_id, status, until);
 		if (!hc_fetch_tid(&call, &hc_hold_take_asset, asset_id, asset, nulls, &r.asset_tid))
@@ -568,13 +576,11 @@ hold_lock(HcCall *call, const char *asset_id, const char *reservation_id, HoldRe
 	bool		nulls[4];
 	bool		seats = hc_sql_at_least("0.4.0");
 
+	if (asset_id != NULL && routes_recorded(call))
+		hold_refuse_seat(call, asset_id);
 	if (!hc_fetch(call, seats ? &reservation_seats : &reservation_asset, reservation_id,
 				  values, nulls))
-	{
-		if (asset_id != NULL && routes_recorded(call))
-			hold_refuse_seat(call, asset_id);
 		hold_not_found(asset_id, reservation_id);
-	}
 	r->id = pstrdup(reservation_id);
 	r->seats = seats && !nulls[1] ? DatumGetInt32(values[1]) : 0;
 	if (r->seats > 0)

@@ -46,6 +46,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -455,6 +456,25 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
 					 retset ? (ReturnSetInfo *) fcinfo->resultinfo : NULL, isnull);
 }
 
+/*
+ * A look across the shards before a call is sent on: on a node whose
+ * connection this transaction has not used yet, outside a transaction block
+ * there (citus.select_opens_transaction_block), until AtEOXact_GUC(true,
+ * level).  A block that a read opened is where Citus would not check a
+ * later write of another shard of that node for two-phase commit
+ * (route_touch); the transaction's own rows are read in the blocks that
+ * wrote them.
+ */
+static int
+route_read_begin(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("citus.select_opens_transaction_block", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
 /* The assets' routing ids (hc_asset_routes, on the shards of the ids). */
 static HcStatement assets_routes = {
 	"SELECT asset_id, scope_id FROM hc_asset_routes WHERE asset_id" EQ "ANY (:asset_ids)",
@@ -475,6 +495,7 @@ hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
 	char	   *first = NULL;
 	uint64		found;
 	uint64		i;
+	int			level;
 	int			j;
 
 	for (j = 0; j < n; j++)
@@ -482,7 +503,9 @@ hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
 	hc_args(&args, &assets_routes);
 	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
 																TYPALIGN_INT)));
+	level = route_read_begin();
 	found = hc_run(call, &args, SPI_OK_SELECT);
+	AtEOXact_GUC(true, level);
 	for (i = 0; i < found; i++)
 	{
 		char	   *s = hc_text(call, (int) i, "scope_id");
@@ -527,11 +550,14 @@ hc_citus_route_lookup(HcCall *call, const char *table, const char *column,
 	Datum		values[1];
 	bool		isnull;
 	Datum		found;
+	int			level;
 
 	values[0] = CStringGetTextDatum(reservation_id);
+	level = route_read_begin();
 	found = route_run(call, psprintf("SELECT %s FROM %s.%s WHERE id" EQ "$1 LIMIT 1", column,
 									 quote_identifier(get_namespace_name(call->schema)), table),
 					  1, types, values, NULL, TEXTOID, NULL, &isnull);
+	AtEOXact_GUC(true, level);
 	return isnull ? NULL : TextDatumGetCString(found);
 }
 

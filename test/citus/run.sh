@@ -620,6 +620,35 @@ check "10 buyers racing for the best pairs of 100 seats: every seat held once, 5
 $(cat "$work"/best.* | tr ' ' '\n' | grep -v '^1$' | grep -v '^$' | sort | uniq -c | awk '{print $2 ":" $1}' | tr '\n' ' ')" \
     "100|100|50
 00000:50 RS002:30 "
+# After a group hold, whose look at the seats' routing ids may have reached
+# the other worker, a bare call there (delegated by Citus), and a seat added
+# whose id is there: two phases (doc/scale-out.md, "Two-phase commit after a read").
+c -c "SELECT count(hc_asset_add('seat-c' || i, '', pool => 'cat-1', rank => 100 + i, grp => 'C', pos => i))
+      FROM generate_series(1, 40) i" >/dev/null
+other_port=$((pool_port == port + 1 ? port + 2 : port + 1))
+f_other=$(asset_on $other_port 13)
+two=$(remote "BEGIN; SELECT count(*) FROM hc_hold_many(ARRAY['seat-c1', 'seat-c2', 'seat-c3', 'seat-c4', 'seat-c5', 'seat-c6', 'seat-c7', 'seat-c8'], 'gb7', 'kg14');
+              SELECT hc_hold('$f_other', 'gb7', 'kg15'); COMMIT;")
+check "a group hold, then a bare hc_hold on the other worker: two phases" \
+    "$(echo "$two" | grep -c 'PREPARE TRANSACTION')" "2"
+new_id=$(c -c "SELECT 'new-' || g FROM generate_series(1, 200) g JOIN pg_dist_shard_placement p
+                 ON p.shardid = get_shard_id_for_distribution_column('holdcommit.hc_asset_routes', 'new-' || g)
+               WHERE p.nodeport = $other_port ORDER BY g LIMIT 1")
+two=$(remote "BEGIN; SELECT count(*) FROM hc_hold_many(ARRAY['seat-c9', 'seat-c10'], 'gb8', 'kg16');
+              SELECT id FROM hc_asset_add('$new_id', '', pool => 'cat-1', rank => 200); COMMIT;")
+check "a group hold, then a seat added whose id is on the other worker: two phases" \
+    "$(echo "$two" | grep -c 'PREPARE TRANSACTION') $(c -c "SELECT pool FROM hc_assets WHERE id = '$new_id'")" "2 cat-1"
+# A seat whose id falls on its pool's shard: refused by its id all the same.
+pinned=$(c -c "SELECT 'pin-' || g FROM generate_series(1, 500) g
+               WHERE get_shard_id_for_distribution_column('holdcommit.hc_assets', 'pin-' || g)
+                   = get_shard_id_for_distribution_column('holdcommit.hc_assets', 'cat-1') ORDER BY g LIMIT 1")
+c -c "SELECT id FROM hc_asset_add('$pinned', '', pool => 'cat-1', rank => 300)" >/dev/null
+check "a seat whose id falls on its pool's shard, given by its id to hc_hold: 0A000 too" \
+    "$(sqlstate "SELECT hc_hold('$pinned', 'b2', 'kg17')")" "0A000 1 "
+check "hc_hold_many given a routing id that is not the seats' (22023), by an application role" \
+    "$(printf '%s\n' '\set VERBOSITY terse' "SELECT hc_hold_many('$pinned', ARRAY['$pinned'], 'b2', 'kg18', '1 minute');" '\echo :SQLSTATE' 'SELECT 1;' |
+         psql -X -qAt -h "$host" -p "$port" -U shop_app -d postgres 2>/dev/null | tail -2 | tr '\n' ' ')$(c -c "SELECT status FROM hc_assets WHERE id = '$pinned'")" \
+    "22023 1 AVAILABLE"
 check "hc_check() is empty after the group holds" "$(c -c "SELECT count(*) FROM hc_check()")" "0"
 check "a row written by hand, without its routing id: XX000, nothing written" \
     "$(sqlstate "INSERT INTO hc_ledger (kind, entity_id, seq, at, event, source, function, actor)
