@@ -876,6 +876,7 @@ by_asset_id() {
             /^(constraint hc_(assets|ledger|reservations) |index CREATE UNIQUE INDEX hc_(assets|ledger|reservations)_(pkey|one_committed) )/s/, scope_id\)/)/
             s/^(index CREATE )UNIQUE (INDEX hc_assets_pool .*\(pool, grp, pos)(, scope_id)\)/\1\2)/
             s/(hc_reservations_scope_key .*\()scope_id, /\1asset_id, /
+            /^constraint hc_(assets|ledger|reservations) hc_[a-z]+_scope_id_not_null NOT NULL scope_id$/d
             /^distributed hc_asset_routes /d
             s/^distributed hc_assets by scope_id$/distributed hc_assets by id/
             s/^distributed hc_ledger by scope_id$/distributed hc_ledger by entity_id/
