@@ -112,7 +112,7 @@ hc_group_seats_together(HcCall *call)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s is not available on a database distributed by holdcommit 0.3.0", call->function),
 				 errdetail("Its tables are distributed by asset id, which spreads a pool's seats over the nodes."),
-				 errhint("Hold each asset with hc_hold(), in one transaction; doc/scale-out.md says how to redistribute.")));
+				 errhint("Hold each asset with hc_hold(), in one transaction; doc/scale-out.md, \"Updating\", says what a database needs for them.")));
 }
 
 /* The seats of reservation id as they are, bytewise by asset_id; *n of them. */

@@ -327,14 +327,14 @@ route_run(HcCall *call, const char *sql, int nargs, Oid *types, Datum *values,
 	MemoryContextSwitchTo(mine);
 	if (rows != NULL)
 	{
+		Datum	   *row_values = palloc(sizeof(Datum) * rows->setDesc->natts);
+		bool	   *row_nulls = palloc(sizeof(bool) * rows->setDesc->natts);
 		uint64		i;
 
 		for (i = 0; i < SPI_processed; i++)
 		{
 			Datum		row = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, isnull);
 			HeapTupleData tuple;
-			Datum	   *row_values = palloc(sizeof(Datum) * rows->setDesc->natts);
-			bool	   *row_nulls = palloc(sizeof(bool) * rows->setDesc->natts);
 
 			if (*isnull)
 				elog(ERROR, "%s: a row of the set is null", call->function);
