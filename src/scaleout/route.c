@@ -465,74 +465,14 @@ route_call(HcCall *call, FunctionCallInfo fcinfo, const char *routing_id, bool p
  * (route_touch); the transaction's own rows are read in the blocks that
  * wrote them.
  */
-static int
-route_read_begin(void)
+int
+hc_route_read_begin(void)
 {
 	int			level = NewGUCNestLevel();
 
 	(void) set_config_option("citus.select_opens_transaction_block", "off", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return level;
-}
-
-/* The assets' routing ids (hc_asset_routes, on the shards of the ids). */
-static HcStatement assets_routes = {
-	"SELECT asset_id, scope_id FROM hc_asset_routes WHERE asset_id" EQ "ANY (:asset_ids)",
-	{{"asset_ids", TEXTARRAYOID}}
-};
-
-/*
- * The one routing id of the n assets ids, read where the call runs, before
- * it is sent to that node: NULL with *unknown, an asset that has none; an
- * error for several, whose hold would span nodes.
- */
-char *
-hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
-{
-	HcArgs		args;
-	Datum	   *elems = palloc(sizeof(Datum) * n);
-	char	   *scope = NULL;
-	char	   *first = NULL;
-	uint64		found;
-	uint64		i;
-	int			level;
-	int			j;
-
-	for (j = 0; j < n; j++)
-		elems[j] = CStringGetTextDatum(ids[j]);
-	hc_args(&args, &assets_routes);
-	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
-																TYPALIGN_INT)));
-	level = route_read_begin();
-	found = hc_run(call, &args, SPI_OK_SELECT);
-	AtEOXact_GUC(true, level);
-	for (i = 0; i < found; i++)
-	{
-		char	   *s = hc_text(call, (int) i, "scope_id");
-
-		if (scope != NULL && strcmp(scope, s) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("assets \"%s\" and \"%s\" are not of one pool", first,
-							hc_text(call, (int) i, "asset_id")),
-					 errdetail("On Citus a group hold is of one pool's seats, which are on one node; these are of \"%s\" and \"%s\".",
-							   scope, s),
-					 errhint("Hold the seats of each pool with its own hc_hold_many(), in one transaction.")));
-		scope = s;
-		first = hc_text(call, (int) i, "asset_id");
-	}
-	for (j = 0; found < (uint64) n && j < n; j++)
-	{
-		for (i = 0; i < found; i++)
-			if (strcmp(hc_text(call, (int) i, "asset_id"), ids[j]) == 0)
-				break;
-		if (i == found)
-		{
-			*unknown = ids[j];
-			return NULL;
-		}
-	}
-	return scope;
 }
 
 /*
@@ -553,7 +493,7 @@ hc_citus_route_lookup(HcCall *call, const char *table, const char *column,
 	int			level;
 
 	values[0] = CStringGetTextDatum(reservation_id);
-	level = route_read_begin();
+	level = hc_route_read_begin();
 	found = route_run(call, psprintf("SELECT %s FROM %s.%s WHERE id" EQ "$1 LIMIT 1", column,
 									 quote_identifier(get_namespace_name(call->schema)), table),
 					  1, types, values, NULL, TEXTOID, NULL, &isnull);

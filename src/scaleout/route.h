@@ -30,6 +30,9 @@ extern bool hc_citus_coordinator(HcCall *call);
 extern int	hc_citus_local_scopes(HcCall *call, HcShards ***groups);
 extern bool hc_citus_lock_scope(HcCall *call, HcShards *group);
 
+/* A look across the shards that opens no transaction block; AtEOXact_GUC(true, level) ends it. */
+extern int	hc_route_read_begin(void);
+
 /* This node's shards of routing_id, locked, as the call's scope; NULL: elsewhere. */
 extern HcShards *hc_route_local(HcCall *call, const char *routing_id);
 extern Datum hc_route_send(HcCall *call, const char *routing_id, const char *function,
