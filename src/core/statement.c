@@ -27,6 +27,8 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/plancache.h"
@@ -432,4 +434,16 @@ hc_text_datum(const char *s)
 	if (s == NULL)
 		elog(ERROR, "null string passed as a holdcommit statement argument");
 	return PointerGetDatum(cstring_to_text(s));
+}
+
+/* A text[] of n strings, none null. */
+Datum
+hc_text_array(char *const *values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elems[i] = hc_text_datum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
 }

@@ -66,6 +66,7 @@ extern bool hc_sql_quoted(char *quote, char c);
 
 /* A statement argument from a C string; a NULL here is a bug, not a null. */
 extern Datum hc_text_datum(const char *s);
+extern Datum hc_text_array(char *const *values, int n);
 #define HC_TEXT(s)	hc_text_datum(s)
 
 /* Operators as the statements write them: pg_catalog's, whatever the path. */

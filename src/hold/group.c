@@ -464,18 +464,14 @@ void
 hc_group_write(HcCall *call, GroupHold *g)
 {
 	HcArgs		args;
-	Datum	   *elems = palloc(sizeof(Datum) * g->n);
 	int			i;
 
 	qsort(g->ids, g->n, sizeof(char *), id_order);
-	for (i = 0; i < g->n; i++)
-		elems[i] = CStringGetTextDatum(g->ids[i]);
 	g->r.id = hc_new_reservation_id(call->now);
 	g->r.created_at = call->now;
 	g->r.expires_at = call->now + g->ttl;
 	hc_args(&args, &group_take);
-	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, g->n, TEXTOID, -1, false,
-																TYPALIGN_INT)));
+	hc_bind(&args, "asset_ids", hc_text_array(g->ids, g->n));
 	hc_bind_text(&args, "reservation_id", g->r.id);
 	hc_bind(&args, "expires_at", TimestampTzGetDatum(g->r.expires_at));
 	hc_bind_text(&args, "buyer_id", g->buyer_id);
@@ -597,14 +593,9 @@ static void
 group_in_scope(HcCall *call, char **ids, int n, const char *scope_id)
 {
 	HcArgs		args;
-	Datum	   *elems = palloc(sizeof(Datum) * n);
-	int			i;
 
-	for (i = 0; i < n; i++)
-		elems[i] = CStringGetTextDatum(ids[i]);
 	hc_args(&args, &seat_elsewhere);
-	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
-																TYPALIGN_INT)));
+	hc_bind(&args, "asset_ids", hc_text_array(ids, n));
 	hc_bind_text(&args, "scope_id", scope_id);
 	if (hc_run(call, &args, SPI_OK_SELECT) > 0)
 		ereport(ERROR,

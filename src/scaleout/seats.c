@@ -30,7 +30,6 @@ char *
 hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
 {
 	HcArgs		args;
-	Datum	   *elems = palloc(sizeof(Datum) * n);
 	char	   *scope = NULL;
 	char	   *first = NULL;
 	uint64		found;
@@ -38,11 +37,8 @@ hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
 	int			level;
 	int			j;
 
-	for (j = 0; j < n; j++)
-		elems[j] = CStringGetTextDatum(ids[j]);
 	hc_args(&args, &assets_routes);
-	hc_bind(&args, "asset_ids", PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
-																TYPALIGN_INT)));
+	hc_bind(&args, "asset_ids", hc_text_array(ids, n));
 	level = hc_route_read_begin();
 	found = hc_run(call, &args, SPI_OK_SELECT);
 	AtEOXact_GUC(true, level);
