@@ -513,6 +513,19 @@ BEGIN
      WHERE p.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('%I.hc_assets', s)::pg_catalog.regclass;
     seats := assets_by IS NULL OR assets_by OPERATOR(pg_catalog.=) 'scope_id';
     IF assets_by IS NULL THEN
+        -- A single node holds seats of several pools in one group; on Citus
+        -- a group is one pool's, and a live one split over the shards would
+        -- be committed or released in part.
+        IF EXISTS (SELECT FROM @extschema@.hc_reservations r
+                     JOIN @extschema@.hc_assets a ON a.id OPERATOR(pg_catalog.=) r.asset_id
+                    WHERE r.status OPERATOR(pg_catalog.=) 'HELD' AND r.seats IS NOT NULL
+                    GROUP BY r.id
+                   HAVING pg_catalog.count(DISTINCT COALESCE(a.pool, a.id)) OPERATOR(pg_catalog.>) 1) THEN
+            RAISE EXCEPTION 'a live group hold is of several pools'
+                  USING ERRCODE = 'object_not_in_prerequisite_state',
+                        DETAIL = 'On Citus a group hold is of one pool''s seats, on one node.',
+                        HINT = 'Commit or release the group holds of several pools, or let them expire, then call hc_distribute() again.';
+        END IF;
         -- The routing id of every row (scope_id): a pool's seats, their
         -- holds and their ledger rows go to the pool's shard.  A reservation
         -- whose asset is gone (hc_check() reports it) keeps its asset's id.
@@ -619,6 +632,8 @@ BEGIN
                     'hc_attempt_reset', 'hc_hold_best', 'hc_hold_many'])
                 AND p.proargnames[1] OPERATOR(pg_catalog.=) ANY (ARRAY['id', 'asset_id', 'product_id', 'resource',
                                                                        'pool', 'scope_id'])
+                -- The forms given a pool's routing id, where the seats have one.
+                AND (seats OR p.proargnames[1] OPERATOR(pg_catalog.<>) 'scope_id')
                 -- A seat is added where it is called: it records its id's
                 -- routing id, then sends itself to the pool's node.
                 AND NOT (seats AND p.oid OPERATOR(pg_catalog.=)
@@ -1137,6 +1152,7 @@ CREATE TABLE @extschema@.hc_asset_routes (
 );
 COMMENT ON TABLE @extschema@.hc_asset_routes IS
     'On Citus: the routing id (pool, or own id) of every asset id; empty on a single node.';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hc_asset_routes', '');
 
 -- The routing id of the call writing a row: the default of scope_id on
 -- Citus (hc_distribute() sets it).  An error outside a call that has one.

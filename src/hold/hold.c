@@ -34,6 +34,7 @@
 #include "core/fetch.h"
 #include "core/placement.h"
 #include "core/version.h"
+#include "hold/group.h"
 #include "hold/hold.h"
 
 PG_FUNCTION_INFO_V1(hc_asset_add);
@@ -320,6 +321,7 @@ asset_add(FunctionCallInfo fcinfo, int first)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("scope_id must be the pool of the asset")));
+		hc_group_seats_together(&call);
 		HC_ROUTE(&call, fcinfo, scope_id);
 	}
 	else if (pool != NULL && routes_recorded(&call))

@@ -175,6 +175,7 @@ static bool
 route_is_distributed(HcCall *call)
 {
 	HcArgs		args;
+	char	   *routing;
 
 	if (OidIsValid(distributed_assets) && OidIsValid(get_extension_oid("citus", true)) &&
 		OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)))
@@ -183,7 +184,8 @@ route_is_distributed(HcCall *call)
 		hc_bind(&args, "assets", ObjectIdGetDatum(distributed_assets));
 		if (hc_run(call, &args, SPI_OK_SELECT) == 0)
 			return false;
-		distributed_by_scope = strcmp(hc_text(call, 0, "routing"), "scope_id") == 0;
+		routing = hc_text(call, 0, "routing");	/* NULL: not by a column */
+		distributed_by_scope = routing != NULL && strcmp(routing, "scope_id") == 0;
 		return true;
 	}
 	return false;

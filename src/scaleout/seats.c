@@ -39,6 +39,8 @@ hc_citus_assets_scope(HcCall *call, char **ids, int n, const char **unknown)
 
 	hc_args(&args, &assets_routes);
 	hc_bind(&args, "asset_ids", hc_text_array(ids, n));
+	/* The call's search path (a GUC nest level from 17 on) outside the read's. */
+	hc_call_search_path(call);
 	level = hc_route_read_begin();
 	found = hc_run(call, &args, SPI_OK_SELECT);
 	AtEOXact_GUC(true, level);

@@ -952,6 +952,12 @@ d $port -c "SELECT citus_set_coordinator_host('127.0.0.1', $port)" \
    -c "SELECT count(*) FROM hc_hold_best('cat-d', 2, 'b1', 'dk1')" \
    -c "SELECT count(*) FROM hc_hold('d-a1', 'b1', 'dk2')" \
    -c "SELECT hc_stock_set('d-p', 5)" -c "SELECT count(*) FROM hc_reserve('d-p', 2, 'b1', 'dk3')" >/dev/null
+# A live group hold of a seat and an asset outside pools, which a single node allows.
+mixed=$(d $port -c "SELECT reservation_id FROM hc_hold_many(ARRAY['d-5', 'd-a3'], 'b2', 'dk4') LIMIT 1")
+check "hc_distribute() refuses a database with a live group hold of several pools (55000), then goes on once it ended" \
+    "$(printf '%s\n' '\set VERBOSITY terse' 'SELECT count(*) FROM hc_distribute();' '\echo :SQLSTATE' |
+         psql -X -qAt -h "$host" -p "$port" -U postgres -d hc_data 2>/dev/null | tail -1) $(d $port -c "SELECT status FROM hc_release('$mixed')")" \
+    "55000 RELEASED"
 check "hc_distribute() of a database with data: every row's routing id, its rows in the shards alone" \
     "$(d $port -c "SELECT count(*) FROM hc_distribute()" >/dev/null
        d $port -c "SELECT string_agg(s, ' ' ORDER BY s) FROM (SELECT DISTINCT coalesce(scope_id, '-') s FROM hc_reservations
