@@ -104,6 +104,9 @@ INSERT INTO fz_valid VALUES
     ('', 'asset_ids', 'ARRAY[pg_temp.fz_asset(), pg_temp.fz_asset()]'),
     ('', 'pool', 'pg_temp.fz_pool()'), ('', 'n', '2'),
     ('', 'rank', '1'), ('', 'grp', $$pg_temp.fz_id('row')$$), ('', 'pos', '1'),
+    -- The forms given a routing id: a seat's must be its pool.
+    ('hc_asset_add', 'pool', $$'fz-pool'$$), ('hc_asset_add', 'scope_id', $$'fz-pool'$$),
+    ('hc_hold_many', 'scope_id', $$'fz-pool'$$),
     ('hc_commit', 'asset_id', 'pg_temp.fz_held_asset()'),
     ('hc_release', 'asset_id', 'pg_temp.fz_held_asset()'),
     ('hc_extend', 'asset_id', 'pg_temp.fz_held_asset()'),
