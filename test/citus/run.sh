@@ -880,6 +880,7 @@ by_asset_id() {
             s/(hc_reservations_scope_key .*\()scope_id, /\1asset_id, /
             /^constraint hc_(assets|ledger|reservations) hc_[a-z]+_scope_id_not_null NOT NULL scope_id$/d
             /^distributed hc_asset_routes /d
+            /^function hc_(asset_add\(text,text,text,text,integer,text,integer\)|hold_many\(text,text\[\],text,text,interval\)) by /d
             s/^distributed hc_assets by scope_id$/distributed hc_assets by id/
             s/^distributed hc_ledger by scope_id$/distributed hc_ledger by entity_id/
             s/^distributed hc_reservations by scope_id$/distributed hc_reservations by asset_id/' |
