@@ -117,7 +117,7 @@ check "every row kept" "$(q $old -c "SET search_path = holdcommit" -c "$counts")
 check "pg_dump still keeps the tables' data" \
     "$(q $old -c "SELECT string_agg(c::regclass::text, ' ' ORDER BY c::regclass::text)
                     FROM pg_extension, unnest(extconfig) c WHERE extname = 'holdcommit'")" \
-    "hc_assets hc_attempts hc_ledger hc_locks hc_reservations hc_stock_carries hc_stock_order_lines hc_stock_orders hc_stock_parts hc_stock_spreads"
+    "hc_asset_routes hc_assets hc_attempts hc_ledger hc_locks hc_reservations hc_stock_carries hc_stock_order_lines hc_stock_orders hc_stock_parts hc_stock_spreads"
 check "hc_check() is empty after the move" "$(q $old -c "SELECT string_agg(invariant || ': ' || detail, '; ') FROM holdcommit.hc_check()")" ""
 check "a key made in public replays" \
     "$(q $old -c "SELECT status, replayed FROM holdcommit.hc_hold('MV-1', 'alice', 'mv-hold-1')")" "HELD|t"
