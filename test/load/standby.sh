@@ -182,6 +182,7 @@ check "the standby catches up with the primary's WAL position $lsn (${waited} s)
 cat >"$work/calls" <<'CALLS'
 hc_asset_add|'A-ADDED', 'added'|write
 hc_asset_add|'A-ADDED2', 'added', 'P-SEATS', 1, 'R', 9|write
+hc_asset_add|'P-SEATS', 'A-ADDED3', 'added', 'P-SEATS', 1, 'R', 10|write
 hc_attempt_begin|'L-ATT', 'w1', 1, '0', 5|write
 hc_attempt_complete|'L-DONE2', 'w1', 1, 'INV-2'|write
 hc_attempt_reset|'L-REVIEW', 'checked by hand'|write
@@ -199,6 +200,7 @@ hc_grant_operator|'shop_ops'|write
 hc_hold|'A-HOLD', 'kate', 'k-new-hold', '1 hour'|write
 hc_hold_best|'P-SEATS', 2, 'omar', 'k-new-best', '1 hour'|write
 hc_hold_many|ARRAY['S-M1', 'S-M2'], 'nina', 'k-new-many', '1 hour'|write
+hc_hold_many|'P-SEATS', ARRAY['S-B4'], 'nina', 'k-new-many2', '1 hour'|write
 hc_lock_acquire|'L-FREE', 'w-new', '3 minutes', 0|write
 hc_lock_acquire_session|'L-FREE-S', 'w-new', '3 minutes', 0|write
 hc_lock_check|'L-HELD', 'w1', 1|write
@@ -220,11 +222,13 @@ hc_unreserve|(SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = '
 hc_unreserve|'P-1', (SELECT id FROM holdcommit.hc_stock_reservations WHERE buyer_id = 'b-unr2')|write
 hc_worker_state||read
 CALLS
-# The functions a caller can call (not the event trigger's).
+# The functions a caller can call (not the event trigger's, nor hc_scope_id,
+# the default of a column on Citus).
 catalog="SELECT p.proname FROM pg_proc p
            JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
            JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'holdcommit'
-          WHERE p.proname LIKE 'hc\\_%' AND p.prorettype <> 'event_trigger'::regtype ORDER BY 1"
+          WHERE p.proname LIKE 'hc\\_%' AND p.prorettype <> 'event_trigger'::regtype
+            AND p.proname <> 'hc_scope_id' ORDER BY 1"
 check "every hc_* function of the catalog has a call here, and only those" \
     "$(S -c "$catalog" | paste -sd' ')" "$(cut -d'|' -f1 "$work/calls" | sort | paste -sd' ')"
 # matrix SERVER: each call in a transaction of its own, as an application
