@@ -293,25 +293,6 @@ asset_add(FunctionCallInfo fcinfo, int first)
 	HcArgs		args;
 	Datum		row;
 
-#ifdef HC_SANITIZE_CANARY
-	{
-		/*
-		 * test/packaging/sanitize.sh's canary build only: an off-by-one loop that reads
-		 * one byte past a palloc'd buffer, which AddressSanitizer must report.
-		 * 16 kB is above aset.c's allocChunkLimit (8 kB), so the chunk is a
-		 * malloc'd block of its own and the byte past it is ASan's redzone; a
-		 * small chunk sits inside a larger block, where ASan sees nothing.
-		 */
-		Size		len = 16 * 1024;
-		char	   *buf = palloc0(len);
-		volatile int sum = 0;
-		Size		i;
-
-		for (i = 0; i <= len; i++)
-			sum += buf[i];
-		pfree(buf);
-	}
-#endif
 	hc_call_begin(&call, fcinfo, "hc_asset_add");
 	if (first > 0)
 	{
@@ -357,6 +338,25 @@ asset_add(FunctionCallInfo fcinfo, int first)
 Datum
 hc_asset_add(PG_FUNCTION_ARGS)
 {
+#ifdef HC_SANITIZE_CANARY
+	{
+		/*
+		 * test/packaging/sanitize.sh's canary build only: an off-by-one loop that reads
+		 * one byte past a palloc'd buffer, which AddressSanitizer must report.
+		 * 16 kB is above aset.c's allocChunkLimit (8 kB), so the chunk is a
+		 * malloc'd block of its own and the byte past it is ASan's redzone; a
+		 * small chunk sits inside a larger block, where ASan sees nothing.
+		 */
+		Size		len = 16 * 1024;
+		char	   *buf = palloc0(len);
+		volatile int sum = 0;
+		Size		i;
+
+		for (i = 0; i <= len; i++)
+			sum += buf[i];
+		pfree(buf);
+	}
+#endif
 	PG_RETURN_DATUM(asset_add(fcinfo, 0));
 }
 
