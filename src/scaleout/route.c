@@ -51,6 +51,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/tuplestore.h"
 
 #include "core/search_path.h"
 #include "core/statement.h"
