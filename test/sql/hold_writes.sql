@@ -251,7 +251,7 @@ CREATE POLICY hw_read ON hc_reservations FOR SELECT USING (true);
 CREATE POLICY hw_no_mallory ON hc_reservations FOR INSERT WITH CHECK (buyer_id <> 'mallory');
 SELECT outcome($$SELECT hc_hold('HW-R2', 'mallory', 'hw-r2')$$);
 SELECT hw_hold('r3', 'HW-R3', 'alice');
-SELECT buyer_id, actor FROM hc_ledger WHERE entity_id = 'HW-R3';
+SELECT buyer_id, actor FROM hc_ledger WHERE entity_id = 'HW-R3' ORDER BY seq;
 SELECT hw_statements();
 ROLLBACK;
 
